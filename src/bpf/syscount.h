@@ -1,0 +1,95 @@
+/* Shared by syscount.bpf.c and the Rust side (through the skeleton's
+ * generated types): every struct here is a map key or value. */
+#ifndef SYSDIET_SYSCOUNT_H
+#define SYSDIET_SYSCOUNT_H
+
+#define MAX_SYSCALLS 512   /* x86_64 numbers stop below 470 */
+#define PATH_LEN 256       /* like opensnoop's NAME_MAX + 1 */
+#define HIST_BUCKETS 32    /* byte-count buckets, see size_bucket() */
+#define COMM_LEN 16
+
+/* What the fingerprint of one syscall's argument is. */
+enum arg_kind {
+	ARG_NONE = 0,
+	ARG_PATH = 1,  /* a user string: the path */
+	ARG_FD = 2,    /* an fd number */
+	ARG_FD_IO = 3, /* an fd, plus requested and returned byte counts */
+};
+
+/* Set per syscall number from user space before load. */
+struct syscall_spec {
+	__u8 traced;   /* counted at all (-e trace=SET) */
+	__u8 kind;     /* enum arg_kind */
+	__u8 arg;      /* index of the path or fd argument */
+	__u8 size_arg; /* index of the byte-count argument, ARG_FD_IO only */
+};
+
+enum target_state {
+	TARGET_PENDING_EXEC = 1, /* spawned, held: counts start at its execve */
+	TARGET_ACTIVE = 2,
+};
+
+/* Things that went unseen. Each is shown in every report. */
+enum lost_counter {
+	LOST_SYSCALL_MAP_FULL = 0,
+	LOST_ARG_MAP_FULL,
+	LOST_ERRNO_MAP_FULL,
+	LOST_TASK_MAP_FULL,
+	LOST_TARGET_MAP_FULL,
+	LOST_PATH_UNREADABLE,
+	LOST_PATH_TRUNCATED,
+	LOST_NO_TASK_STORAGE,
+	LOST_NR_OUT_OF_RANGE,
+	LOST__COUNT,
+};
+
+/* Per (process, thread, syscall). A thread runs on one CPU at a time, so a
+ * plain hash keyed by thread is contention free. */
+struct sys_key {
+	__u32 tgid;
+	__u32 tid;
+	__u32 nr;
+	__u32 _pad;
+};
+
+struct sys_val {
+	__u64 calls;
+	__u64 errors;
+	__u64 total_ns;
+	__u64 min_ns;
+	__u64 max_ns;
+};
+
+struct errno_key {
+	__u32 tgid;
+	__u32 nr;
+	__u32 err;
+	__u32 _pad;
+};
+
+/* Per (process, syscall, argument fingerprint); per-CPU values. */
+struct arg_key {
+	__u32 tgid;
+	__u32 nr;
+	__s64 fd;
+	char path[PATH_LEN];
+};
+
+struct arg_val {
+	__u64 calls;
+	__u64 errors;
+	__u64 total_ns;
+	__u64 requested[HIST_BUCKETS];
+	__u64 returned[HIST_BUCKETS];
+};
+
+/* Per thread (or process: tid == tgid). */
+struct task_info {
+	__u32 tgid;
+	__u32 ppid;      /* tgid of the parent */
+	__s32 exit_code; /* wait(2) status, valid when exited */
+	__u32 exited;
+	char comm[COMM_LEN];
+};
+
+#endif

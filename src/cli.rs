@@ -1,0 +1,102 @@
+//! The command line, as `sysdiet --help` shows it.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "sysdiet",
+    version,
+    about = "Find the system calls a program makes for nothing, and who makes them",
+    long_about = "Counts every system call of a program in the kernel (BPF), exactly and at \
+                  little cost, and reports them like `strace -c`, with the arguments repeated most."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run a command, trace it and its children to its end, then report
+    #[command(after_help = "Examples:\n  sysdiet run -- ./timeloop localtime 1000000\n  \
+                            sysdiet run --json -o out.json -- make -j2\n  \
+                            sysdiet run -e trace=%file -- ls /\n\n\
+                            The command's exit status is sysdiet's (128+N when killed by signal N).\n\
+                            Ctrl-C reaches the command; the report of what ran is still printed.")]
+    Run {
+        #[command(flatten)]
+        report: ReportArgs,
+        /// The command and its arguments
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+        command: Vec<OsString>,
+    },
+    /// Trace running processes (all their threads and future children)
+    #[command(after_help = "Examples:\n  sysdiet attach -p 1234 --duration 30s\n  \
+                            sysdiet attach -p 1234,1240\n\n\
+                            Tracing ends when the processes exit, --duration runs out, or on Ctrl-C.")]
+    Attach {
+        /// Process ids, comma-separated or repeated
+        #[arg(short = 'p', long = "pid", value_delimiter = ',', required = true, value_name = "PID")]
+        pids: Vec<u32>,
+        /// Stop after this long: 30s, 500ms, 2m, 1h (a bare number is seconds)
+        #[arg(long, value_parser = parse_duration, value_name = "TIME")]
+        duration: Option<Duration>,
+        #[command(flatten)]
+        report: ReportArgs,
+    },
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ReportArgs {
+    /// Count only these syscalls, as strace: trace=open,read  trace=%file  trace=!write  trace=/^rt_
+    #[arg(short = 'e', value_name = "EXPR")]
+    pub expr: Option<String>,
+    /// Write the whole trace as JSON (schema: docs/json.md)
+    #[arg(long)]
+    pub json: bool,
+    /// Write the report to FILE instead of stderr
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Break the counts down per process and per thread
+    #[arg(long)]
+    pub per_thread: bool,
+}
+
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num.parse().map_err(|_| format!("`{s}` is not a duration: try 30s, 500ms, 2m"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "ms" => n / 1e3,
+        "us" | "µs" => n / 1e6,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("unknown unit `{unit}` in `{s}`: use ms, s, m or h")),
+    };
+    if !secs.is_finite() || secs <= 0.0 {
+        return Err(format!("`{s}`: a duration must be positive"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("5y").is_err());
+        assert!(parse_duration("0").is_err());
+    }
+}

@@ -1,0 +1,60 @@
+//! `sysdiet attach -p PID[,PID...]`: trace running processes, all their
+//! threads and their future children, until they exit, --duration runs out,
+//! or Ctrl-C.
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use super::{finish, unix_now, TraceOptions, BACKEND};
+use crate::error::{Error, Result};
+use crate::model::{Environment, RunInfo};
+use crate::target::{self, Event};
+use crate::trace::bpf::BpfTracer;
+
+pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, started: Instant) -> Result<i32> {
+    if pids.is_empty() {
+        return Err(Error::Usage("no pid given: sysdiet attach -p PID[,PID...]".into()));
+    }
+    let threads: Vec<Vec<(u32, String)>> = pids.iter().map(|&p| target::live_threads(p)).collect::<Result<_>>()?;
+
+    let (tx, rx) = mpsc::channel();
+    target::watch_signals(tx.clone())?;
+    let tracer = BpfTracer::load(&opts.filter)?;
+    for (&pid, threads) in pids.iter().zip(&threads) {
+        let ppid = target::parent_of(pid);
+        for (tid, comm) in threads {
+            tracer.add_task(*tid, pid, ppid, comm)?;
+        }
+        tracer.add_target(pid, false)?;
+    }
+    let setup_ns = started.elapsed().as_nanos() as u64;
+    let started_at = unix_now();
+    let t0 = Instant::now();
+    target::watch_pids(pids, tx.clone())?;
+    if let Some(d) = duration {
+        target::watch_timeout(d, tx);
+    }
+    let interrupted = loop {
+        match rx.recv() {
+            Ok(Event::AllGone) | Ok(Event::Timeout) => break false,
+            Ok(Event::Signal { .. }) | Err(_) => break true,
+            Ok(Event::Exited(_)) => {}
+        }
+    };
+    let ended = Instant::now();
+    let run = RunInfo {
+        command: Vec::new(),
+        root_pids: pids.to_vec(),
+        backend: BACKEND.into(),
+        filter: opts.filter.expr.clone(),
+        started_at,
+        duration_ns: (ended - t0).as_nanos() as u64,
+        exit: None,
+        interrupted,
+        setup_ns,
+        readout_ns: 0,
+        environment: Environment { tz: target::env_var_of(pids[0], "TZ"), clocksource: crate::trace::clocksource() },
+    };
+    finish(&tracer, run, ended, opts)?;
+    Ok(0)
+}

@@ -1,0 +1,52 @@
+//! Errors for humans: each says what went wrong and what to do, in one line.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Usage(String),
+
+    #[error("{0}: command not found (check the name, or give a path like ./{0})")]
+    CommandNotFound(String),
+
+    #[error("{0}: permission denied: not executable (chmod +x it, or run it through its interpreter)")]
+    NotExecutable(String),
+
+    #[error("cannot execute {name}: {source}")]
+    Exec { name: String, source: std::io::Error },
+
+    #[error("no process with pid {0}: it has exited or never existed (see `ps -e`)")]
+    NoSuchProcess(u32),
+
+    #[error("no rights to load BPF programs: sysdiet needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN); run it as root or with sudo")]
+    NoBpfRights,
+
+    #[error("this kernel has no BTF ({0} is missing): sysdiet's BPF tracer needs a kernel built with CONFIG_DEBUG_INFO_BTF=y")]
+    NoBtf(PathBuf),
+
+    #[error("loading the BPF tracer failed: {0} (run with SYSDIET_DEBUG=1 to see libbpf's log)")]
+    Bpf(String),
+
+    #[error("{path}: {source}")]
+    File { path: PathBuf, source: std::io::Error },
+
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl Error {
+    /// The exit status sysdiet ends with: the shell's 126/127 for commands
+    /// that cannot run, 2 for bad usage, 1 for everything else.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::CommandNotFound(_) => 127,
+            Error::Exec { source, .. } if source.kind() == std::io::ErrorKind::NotFound => 127,
+            Error::NotExecutable(_) | Error::Exec { .. } => 126,
+            Error::Usage(_) => 2,
+            _ => 1,
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,12 @@
+//! sysdiet: find the system calls a program makes for nothing, and who
+//! makes them. Data flows target → trace → model → report.
+
+pub mod commands;
+pub mod error;
+pub mod model;
+pub mod report;
+pub mod target;
+pub mod trace;
+
+pub use error::{Error, Result};
+pub use model::Trace;

@@ -1,0 +1,47 @@
+use std::time::Instant;
+
+use clap::Parser;
+
+mod cli;
+
+use cli::{Cli, Command, ReportArgs};
+use sysdiet::commands::{attach::attach, run::run, TraceOptions};
+use sysdiet::report::{Format, ReportOptions};
+use sysdiet::trace::filter::SyscallSet;
+use sysdiet::Result;
+
+fn main() {
+    let started = Instant::now();
+    let cli = Cli::parse();
+    let code = match dispatch(cli, started) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("sysdiet: {e}");
+            e.exit_code()
+        }
+    };
+    // Exit without running destructors: the kernel detaches the probes as
+    // the process ends, after the report is already out.
+    std::process::exit(code);
+}
+
+fn dispatch(cli: Cli, started: Instant) -> Result<i32> {
+    match cli.command {
+        Command::Run { report, command } => run(&command, &options(report)?, started),
+        Command::Attach { pids, duration, report } => attach(&pids, duration, &options(report)?, started),
+    }
+}
+
+fn options(r: ReportArgs) -> Result<TraceOptions> {
+    Ok(TraceOptions {
+        filter: match &r.expr {
+            Some(e) => SyscallSet::parse(e)?,
+            None => SyscallSet::default(),
+        },
+        report: ReportOptions {
+            format: if r.json { Format::Json } else { Format::Text },
+            output: r.output,
+            per_thread: r.per_thread,
+        },
+    })
+}

@@ -1,0 +1,159 @@
+//! Assembles a Trace from per-thread records, whichever tracer made them.
+
+use super::*;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Default)]
+pub struct TraceBuilder {
+    /// (tgid, tid) -> nr -> stats
+    threads: BTreeMap<(u32, u32), BTreeMap<u32, SyscallStats>>,
+    /// (tgid, nr) -> errno name -> count
+    errnos: BTreeMap<(u32, u32), BTreeMap<String, u64>>,
+    /// tid -> what is known of the task
+    tasks: BTreeMap<u32, TaskRecord>,
+    arguments: Vec<ArgumentStats>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct TaskRecord {
+    pub tgid: u32,
+    pub ppid: u32,
+    pub comm: String,
+    pub exit: Option<Exit>,
+}
+
+impl TraceBuilder {
+    pub fn add_syscall(&mut self, tgid: u32, tid: u32, stats: SyscallStats) {
+        self.threads.entry((tgid, tid)).or_default().entry(stats.nr).or_insert_with(|| SyscallStats::new(stats.nr)).merge(&stats);
+    }
+
+    pub fn add_errno(&mut self, tgid: u32, nr: u32, errno: &str, count: u64) {
+        *self.errnos.entry((tgid, nr)).or_default().entry(errno.to_string()).or_default() += count;
+    }
+
+    pub fn add_task(&mut self, tid: u32, task: TaskRecord) {
+        self.tasks.insert(tid, task);
+    }
+
+    pub fn add_argument(&mut self, stats: ArgumentStats) {
+        self.arguments.push(stats);
+    }
+
+    pub fn finish(self, run: RunInfo, lost: Lost) -> Trace {
+        let mut processes: BTreeMap<u32, Process> = BTreeMap::new();
+        for ((tgid, tid), by_nr) in self.threads {
+            let task = self.tasks.get(&tid);
+            let leader = self.tasks.get(&tgid);
+            let p = processes.entry(tgid).or_insert_with(|| Process {
+                pid: tgid,
+                ppid: leader.or(task).map_or(0, |t| t.ppid),
+                comm: leader.or(task).map_or_else(String::new, |t| t.comm.clone()),
+                exit: leader.and_then(|t| t.exit),
+                ..Default::default()
+            });
+            let mut syscalls: Vec<SyscallStats> = by_nr.into_values().collect();
+            sort_by_cost(&mut syscalls);
+            p.threads.push(Thread { tid, comm: task.map_or_else(String::new, |t| t.comm.clone()), syscalls });
+        }
+
+        let mut totals: BTreeMap<u32, SyscallStats> = BTreeMap::new();
+        for p in processes.values_mut() {
+            let mut per_process: BTreeMap<u32, SyscallStats> = BTreeMap::new();
+            for s in p.threads.iter().flat_map(|t| &t.syscalls) {
+                per_process.entry(s.nr).or_insert_with(|| SyscallStats::new(s.nr)).merge(s);
+            }
+            for (nr, s) in per_process.iter_mut() {
+                if let Some(e) = self.errnos.get(&(p.pid, *nr)) {
+                    s.errnos = e.clone();
+                }
+                totals.entry(*nr).or_insert_with(|| SyscallStats::new(*nr)).merge(s);
+            }
+            p.syscalls = per_process.into_values().collect();
+            sort_by_cost(&mut p.syscalls);
+        }
+        let mut syscalls: Vec<SyscallStats> = totals.into_values().collect();
+        sort_by_cost(&mut syscalls);
+
+        let mut arguments = merge_arguments(self.arguments);
+        arguments.sort_by(|a, b| b.calls.cmp(&a.calls).then(b.total_ns.cmp(&a.total_ns)));
+
+        Trace { run, lost, syscalls, processes: processes.into_values().collect(), arguments }
+    }
+}
+
+/// Merges entries with the same (pid, syscall, argument): a tracer may
+/// report one per CPU or per reading.
+fn merge_arguments(args: Vec<ArgumentStats>) -> Vec<ArgumentStats> {
+    let mut merged: BTreeMap<(u32, u32, Argument), ArgumentStats> = BTreeMap::new();
+    for a in args {
+        match merged.entry((a.pid, a.nr, a.argument.clone())) {
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(a);
+            }
+            std::collections::btree_map::Entry::Occupied(mut o) => {
+                let m = o.get_mut();
+                m.calls += a.calls;
+                m.errors += a.errors;
+                m.total_ns += a.total_ns;
+                for (mine, theirs) in [(&mut m.requested, &a.requested), (&mut m.returned, &a.returned)] {
+                    match (mine.as_mut(), theirs) {
+                        (Some(h), Some(t)) => h.add(t),
+                        (None, Some(t)) => *mine = Some(t.clone()),
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+    merged.into_values().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(nr: u32, calls: u64, errors: u64, ns: u64) -> SyscallStats {
+        SyscallStats { calls, errors, total_ns: ns, min_ns: ns / calls.max(1), max_ns: ns, ..SyscallStats::new(nr) }
+    }
+
+    #[test]
+    fn threads_roll_up_into_processes_and_totals() {
+        let mut b = TraceBuilder::default();
+        b.add_syscall(10, 10, stats(0, 5, 0, 500));
+        b.add_syscall(10, 11, stats(0, 3, 1, 900));
+        b.add_syscall(20, 20, stats(1, 2, 0, 100));
+        b.add_errno(10, 0, "EBADF", 1);
+        b.add_task(10, TaskRecord { tgid: 10, ppid: 1, comm: "app".into(), exit: Some(Exit::Code { code: 0 }) });
+        let t = b.finish(RunInfo::default(), Lost::default());
+        assert_eq!(t.processes.len(), 2);
+        let p = &t.processes[0];
+        assert_eq!((p.pid, p.comm.as_str(), p.threads.len()), (10, "app", 2));
+        assert_eq!(p.syscalls[0].calls, 8);
+        assert_eq!(p.syscalls[0].errnos["EBADF"], 1);
+        let read = t.syscall("read").unwrap();
+        assert_eq!((read.calls, read.errors, read.total_ns, read.max_ns), (8, 1, 1400, 900));
+        assert_eq!(t.total_calls(), 10);
+    }
+
+    #[test]
+    fn per_cpu_argument_entries_merge() {
+        let mut b = TraceBuilder::default();
+        let arg = |calls| ArgumentStats {
+            pid: 1,
+            syscall: "write".into(),
+            nr: 1,
+            argument: Argument::Fd { fd: 1 },
+            calls,
+            errors: 0,
+            total_ns: 10,
+            requested: Some(Histogram::from_buckets(vec![0, calls])),
+            returned: None,
+        };
+        b.add_argument(arg(2));
+        b.add_argument(arg(3));
+        let t = b.finish(RunInfo::default(), Lost::default());
+        assert_eq!(t.arguments.len(), 1);
+        assert_eq!(t.arguments[0].calls, 5);
+        assert_eq!(t.arguments[0].requested.as_ref().unwrap().buckets, vec![0, 5]);
+    }
+}

@@ -1,0 +1,241 @@
+//! The Trace: what a traced run did, as plain data. Tracers fill it, rules
+//! read it, renderers print it. No I/O here.
+
+pub mod builder;
+mod histogram;
+
+pub use histogram::Histogram;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Bumped whenever the JSON shape changes incompatibly (docs/json.md).
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Trace {
+    pub run: RunInfo,
+    /// What went unseen; all zero when the counts are complete.
+    pub lost: Lost,
+    /// Totals per syscall over every process and thread, most time first.
+    pub syscalls: Vec<SyscallStats>,
+    pub processes: Vec<Process>,
+    /// Per (process, syscall, argument): the repeated calls.
+    pub arguments: Vec<ArgumentStats>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct RunInfo {
+    /// The command as given (`run`), empty for `attach`.
+    pub command: Vec<String>,
+    /// The processes tracing started from: the command, or the attached pids.
+    pub root_pids: Vec<u32>,
+    pub backend: String,
+    /// `-e trace=...` as given, when not everything was counted.
+    pub filter: Option<String>,
+    /// Unix time (seconds) when counting started.
+    pub started_at: f64,
+    /// From the first counted syscall to the end of tracing.
+    pub duration_ns: u64,
+    /// How the command ended (`run` only).
+    pub exit: Option<Exit>,
+    /// Tracing stopped before the command ended (Ctrl-C, --duration).
+    pub interrupted: bool,
+    /// sysdiet's own cost: from its start to the probes being armed, and
+    /// from the command's end to this Trace being read out of the kernel.
+    pub setup_ns: u64,
+    pub readout_ns: u64,
+    pub environment: Environment,
+}
+
+/// Facts about the target's environment that rules need.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Environment {
+    /// `TZ` as the command saw it, `None` when unset.
+    pub tz: Option<String>,
+    pub clocksource: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Exit {
+    Code { code: i32 },
+    Signal { signal: i32, core_dumped: bool },
+}
+
+impl Exit {
+    /// The status a shell would report: the code, or 128 + the signal.
+    pub fn shell_status(self) -> i32 {
+        match self {
+            Exit::Code { code } => code,
+            Exit::Signal { signal, .. } => 128 + signal,
+        }
+    }
+
+    /// Decodes a wait(2) status word.
+    pub fn from_wait_status(status: i32) -> Exit {
+        if libc::WIFSIGNALED(status) {
+            Exit::Signal { signal: libc::WTERMSIG(status), core_dumped: libc::WCOREDUMP(status) }
+        } else {
+            Exit::Code { code: libc::WEXITSTATUS(status) }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Lost {
+    /// Syscalls not counted per thread because the table was full.
+    pub syscall_map_full: u64,
+    pub argument_map_full: u64,
+    pub errno_map_full: u64,
+    pub task_map_full: u64,
+    pub target_map_full: u64,
+    /// Path arguments that could not be read from the target's memory.
+    pub path_unreadable: u64,
+    /// Paths longer than sysdiet keeps (255 bytes), shown cut.
+    pub path_truncated: u64,
+    pub no_task_storage: u64,
+    pub syscall_nr_out_of_range: u64,
+}
+
+impl Lost {
+    /// (name, count) of every non-zero counter, for reports.
+    pub fn nonzero(&self) -> Vec<(&'static str, u64)> {
+        [
+            ("syscalls uncounted: thread table full", self.syscall_map_full),
+            ("argument stats lost: table full", self.argument_map_full),
+            ("errno stats lost: table full", self.errno_map_full),
+            ("task names lost: table full", self.task_map_full),
+            ("children untraced: target table full", self.target_map_full),
+            ("paths unreadable", self.path_unreadable),
+            ("paths cut at 255 bytes", self.path_truncated),
+            ("syscalls uncounted: no task storage", self.no_task_storage),
+            ("syscalls with unknown numbers", self.syscall_nr_out_of_range),
+        ]
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .collect()
+    }
+
+    /// Lost counters that make call counts incomplete (not just details).
+    pub fn counts_incomplete(&self) -> bool {
+        self.syscall_map_full + self.target_map_full + self.no_task_storage + self.syscall_nr_out_of_range > 0
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SyscallStats {
+    pub name: String,
+    pub nr: u32,
+    pub calls: u64,
+    pub errors: u64,
+    /// Time in the kernel, entry to exit; exit and exit_group count none.
+    pub total_ns: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+    /// errno name (ENOENT, ...) -> count.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub errnos: BTreeMap<String, u64>,
+}
+
+impl SyscallStats {
+    pub fn new(nr: u32) -> SyscallStats {
+        SyscallStats { name: crate::trace::syscalls::name(nr), nr, ..Default::default() }
+    }
+
+    /// Adds `other`'s counts (same syscall) into this one.
+    pub fn merge(&mut self, other: &SyscallStats) {
+        if other.calls == 0 {
+            return;
+        }
+        if self.calls == 0 || other.min_ns < self.min_ns {
+            self.min_ns = other.min_ns;
+        }
+        self.calls += other.calls;
+        self.errors += other.errors;
+        self.total_ns += other.total_ns;
+        self.max_ns = self.max_ns.max(other.max_ns);
+        for (e, n) in &other.errnos {
+            *self.errnos.entry(e.clone()).or_default() += n;
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Process {
+    pub pid: u32,
+    pub ppid: u32,
+    pub comm: String,
+    pub exit: Option<Exit>,
+    /// This process's syscalls, all threads together, most time first.
+    pub syscalls: Vec<SyscallStats>,
+    pub threads: Vec<Thread>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Thread {
+    pub tid: u32,
+    pub comm: String,
+    pub syscalls: Vec<SyscallStats>,
+}
+
+/// What identifies one call's argument.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Argument {
+    /// A path; `dirfd` for `*at` calls (-100 is AT_FDCWD).
+    Path { path: String, dirfd: Option<i64> },
+    Fd { fd: i64 },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ArgumentStats {
+    pub pid: u32,
+    pub syscall: String,
+    pub nr: u32,
+    pub argument: Argument,
+    pub calls: u64,
+    pub errors: u64,
+    pub total_ns: u64,
+    /// Byte counts asked for and returned (read/write family only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested: Option<Histogram>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub returned: Option<Histogram>,
+}
+
+impl Trace {
+    pub fn total_calls(&self) -> u64 {
+        self.syscalls.iter().map(|s| s.calls).sum()
+    }
+
+    pub fn total_ns(&self) -> u64 {
+        self.syscalls.iter().map(|s| s.total_ns).sum()
+    }
+
+    pub fn syscall(&self, name: &str) -> Option<&SyscallStats> {
+        self.syscalls.iter().find(|s| s.name == name)
+    }
+
+    pub fn thread_count(&self) -> usize {
+        self.processes.iter().map(|p| p.threads.len()).sum()
+    }
+}
+
+/// Sorts syscall stats the way reports show them: most time, then most calls.
+pub fn sort_by_cost(stats: &mut [SyscallStats]) {
+    stats.sort_by(|a, b| {
+        b.total_ns.cmp(&a.total_ns).then(b.calls.cmp(&a.calls)).then(a.name.cmp(&b.name))
+    });
+}
+
+impl ArgumentStats {
+    /// At most how many bytes 90% of the calls moved (read/write family).
+    pub fn typical_bytes(&self) -> Option<u64> {
+        self.returned.as_ref()?.bound_covering(0.9)
+    }
+
+    /// At most how many bytes 90% of the calls asked for.
+    pub fn typical_request(&self) -> Option<u64> {
+        self.requested.as_ref()?.bound_covering(0.9)
+    }
+}

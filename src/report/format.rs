@@ -1,0 +1,78 @@
+//! Number and duration formatting shared by the text renderers.
+
+/// 1234567 -> "1,234,567"
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A duration for people: "1.984 s", "12.3 ms", "850 µs", "420 ns".
+pub fn duration(ns: u64) -> String {
+    let ns_f = ns as f64;
+    if ns >= 1_000_000_000 {
+        format!("{:.3} s", ns_f / 1e9)
+    } else if ns >= 10_000_000 {
+        format!("{:.0} ms", ns_f / 1e6)
+    } else if ns >= 1_000_000 {
+        format!("{:.1} ms", ns_f / 1e6)
+    } else if ns >= 1_000 {
+        format!("{:.0} µs", ns_f / 1e3)
+    } else {
+        format!("{ns} ns")
+    }
+}
+
+/// A byte count: "1 byte", "16 bytes", "4 KiB", "1 MiB".
+pub fn bytes(n: u64) -> String {
+    match n {
+        1 => "1 byte".into(),
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
+        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
+        n => format!("{n} bytes"),
+    }
+}
+
+/// `"..."` with control characters and quotes escaped, as strace shows strings.
+pub fn quoted(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_000_004), "1,000,004");
+        assert_eq!(duration(1_984_000_000), "1.984 s");
+        assert_eq!(duration(12_300_000), "12 ms");
+        assert_eq!(duration(1_230_000), "1.2 ms");
+        assert_eq!(duration(850_000), "850 µs");
+        assert_eq!(duration(420), "420 ns");
+        assert_eq!(bytes(1), "1 byte");
+        assert_eq!(bytes(16), "16 bytes");
+        assert_eq!(bytes(4096), "4 KiB");
+        assert_eq!(quoted("a\"b\n"), "\"a\\\"b\\n\"");
+    }
+}

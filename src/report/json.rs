@@ -1,0 +1,19 @@
+//! The JSON report: the whole Trace, with a schema version (docs/json.md).
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Trace, SCHEMA_VERSION};
+
+#[derive(Serialize, Deserialize)]
+pub struct Document {
+    pub version: u32,
+    #[serde(flatten)]
+    pub trace: Trace,
+}
+
+pub fn render(trace: &Trace) -> String {
+    let doc = Document { version: SCHEMA_VERSION, trace: trace.clone() };
+    let mut s = serde_json::to_string_pretty(&doc).expect("a Trace always serializes");
+    s.push('\n');
+    s
+}

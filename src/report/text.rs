@@ -1,0 +1,189 @@
+//! The text report: a header, a `strace -c` style table, the most repeated
+//! arguments, and with --per-thread a breakdown per process and thread.
+
+use std::fmt::Write;
+
+use super::format::{bytes, duration, quoted, thousands};
+use crate::model::{Argument, ArgumentStats, Exit, SyscallStats, Trace};
+
+/// How many repeated arguments the report lists.
+const TOP_ARGUMENTS: usize = 10;
+
+pub fn render(trace: &Trace, per_thread: bool) -> String {
+    let mut out = String::new();
+    header(&mut out, trace);
+    out.push('\n');
+    table(&mut out, &trace.syscalls);
+    errors(&mut out, &trace.syscalls);
+    arguments(&mut out, trace);
+    if per_thread || trace.processes.len() > 1 {
+        breakdown(&mut out, trace, per_thread);
+    }
+    out
+}
+
+fn header(out: &mut String, trace: &Trace) {
+    let run = &trace.run;
+    let what = if run.command.is_empty() {
+        format!("pid {}", run.root_pids.iter().map(u32::to_string).collect::<Vec<_>>().join(","))
+    } else {
+        run.command.join(" ")
+    };
+    let _ = writeln!(out, "sysdiet: {what}");
+    let mut facts = vec![
+        format!(
+            "{} {}, {} {}",
+            trace.processes.len(),
+            plural(trace.processes.len(), "process", "processes"),
+            trace.thread_count(),
+            plural(trace.thread_count(), "thread", "threads")
+        ),
+        duration(run.duration_ns),
+    ];
+    match run.exit {
+        Some(Exit::Code { code }) => facts.push(format!("exit {code}")),
+        Some(Exit::Signal { signal, core_dumped }) => facts.push(format!(
+            "killed by {}{}",
+            signal_name(signal),
+            if core_dumped { " (core dumped)" } else { "" }
+        )),
+        None => {}
+    }
+    if run.interrupted {
+        facts.push("interrupted: counts so far".into());
+    }
+    facts.push(format!("counted by {}", run.backend));
+    if let Some(f) = &run.filter {
+        facts.push(format!("only -e {f}"));
+    }
+    let _ = writeln!(out, "  {}", facts.join(" · "));
+    let lost = trace.lost.nonzero();
+    if lost.is_empty() {
+        let _ = writeln!(out, "  nothing lost: every syscall counted");
+    } else {
+        let items: Vec<String> = lost.iter().map(|(what, n)| format!("{} {what}", thousands(*n))).collect();
+        let _ = writeln!(out, "  LOST: {}", items.join(", "));
+    }
+}
+
+fn table(out: &mut String, syscalls: &[SyscallStats]) {
+    let total_ns: u64 = syscalls.iter().map(|s| s.total_ns).sum();
+    let total = syscalls.iter().fold(SyscallStats { name: "total".into(), ..Default::default() }, |mut t, s| {
+        t.calls += s.calls;
+        t.errors += s.errors;
+        t.total_ns += s.total_ns;
+        t
+    });
+    let w = thousands(total.calls).len().max(9);
+    let rule = format!("------ ----------- ----------- {:-<w$} {:-<w$} ----------------", "", "");
+    let _ = writeln!(out, "% time     seconds  usecs/call {:>w$} {:>w$} syscall", "calls", "errors");
+    let _ = writeln!(out, "{rule}");
+    let row = |out: &mut String, s: &SyscallStats| {
+        let share = if total_ns > 0 { 100.0 * s.total_ns as f64 / total_ns as f64 } else { 0.0 };
+        let per_call = if s.calls > 0 { s.total_ns / s.calls / 1000 } else { 0 };
+        let errors = if s.errors > 0 { thousands(s.errors) } else { String::new() };
+        let _ = writeln!(
+            out,
+            "{share:>6.2} {:>11.6} {per_call:>11} {:>w$} {errors:>w$} {}",
+            s.total_ns as f64 / 1e9,
+            thousands(s.calls),
+            s.name
+        );
+    };
+    for s in syscalls {
+        row(out, s);
+    }
+    let _ = writeln!(out, "{rule}");
+    row(out, &total);
+}
+
+fn errors(out: &mut String, syscalls: &[SyscallStats]) {
+    let items: Vec<String> = syscalls
+        .iter()
+        .filter(|s| !s.errnos.is_empty())
+        .map(|s| {
+            let e: Vec<String> = s.errnos.iter().map(|(e, n)| format!("{e} × {}", thousands(*n))).collect();
+            format!("{} {}", s.name, e.join(", "))
+        })
+        .collect();
+    if !items.is_empty() {
+        let _ = writeln!(out, "\nerrors: {}", items.join("; "));
+    }
+}
+
+fn arguments(out: &mut String, trace: &Trace) {
+    let repeated: Vec<&ArgumentStats> = trace.arguments.iter().filter(|a| a.calls > 1).take(TOP_ARGUMENTS).collect();
+    if repeated.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nmost repeated arguments");
+    let w = thousands(repeated[0].calls).len();
+    let lines: Vec<(String, &ArgumentStats)> = repeated.iter().map(|a| (describe(a), *a)).collect();
+    let dw = lines.iter().map(|(d, _)| d.chars().count()).max().unwrap_or(0);
+    for (d, a) in lines {
+        let pid = if trace.processes.len() > 1 { format!("  pid {}", a.pid) } else { String::new() };
+        let _ = writeln!(
+            out,
+            "  {:>w$} × {d:<dw$}  {:>9}{pid}",
+            thousands(a.calls),
+            duration(a.total_ns)
+        );
+    }
+}
+
+/// `newfstatat("/etc/localtime")`, `write(fd 1) of ≤ 16 bytes`.
+fn describe(a: &ArgumentStats) -> String {
+    let mut s = match &a.argument {
+        Argument::Path { path, dirfd: Some(fd) } => format!("{}(fd {fd}, {})", a.syscall, quoted(path)),
+        Argument::Path { path, dirfd: None } => format!("{}({})", a.syscall, quoted(path)),
+        Argument::Fd { fd } => format!("{}(fd {fd})", a.syscall),
+    };
+    if let Some(moved) = a.typical_bytes() {
+        let _ = write!(s, " of ≤ {}", bytes(moved));
+        if let Some(asked) = a.typical_request().filter(|&asked| asked > moved) {
+            let _ = write!(s, " (asked ≤ {})", bytes(asked));
+        }
+    }
+    if a.errors > 0 {
+        let _ = write!(s, ", {} failed", thousands(a.errors));
+    }
+    s
+}
+
+fn breakdown(out: &mut String, trace: &Trace, per_thread: bool) {
+    let _ = writeln!(out, "\nper process{}", if per_thread { " and thread" } else { "" });
+    let _ = writeln!(out, "  {:>8} {:>8}  {:<16} {:>11} {:>8} {:>11}  top syscalls", "pid", "tid", "comm", "calls", "errors", "seconds");
+    let line = |out: &mut String, pid: u32, tid: Option<u32>, comm: &str, stats: &[SyscallStats]| {
+        let calls: u64 = stats.iter().map(|s| s.calls).sum();
+        let errors: u64 = stats.iter().map(|s| s.errors).sum();
+        let ns: u64 = stats.iter().map(|s| s.total_ns).sum();
+        let mut by_calls: Vec<&SyscallStats> = stats.iter().collect();
+        by_calls.sort_by(|a, b| b.calls.cmp(&a.calls));
+        let top: Vec<String> = by_calls.iter().take(3).map(|s| format!("{} {}", s.name, thousands(s.calls))).collect();
+        let tid = tid.map_or_else(|| "-".to_string(), |t| t.to_string());
+        let _ = writeln!(
+            out,
+            "  {pid:>8} {tid:>8}  {comm:<16} {:>11} {:>8} {:>11.6}  {}",
+            thousands(calls),
+            thousands(errors),
+            ns as f64 / 1e9,
+            top.join(", ")
+        );
+    };
+    for p in &trace.processes {
+        line(out, p.pid, None, &p.comm, &p.syscalls);
+        if per_thread {
+            for t in &p.threads {
+                line(out, p.pid, Some(t.tid), &t.comm, &t.syscalls);
+            }
+        }
+    }
+}
+
+fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
+    if n == 1 { one } else { many }
+}
+
+fn signal_name(signal: i32) -> String {
+    nix::sys::signal::Signal::try_from(signal).map_or_else(|_| format!("signal {signal}"), |s| s.as_str().to_string())
+}

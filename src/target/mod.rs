@@ -1,0 +1,147 @@
+//! The processes being traced: spawned held before exec (`run`) or found by
+//! pid (`attach`), and the events that end a trace.
+
+pub mod spawn;
+
+use std::sync::mpsc::Sender;
+use std::time::Duration;
+
+use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+use signal_hook::iterator::exfiltrator::origin::WithOrigin;
+use signal_hook::iterator::SignalsInfo;
+use signal_hook::low_level::siginfo::Cause;
+
+use crate::error::{Error, Result};
+use crate::model::Exit;
+
+/// What the main loop of a trace waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// The spawned command ended.
+    Exited(Exit),
+    /// Every attached process is gone.
+    AllGone,
+    /// A signal to sysdiet. `from_terminal`: the kernel sent it (Ctrl-C,
+    /// Ctrl-\, hang-up), so the command's process group got it too.
+    Signal { signal: i32, from_terminal: bool },
+    /// --duration ran out.
+    Timeout,
+}
+
+/// Reaps `pid` (sysdiet's child) on a thread, and sends its exit.
+pub fn watch_child(pid: u32, tx: Sender<Event>) {
+    std::thread::spawn(move || {
+        let mut status = 0;
+        loop {
+            // SAFETY: plain waitpid on our own child.
+            let r = unsafe { libc::waitpid(pid as i32, &mut status, 0) };
+            if r == pid as i32 {
+                let _ = tx.send(Event::Exited(Exit::from_wait_status(status)));
+                return;
+            }
+            if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                return;
+            }
+        }
+    });
+}
+
+/// Catches the signals that would end sysdiet, so it can report first.
+pub fn watch_signals(tx: Sender<Event>) -> Result<()> {
+    let mut signals = SignalsInfo::<WithOrigin>::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])?;
+    std::thread::spawn(move || {
+        for info in signals.forever() {
+            let from_terminal = matches!(info.cause, Cause::Kernel);
+            if tx.send(Event::Signal { signal: info.signal, from_terminal }).is_err() {
+                return;
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Sends `Timeout` after `d`.
+pub fn watch_timeout(d: Duration, tx: Sender<Event>) {
+    std::thread::spawn(move || {
+        std::thread::sleep(d);
+        let _ = tx.send(Event::Timeout);
+    });
+}
+
+/// Sends `AllGone` once every one of `pids` has exited (pidfds poll
+/// readable when their process ends).
+pub fn watch_pids(pids: &[u32], tx: Sender<Event>) -> Result<()> {
+    let fds: Vec<i32> = pids
+        .iter()
+        .map(|&p| {
+            // SAFETY: pidfd_open returns a new fd or -1.
+            let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, p as libc::pid_t, 0) } as i32;
+            if fd < 0 { Err(Error::NoSuchProcess(p)) } else { Ok(fd) }
+        })
+        .collect::<Result<_>>()?;
+    std::thread::spawn(move || {
+        let mut polls: Vec<libc::pollfd> = fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+        while !polls.is_empty() {
+            // SAFETY: polls is a valid array of pollfd.
+            let n = unsafe { libc::poll(polls.as_mut_ptr(), polls.len() as libc::nfds_t, -1) };
+            if n < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                return;
+            }
+            polls.retain(|p| p.revents == 0);
+        }
+        let _ = tx.send(Event::AllGone);
+    });
+    Ok(())
+}
+
+/// Checks that `pid` is a live process (not a zombie) and lists its threads
+/// as (tid, comm).
+pub fn live_threads(pid: u32) -> Result<Vec<(u32, String)>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|_| Error::NoSuchProcess(pid))?;
+    // The state follows the ")" that closes the command name.
+    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+    if matches!(state, Some('Z') | Some('X')) {
+        return Err(Error::NoSuchProcess(pid));
+    }
+    let mut threads = Vec::new();
+    let dir = std::fs::read_dir(format!("/proc/{pid}/task")).map_err(|_| Error::NoSuchProcess(pid))?;
+    for entry in dir.flatten() {
+        let Some(tid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else { continue };
+        let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+        threads.push((tid, comm.trim_end().to_string()));
+    }
+    threads.sort();
+    Ok(threads)
+}
+
+/// The parent pid of a live process, 0 when unknown.
+pub fn parent_of(pid: u32) -> u32 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok()))
+        .unwrap_or(0)
+}
+
+/// `TZ` from a live process's environment as it started: None when unset.
+pub fn env_var_of(pid: u32, name: &str) -> Option<String> {
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let prefix = format!("{name}=");
+    environ
+        .split(|&b| b == 0)
+        .find_map(|kv| kv.strip_prefix(prefix.as_bytes()))
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_threads_of_self_and_a_dead_pid() {
+        let me = std::process::id();
+        let threads = live_threads(me).unwrap();
+        assert!(threads.iter().any(|(tid, _)| *tid == me));
+        assert!(matches!(live_threads(u32::MAX / 2), Err(Error::NoSuchProcess(_))));
+        assert_eq!(parent_of(me), std::os::unix::process::parent_id());
+    }
+}

@@ -1,0 +1,221 @@
+//! The BPF tracer: syscount.bpf.c on the syscall BTF tracepoints, counting
+//! in the kernel; this side arms it and reads the maps out at the end.
+
+use std::mem::MaybeUninit;
+use std::path::Path;
+
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags};
+
+use super::filter::{SyscallSet, MAX_SYSCALLS};
+use super::syscalls::{self, ArgKind};
+use crate::error::{Error, Result};
+use crate::model::builder::{TaskRecord, TraceBuilder};
+use crate::model::{Argument, ArgumentStats, Exit, Histogram, Lost, SyscallStats};
+
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/syscount.skel.rs"));
+}
+use skel::types::{arg_key, arg_val, errno_key, sys_key, sys_val, syscall_spec, task_info};
+use skel::{SyscountSkel, SyscountSkelBuilder};
+
+/// Where the kernel publishes its BTF; `SYSDIET_KERNEL_BTF` overrides it so
+/// that the no-BTF error can be tested on a kernel that has BTF.
+fn kernel_btf_path() -> std::path::PathBuf {
+    std::env::var_os("SYSDIET_KERNEL_BTF")
+        .map(Into::into)
+        .unwrap_or_else(|| "/sys/kernel/btf/vmlinux".into())
+}
+
+const ARG_NONE: u8 = 0;
+const ARG_PATH: u8 = 1;
+const ARG_FD: u8 = 2;
+const ARG_FD_IO: u8 = 3;
+const TARGET_PENDING_EXEC: u32 = 1;
+const TARGET_ACTIVE: u32 = 2;
+const AT_FDCWD: i64 = -100;
+
+pub struct BpfTracer {
+    skel: SyscountSkel<'static>,
+}
+
+impl BpfTracer {
+    /// Loads and attaches the programs. Nothing is counted until a target
+    /// is added.
+    pub fn load(filter: &SyscallSet) -> Result<BpfTracer> {
+        let btf = kernel_btf_path();
+        if !Path::new(&btf).exists() {
+            return Err(Error::NoBtf(btf));
+        }
+        if std::env::var_os("SYSDIET_DEBUG").is_none() {
+            libbpf_rs::set_print(None);
+        }
+        // The skeleton borrows its object for as long as it lives: the
+        // whole run. One small leak per process.
+        let object = Box::leak(Box::new(MaybeUninit::uninit()));
+        let mut open = SyscountSkelBuilder::default().open(object).map_err(bpf_error)?;
+        let rodata = open.maps.rodata_data.as_deref_mut().expect("rodata is mmapped");
+        for (nr, spec) in rodata.specs.iter_mut().enumerate().take(MAX_SYSCALLS) {
+            *spec = spec_for(nr as u32, filter);
+        }
+        let mut skel = open.load().map_err(bpf_error)?;
+        skel.attach().map_err(bpf_error)?;
+        Ok(BpfTracer { skel })
+    }
+
+    /// Counts process `pid` and its future children; `held` means it is
+    /// spawned and not yet exec'd: counting starts at its execve.
+    pub fn add_target(&self, pid: u32, held: bool) -> Result<()> {
+        let state = if held { TARGET_PENDING_EXEC } else { TARGET_ACTIVE };
+        self.skel
+            .maps
+            .targets
+            .update(&pid.to_ne_bytes(), &state.to_ne_bytes(), MapFlags::ANY)
+            .map_err(bpf_error)
+    }
+
+    /// Records a thread that existed before tracing began (attach).
+    pub fn add_task(&self, tid: u32, tgid: u32, ppid: u32, comm: &str) -> Result<()> {
+        let mut info = task_info { tgid, ppid, exit_code: 0, exited: 0, comm: [0; 16] };
+        for (d, s) in info.comm.iter_mut().zip(comm.bytes().take(15)) {
+            *d = s as i8;
+        }
+        self.skel
+            .maps
+            .tasks
+            .update(&tid.to_ne_bytes(), bytes_of(&info), MapFlags::NO_EXIST)
+            .or_else(|e| if e.kind() == libbpf_rs::ErrorKind::AlreadyExists { Ok(()) } else { Err(e) })
+            .map_err(bpf_error)
+    }
+
+    /// Reads everything counted so far into `out`; returns what was lost.
+    pub fn read_into(&self, out: &mut TraceBuilder) -> Result<Lost> {
+        let maps = &self.skel.maps;
+        for k in maps.sys_stats.keys() {
+            let Some(v) = maps.sys_stats.lookup(&k, MapFlags::ANY).map_err(bpf_error)? else { continue };
+            let (k, v): (sys_key, sys_val) = (from_bytes(&k), from_bytes(&v));
+            let stats = SyscallStats {
+                calls: v.calls,
+                errors: v.errors,
+                total_ns: v.total_ns,
+                min_ns: v.min_ns,
+                max_ns: v.max_ns,
+                ..SyscallStats::new(k.nr)
+            };
+            out.add_syscall(k.tgid, k.tid, stats);
+        }
+        for k in maps.errno_stats.keys() {
+            let Some(per_cpu) = maps.errno_stats.lookup_percpu(&k, MapFlags::ANY).map_err(bpf_error)? else { continue };
+            let k: errno_key = from_bytes(&k);
+            let n: u64 = per_cpu.iter().map(|v| from_bytes::<u64>(v)).sum();
+            out.add_errno(k.tgid, k.nr, &super::errno::name(k.err), n);
+        }
+        for k in maps.arg_stats.keys() {
+            let Some(per_cpu) = maps.arg_stats.lookup_percpu(&k, MapFlags::ANY).map_err(bpf_error)? else { continue };
+            let key: arg_key = from_bytes(&k);
+            for v in per_cpu {
+                let v: arg_val = from_bytes(&v);
+                if v.calls > 0 {
+                    out.add_argument(argument_stats(&key, &v));
+                }
+            }
+        }
+        for k in maps.tasks.keys() {
+            let Some(v) = maps.tasks.lookup(&k, MapFlags::ANY).map_err(bpf_error)? else { continue };
+            let tid = u32::from_ne_bytes(k[..4].try_into().expect("u32 key"));
+            let t: task_info = from_bytes(&v);
+            out.add_task(
+                tid,
+                TaskRecord {
+                    tgid: t.tgid,
+                    ppid: t.ppid,
+                    comm: c_string(&t.comm.map(|c| c as u8)),
+                    exit: (t.exited != 0).then(|| Exit::from_wait_status(t.exit_code)),
+                },
+            );
+        }
+        self.read_lost()
+    }
+
+    fn read_lost(&self) -> Result<Lost> {
+        let lost = &self.skel.maps.lost;
+        let get = |i: u32| -> Result<u64> {
+            Ok(lost
+                .lookup_percpu(&i.to_ne_bytes(), MapFlags::ANY)
+                .map_err(bpf_error)?
+                .map_or(0, |cpus| cpus.iter().map(|v| from_bytes::<u64>(v)).sum()))
+        };
+        // Order of enum lost_counter in syscount.h.
+        Ok(Lost {
+            syscall_map_full: get(0)?,
+            argument_map_full: get(1)?,
+            errno_map_full: get(2)?,
+            task_map_full: get(3)?,
+            target_map_full: get(4)?,
+            path_unreadable: get(5)?,
+            path_truncated: get(6)?,
+            no_task_storage: get(7)?,
+            syscall_nr_out_of_range: get(8)?,
+        })
+    }
+}
+
+fn spec_for(nr: u32, filter: &SyscallSet) -> syscall_spec {
+    let traced = filter.contains(nr) as u8;
+    let (kind, arg, size_arg) = match syscalls::by_nr(nr).map(|s| s.arg) {
+        Some(ArgKind::Path(i)) => (ARG_PATH, i, 0),
+        Some(ArgKind::Fd(i)) => (ARG_FD, i, 0),
+        Some(ArgKind::FdIo { fd, size }) => (ARG_FD_IO, fd, size),
+        Some(ArgKind::None) | None => (ARG_NONE, 0, 0),
+    };
+    syscall_spec { traced, kind, arg, size_arg }
+}
+
+fn argument_stats(key: &arg_key, v: &arg_val) -> ArgumentStats {
+    let info = syscalls::by_nr(key.nr);
+    let argument = match info.map(|s| s.arg) {
+        Some(ArgKind::Path(i)) => Argument::Path {
+            path: c_string(&key.path.map(|c| c as u8)),
+            dirfd: (i > 0 && key.fd != AT_FDCWD).then_some(key.fd),
+        },
+        _ => Argument::Fd { fd: key.fd },
+    };
+    let is_io = matches!(info.map(|s| s.arg), Some(ArgKind::FdIo { .. }));
+    ArgumentStats {
+        pid: key.tgid,
+        syscall: syscalls::name(key.nr),
+        nr: key.nr,
+        argument,
+        calls: v.calls,
+        errors: v.errors,
+        total_ns: v.total_ns,
+        requested: is_io.then(|| Histogram::from_buckets(v.requested.to_vec())),
+        returned: is_io.then(|| Histogram::from_buckets(v.returned.to_vec())),
+    }
+}
+
+/// The kernel's map error, said for humans: EPERM means missing rights.
+fn bpf_error(e: libbpf_rs::Error) -> Error {
+    if e.kind() == libbpf_rs::ErrorKind::PermissionDenied {
+        return Error::NoBpfRights;
+    }
+    Error::Bpf(e.to_string())
+}
+
+fn c_string(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+/// Reads a map key or value. The generated types are plain C structs.
+fn from_bytes<T: Copy>(bytes: &[u8]) -> T {
+    assert!(bytes.len() >= std::mem::size_of::<T>(), "map entry smaller than its type");
+    // SAFETY: T is a repr(C) plain-data type generated from the BPF
+    // object's BTF (or u64); any bit pattern is valid; length checked.
+    unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) }
+}
+
+fn bytes_of<T: Copy>(v: &T) -> &[u8] {
+    // SAFETY: plain-data repr(C) value, read as bytes for the map update.
+    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
+}

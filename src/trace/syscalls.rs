@@ -1,0 +1,124 @@
+//! What sysdiet knows about each x86_64 syscall: its name, strace's trace
+//! classes (for `-e trace=%file` and friends) and which argument identifies a
+//! call (a path, an fd, an fd plus a byte count).
+
+#[path = "syscall_table.rs"]
+mod table;
+
+/// strace's syscall classes, as in `strace -e trace=%CLASS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    Desc,
+    File,
+    Network,
+    Process,
+    Signal,
+    Ipc,
+    Memory,
+    Stat,
+    Lstat,
+    Fstat,
+    StatLike,
+    Statfs,
+    Fstatfs,
+    StatfsLike,
+    Creds,
+    Clock,
+    Pure,
+}
+
+impl Class {
+    /// The class named as strace names it, without the leading `%`.
+    pub fn from_name(name: &str) -> Option<Class> {
+        Some(match name {
+            "desc" => Class::Desc,
+            "file" => Class::File,
+            "network" | "net" => Class::Network,
+            "process" => Class::Process,
+            "signal" => Class::Signal,
+            "ipc" => Class::Ipc,
+            "memory" => Class::Memory,
+            "stat" => Class::Stat,
+            "lstat" => Class::Lstat,
+            "fstat" => Class::Fstat,
+            "%stat" => Class::StatLike,
+            "statfs" => Class::Statfs,
+            "fstatfs" => Class::Fstatfs,
+            "%statfs" => Class::StatfsLike,
+            "creds" => Class::Creds,
+            "clock" => Class::Clock,
+            "pure" => Class::Pure,
+            _ => return None,
+        })
+    }
+
+    pub const NAMES: &'static str = "%desc %file %network %process %signal %ipc %memory %stat \
+                                     %lstat %fstat %%stat %statfs %fstatfs %%statfs %creds %clock %pure";
+}
+
+/// Which argument fingerprints a call (argument indices are 0-based).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgKind {
+    None,
+    /// A path string; for `*at` calls the argument before it is the dirfd.
+    Path(u8),
+    Fd(u8),
+    /// An fd and a requested byte count (read, write, ...).
+    FdIo { fd: u8, size: u8 },
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct SyscallInfo {
+    pub nr: u32,
+    pub name: &'static str,
+    pub classes: &'static [Class],
+    pub arg: ArgKind,
+}
+
+impl SyscallInfo {
+    pub fn in_class(&self, class: Class) -> bool {
+        self.classes.contains(&class)
+    }
+}
+
+/// Every syscall sysdiet knows, ordered by number.
+pub fn all() -> &'static [SyscallInfo] {
+    table::TABLE
+}
+
+pub fn by_nr(nr: u32) -> Option<&'static SyscallInfo> {
+    table::TABLE
+        .binary_search_by_key(&nr, |s| s.nr)
+        .ok()
+        .map(|i| &table::TABLE[i])
+}
+
+pub fn by_name(name: &str) -> Option<&'static SyscallInfo> {
+    table::TABLE.iter().find(|s| s.name == name)
+}
+
+/// The name of syscall `nr`, or `syscall_NNN` for one this table lacks
+/// (a newer kernel), as strace prints it.
+pub fn name(nr: u32) -> String {
+    by_nr(nr).map_or_else(|| format!("syscall_{nr}"), |s| s.name.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_is_sorted_and_unique() {
+        assert!(all().windows(2).all(|w| w[0].nr < w[1].nr));
+    }
+
+    #[test]
+    fn lookups_agree() {
+        assert_eq!(by_name("newfstatat").unwrap().nr, 262);
+        assert_eq!(by_nr(262).unwrap().name, "newfstatat");
+        assert_eq!(name(1000), "syscall_1000");
+        assert_eq!(by_nr(262).unwrap().arg, ArgKind::Path(1));
+        assert!(by_nr(262).unwrap().in_class(Class::Fstat));
+        assert!(!by_nr(262).unwrap().in_class(Class::Stat));
+    }
+}
