@@ -1,0 +1,144 @@
+//! Shared by the integration tests: building the victims, running sysdiet
+//! and strace (the oracle for counts) on them.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Mutex;
+
+static BUILD: Mutex<()> = Mutex::new(());
+
+fn victims_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("victims")
+}
+
+/// The victim `name` (tests/victims/NAME.c), compiled once, with `-g` and,
+/// in the `-fp` variant, with frame pointers.
+pub fn victim(name: &str) -> PathBuf {
+    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    let src_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/victims");
+    let src = src_dir.join(format!("{name}.c"));
+    let out = victims_dir().join(name);
+    let fresh = |out: &Path| {
+        let built = std::fs::metadata(out).and_then(|m| m.modified()).ok();
+        let newest_src = [src.clone(), src_dir.join("victim.h")]
+            .iter()
+            .filter_map(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
+            .max();
+        matches!((built, newest_src), (Some(b), Some(s)) if b >= s)
+    };
+    if !fresh(&out) {
+        std::fs::create_dir_all(victims_dir()).unwrap();
+        // Build to a private name, then rename: test binaries run in parallel.
+        let tmp = out.with_extension(format!("tmp{}", std::process::id()));
+        let status = Command::new("cc")
+            .args(["-O2", "-g", "-pthread", "-Wall", "-o"])
+            .arg(&tmp)
+            .arg(&src)
+            .status()
+            .expect("cc runs (install build-essential: `make deps`)");
+        assert!(status.success(), "compiling {}", src.display());
+        std::fs::rename(&tmp, &out).unwrap();
+    }
+    out
+}
+
+pub fn sysdiet() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_sysdiet"))
+}
+
+/// Per-syscall (calls, errors).
+pub type Counts = BTreeMap<String, (u64, u64)>;
+
+/// Runs `argv` under `sysdiet run --json`, with TZ unset; returns the JSON
+/// document and the run's output.
+pub fn sysdiet_json(args: &[&str], argv: &[&str]) -> (serde_json::Value, Output) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("trace.json");
+    let out = sysdiet()
+        .arg("run")
+        .args(args)
+        .arg("--json")
+        .arg("-o")
+        .arg(&json)
+        .arg("--")
+        .args(argv)
+        .env_remove("TZ")
+        // The same stdout strace's run gets: glibc probes a char device.
+        .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let text = std::fs::read_to_string(&json)
+        .unwrap_or_else(|e| panic!("no JSON from sysdiet ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    (serde_json::from_str(&text).expect("valid JSON"), out)
+}
+
+pub fn counts_of(doc: &serde_json::Value) -> Counts {
+    doc["syscalls"]
+        .as_array()
+        .expect("syscalls array")
+        .iter()
+        .map(|s| {
+            (s["name"].as_str().unwrap().to_string(), (s["calls"].as_u64().unwrap(), s["errors"].as_u64().unwrap()))
+        })
+        .collect()
+}
+
+/// `strace -f -c` on `argv` (TZ unset), parsed.
+pub fn strace_counts(args: &[&str], argv: &[&str]) -> Counts {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("strace.txt");
+    let status = Command::new("strace")
+        .args(["-f", "-qq", "-c", "-o"])
+        .arg(&out)
+        .args(args)
+        .arg("--")
+        .args(argv)
+        .env_remove("TZ")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("strace runs (install it: `make deps`)");
+    assert!(status.code().is_some(), "strace died");
+    parse_strace_summary(&std::fs::read_to_string(out).unwrap())
+}
+
+/// The table `strace -c` prints: "% time seconds usecs/call calls errors syscall".
+pub fn parse_strace_summary(text: &str) -> Counts {
+    let mut counts = Counts::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 5 || !f[0].chars().next().is_some_and(|c| c.is_ascii_digit()) {
+            continue;
+        }
+        let name = f[f.len() - 1];
+        if name == "total" {
+            continue;
+        }
+        let calls: u64 = f[3].parse().unwrap();
+        let errors: u64 = if f.len() == 6 { f[4].parse().unwrap() } else { 0 };
+        counts.insert(name.to_string(), (calls, errors));
+    }
+    counts
+}
+
+/// Syscalls that never return: strace cannot count them, sysdiet does.
+pub const NEVER_RETURN: &[&str] = &["exit", "exit_group"];
+
+/// Asserts sysdiet's counts equal strace's, but for `skip`ped syscalls.
+pub fn assert_same_counts(what: &str, strace: &Counts, sysdiet: &Counts, skip: &[&str]) {
+    let keep = |c: &Counts| -> Counts {
+        c.iter().filter(|(k, _)| !skip.contains(&k.as_str()) && !NEVER_RETURN.contains(&k.as_str())).map(|(k, v)| (k.clone(), *v)).collect()
+    };
+    let (a, b) = (keep(strace), keep(sysdiet));
+    let diff: Vec<String> = a
+        .keys()
+        .chain(b.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .filter(|k| a.get(*k) != b.get(*k))
+        .map(|k| format!("{k}: strace {:?} sysdiet {:?}", a.get(k), b.get(k)))
+        .collect();
+    assert!(diff.is_empty(), "{what}: counts differ from strace -f -c:\n  {}", diff.join("\n  "));
+}

@@ -1,0 +1,83 @@
+//! sysdiet's counts equal strace -f -c's, exactly, on deterministic victims.
+
+mod common;
+use common::*;
+
+fn check(name: &str, args: &[&str], skip: &[&str]) {
+    let exe = victim(name);
+    let mut argv = vec![exe.to_str().unwrap()];
+    argv.extend_from_slice(args);
+    let oracle = strace_counts(&[], &argv);
+    let (doc, out) = sysdiet_json(&[], &argv);
+    assert!(out.status.success(), "{name}: sysdiet failed: {}", String::from_utf8_lossy(&out.stderr));
+    let ours = counts_of(&doc);
+    assert_same_counts(name, &oracle, &ours, skip);
+    assert_eq!(doc["lost"]["syscall_map_full"], 0);
+}
+
+#[test]
+fn timeloop_every_mode() {
+    for mode in ["none", "localtime", "localtime_r", "gettimeofday", "strftime", "mktime"] {
+        check("timeloop", &[mode, "2000"], &[]);
+    }
+}
+
+#[test]
+fn signal_mask_victims() {
+    check("sigprocmask", &["5000"], &[]);
+    check("context", &["3000"], &[]);
+    check("sigjmp", &["3000", "1"], &[]);
+    check("sigjmp", &["3000", "0"], &[]);
+}
+
+#[test]
+fn file_and_io_victims() {
+    check("statloop", &["/etc/passwd", "3000"], &[]);
+    check("openclose", &["/etc/passwd", "2000"], &[]);
+    check("tinywrite", &["3000"], &[]);
+    check("pollzero", &["3000"], &[]);
+}
+
+#[test]
+fn failing_calls_count_errors() {
+    check("failing", &["500"], &[]);
+}
+
+#[test]
+fn fork_vfork_exec_pipeline_is_followed() {
+    check("pipeline", &["500"], &[]);
+}
+
+#[test]
+fn clean_program() {
+    check("clean", &[], &[]);
+}
+
+/// Lock contention makes futex counts (and the allocator's arenas) depend
+/// on timing, and strace's slowdown changes the timing: compare the rest.
+#[test]
+fn threads_calling_localtime() {
+    let exe = victim("threads");
+    let argv = [exe.to_str().unwrap(), "4", "500"];
+    let oracle = strace_counts(&[], &argv);
+    let (doc, _) = sysdiet_json(&[], &argv);
+    let ours = counts_of(&doc);
+    for name in ["newfstatat", "clone3", "execve", "openat", "read"] {
+        assert_eq!(oracle.get(name), ours.get(name), "{name}");
+    }
+    assert_eq!(ours["newfstatat"].0, oracle["newfstatat"].0);
+    assert_eq!(doc["processes"][0]["threads"].as_array().unwrap().len(), 5, "main + 4 threads");
+}
+
+/// -e trace=SET counts exactly what strace's own -e trace=SET counts.
+#[test]
+fn filter_matches_strace_classes() {
+    let exe = victim("failing");
+    let argv = [exe.to_str().unwrap(), "50"];
+    for expr in ["trace=%file", "trace=%desc", "trace=%memory", "trace=!close,ioctl", "trace=/^(open|acc)", "trace=%%stat"] {
+        let oracle = strace_counts(&["-e", expr], &argv);
+        let (doc, _) = sysdiet_json(&["-e", expr], &argv);
+        assert_same_counts(expr, &oracle, &counts_of(&doc), &[]);
+        assert_eq!(doc["run"]["filter"], expr);
+    }
+}
