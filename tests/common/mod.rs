@@ -44,8 +44,12 @@ pub fn victim(name: &str) -> PathBuf {
     out
 }
 
+/// sysdiet, in the environment a user's shell would give it: cargo's
+/// LD_LIBRARY_PATH would make every victim's loader probe extra directories.
 pub fn sysdiet() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_sysdiet"))
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sysdiet"));
+    c.env_remove("LD_LIBRARY_PATH");
+    c
 }
 
 /// Per-syscall (calls, errors).
@@ -90,6 +94,7 @@ pub fn strace_counts(args: &[&str], argv: &[&str]) -> Counts {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("strace.txt");
     let status = Command::new("strace")
+        .env_remove("LD_LIBRARY_PATH")
         .args(["-f", "-qq", "-c", "-o"])
         .arg(&out)
         .args(args)

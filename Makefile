@@ -1,0 +1,52 @@
+# sysdiet: `make demo` and `make test` each install what is missing, build, and run.
+
+# Debian packages the build and the tests need: clang/llvm build the BPF
+# programs, bpftool dumps vmlinux.h from the kernel's BTF, libelf/zlib/
+# pkg-config build libbpf, strace is the tests' oracle, util-linux has setpriv.
+DEBS := build-essential clang llvm libelf-dev zlib1g-dev pkg-config bpftool strace util-linux
+# Only for bench/overhead: the tools sysdiet is compared against.
+BENCH_DEBS := strace linux-perf bpftrace
+
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+SYSDIET := target/release/sysdiet
+DEMO := target/demo/timeloop
+
+.PHONY: all deps bench-deps build demo test bench clean
+
+all: build
+
+deps:
+	@missing=$$(for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing:" $$missing; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@command -v cargo >/dev/null || { echo "cargo not found: install Rust (rustup) first" >&2; exit 1; }
+	@test -e /sys/kernel/btf/vmlinux || { echo "this kernel has no BTF (/sys/kernel/btf/vmlinux): sysdiet needs CONFIG_DEBUG_INFO_BTF=y" >&2; exit 1; }
+
+bench-deps: deps
+	@missing=$$(for p in $(BENCH_DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing:" $$missing; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+build: deps
+	cargo build --release
+
+$(DEMO): tests/victims/timeloop.c tests/victims/victim.h
+	@mkdir -p $(dir $@)
+	cc -O2 -g -o $@ $<
+
+demo: build $(DEMO)
+	@echo "== sysdiet run -- $(DEMO) localtime 500000   (TZ unset)"
+	@env -u TZ $(SYSDIET) run -- $(DEMO) localtime 500000
+
+test: deps
+	cargo test
+
+bench: bench-deps build
+	bench/overhead
+
+clean:
+	cargo clean

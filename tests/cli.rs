@@ -1,0 +1,244 @@
+//! The command line: bad inputs, exit status, signals, attach, and what the
+//! reports say.
+
+mod common;
+use common::*;
+use std::process::Stdio;
+use std::time::Duration;
+
+fn stderr_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn unknown_command_exits_127_with_a_message() {
+    let out = sysdiet().args(["run", "--", "no-such-command-sysdiet"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(127));
+    let err = stderr_of(&out);
+    assert!(err.contains("no-such-command-sysdiet: command not found"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+}
+
+#[test]
+fn not_executable_exits_126() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.sh");
+    std::fs::write(&script, "#!/bin/sh\necho hi\n").unwrap();
+    let out = sysdiet().args(["run", "--"]).arg(&script).output().unwrap();
+    assert_eq!(out.status.code(), Some(126));
+    assert!(stderr_of(&out).contains("permission denied: not executable"), "{}", stderr_of(&out));
+}
+
+#[test]
+fn a_file_the_kernel_cannot_execute_exits_126() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk");
+    std::fs::write(&junk, [0x7f, b'E', b'L', b'F', 0, 0, 0, 0]).unwrap();
+    std::fs::set_permissions(&junk, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = sysdiet().args(["run", "--"]).arg(&junk).output().unwrap();
+    assert_eq!(out.status.code(), Some(126));
+    assert!(stderr_of(&out).contains("cannot execute"), "{}", stderr_of(&out));
+}
+
+#[test]
+fn unknown_subcommand_and_missing_command_are_usage_errors() {
+    let out = sysdiet().arg("frobnicate").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr_of(&out).contains("unrecognized subcommand 'frobnicate'"));
+    let out = sysdiet().arg("run").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr_of(&out).contains("COMMAND"));
+}
+
+#[test]
+fn bad_filter_is_a_usage_error() {
+    let out = sysdiet().args(["run", "-e", "trace=opne", "--", "true"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr_of(&out);
+    assert!(err.starts_with("sysdiet: -e trace=opne: unknown syscall or class `opne`"), "{err}");
+}
+
+#[test]
+fn report_file_that_cannot_be_written_names_the_file() {
+    let out = sysdiet().args(["run", "-o", "/nonexistent/dir/report.txt", "--", "true"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr_of(&out).contains("/nonexistent/dir/report.txt: No such file or directory"), "{}", stderr_of(&out));
+}
+
+#[test]
+fn exit_status_passes_through() {
+    let exe = victim("exitwith");
+    let out = sysdiet().args(["run", "-o", "/dev/null", "--"]).arg(&exe).arg("7").output().unwrap();
+    assert_eq!(out.status.code(), Some(7));
+    // Killed by SIGTERM (15): 128 + 15, as a shell says.
+    let out = sysdiet().args(["run", "-o", "/dev/null", "--"]).arg(&exe).args(["signal", "15"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(143));
+    let (doc, _) = sysdiet_json(&[], &[exe.to_str().unwrap(), "signal", "9"]);
+    assert_eq!(doc["run"]["exit"], serde_json::json!({"kind": "signal", "signal": 9, "core_dumped": false}));
+}
+
+#[test]
+fn commands_stdout_stays_clean_and_report_goes_to_stderr() {
+    let exe = victim("clean");
+    let out = sysdiet().args(["run", "--"]).arg(&exe).output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello\n");
+    let err = stderr_of(&out);
+    assert!(err.contains("% time     seconds  usecs/call"), "{err}");
+    assert!(err.contains("nothing lost"), "{err}");
+}
+
+#[test]
+fn text_report_shows_repeated_paths_and_tiny_writes() {
+    let exe = victim("timeloop");
+    let out = sysdiet().args(["run", "--"]).arg(&exe).args(["localtime", "20000"]).env_remove("TZ").output().unwrap();
+    let err = stderr_of(&out);
+    assert!(err.contains("19,999 × newfstatat(\"/etc/localtime\")"), "{err}");
+    let exe = victim("tinywrite");
+    let out = sysdiet().args(["run", "--"]).arg(&exe).arg("3000").stdout(Stdio::null()).output().unwrap();
+    let err = stderr_of(&out);
+    assert!(err.contains("3,000 × write(fd 1) of ≤ 1 byte"), "{err}");
+}
+
+#[test]
+fn localtime_r_does_not_repeat_the_stat() {
+    let exe = victim("timeloop");
+    let (doc, _) = sysdiet_json(&[], &[exe.to_str().unwrap(), "localtime_r", "20000"]);
+    let stats = counts_of(&doc);
+    assert!(stats.get("newfstatat").map_or(0, |c| c.0) < 10, "{stats:?}");
+    let (doc, _) = sysdiet_json(&[], &[exe.to_str().unwrap(), "localtime", "20000"]);
+    let path = doc["arguments"].as_array().unwrap().iter().find(|a| a["argument"]["path"] == "/etc/localtime").unwrap();
+    assert_eq!(path["calls"], 20000 - 1, "the first call opens the zone file, every later one stats it");
+}
+
+#[test]
+fn errors_are_broken_down_by_errno() {
+    let exe = victim("failing");
+    let (doc, _) = sysdiet_json(&[], &[exe.to_str().unwrap(), "100"]);
+    let by_name = |n: &str| doc["syscalls"].as_array().unwrap().iter().find(|s| s["name"] == n).unwrap().clone();
+    assert_eq!(by_name("ioctl")["errnos"]["ENOTTY"], 100);
+    assert_eq!(by_name("close")["errnos"]["EBADF"], 100);
+    assert_eq!(by_name("openat")["errnos"]["ENOENT"], 100);
+    let missing = doc["arguments"].as_array().unwrap().iter().find(|a| a["argument"]["path"] == "/nonexistent/sysdiet" && a["syscall"] == "openat").unwrap();
+    assert_eq!((missing["calls"].as_u64(), missing["errors"].as_u64()), (Some(100), Some(100)));
+}
+
+#[test]
+fn json_has_version_and_whole_trace() {
+    let exe = victim("pipeline");
+    let (doc, _) = sysdiet_json(&[], &[exe.to_str().unwrap(), "100"]);
+    assert_eq!(doc["version"], 1);
+    assert_eq!(doc["run"]["backend"], "bpf");
+    assert_eq!(doc["processes"].as_array().unwrap().len(), 3, "parent, forked writer, spawned reader");
+    let stdin_reads = doc["arguments"].as_array().unwrap().iter().find(|a| a["syscall"] == "read" && a["argument"]["fd"] == 0).unwrap();
+    assert_eq!(stdin_reads["calls"], 101, "the reader read 100 bytes one at a time, then EOF");
+    let reader = doc["processes"].as_array().unwrap().iter().find(|p| p["pid"] == stdin_reads["pid"]).unwrap();
+    assert_eq!(reader["exit"], serde_json::json!({"kind": "code", "code": 0}));
+    assert_eq!(stdin_reads["returned"]["buckets"], serde_json::json!([1, 100]), "1 EOF, 100 single bytes");
+}
+
+#[test]
+fn per_thread_breakdown_lists_threads() {
+    let exe = victim("threads");
+    let out = sysdiet().args(["run", "--per-thread", "--"]).arg(&exe).args(["3", "100"]).output().unwrap();
+    let err = stderr_of(&out);
+    assert!(err.contains("per process and thread"), "{err}");
+    let rows = err.lines().skip_while(|l| !l.contains("per process and thread")).filter(|l| l.contains("newfstatat")).count();
+    assert!(rows >= 3, "a row per worker thread:\n{err}");
+}
+
+#[test]
+fn signal_sent_to_sysdiet_is_forwarded_and_report_printed() {
+    let exe = victim("exitwith");
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("r.txt");
+    let mut child = sysdiet()
+        .args(["run", "-o"])
+        .arg(&report)
+        .arg("--")
+        .arg(&exe)
+        .arg("sleep")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The command prints its pid once it runs.
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+    let target: i32 = line.trim().parse().unwrap();
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + 15), "the command died of the forwarded SIGTERM");
+    let text = std::fs::read_to_string(&report).unwrap();
+    assert!(text.contains("killed by SIGTERM"), "{text}");
+    assert!(unsafe { libc::kill(target, 0) } != 0, "the command is gone");
+}
+
+#[test]
+fn attach_counts_a_running_process_until_duration() {
+    let exe = victim("statloop");
+    let mut target = std::process::Command::new(&exe).args(["/etc/passwd", "100000000"]).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("a.json");
+    let out = sysdiet()
+        .args(["attach", "-p", &target.id().to_string(), "--duration", "300ms", "--json", "-o"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(doc["syscalls"][0]["calls"].as_u64().unwrap() > 100, "{doc}");
+    assert_eq!(doc["syscalls"][0]["name"], "newfstatat");
+    assert_eq!(doc["run"]["root_pids"][0], target.id());
+    // Detaching left the target running, untouched.
+    assert!(target.try_wait().unwrap().is_none(), "target still runs");
+    target.kill().unwrap();
+    target.wait().unwrap();
+}
+
+#[test]
+fn attach_ends_when_the_process_exits() {
+    let exe = victim("statloop");
+    let mut target = std::process::Command::new(&exe).args(["/etc/passwd", "300000"]).spawn().unwrap();
+    let out = sysdiet().args(["attach", "-p", &target.id().to_string(), "-o", "/dev/null"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(target.wait().unwrap().success());
+}
+
+#[test]
+fn attach_to_a_dead_or_unknown_pid_fails_clearly() {
+    let mut dead = std::process::Command::new("true").spawn().unwrap();
+    let pid = dead.id();
+    dead.wait().unwrap();
+    for p in [pid.to_string(), "4000000".to_string()] {
+        let out = sysdiet().args(["attach", "-p", &p]).output().unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let err = stderr_of(&out);
+        assert!(err.contains(&format!("no process with pid {p}")), "{err}");
+    }
+    let out = sysdiet().args(["attach", "-p", "abc"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn without_bpf_rights_the_message_names_the_capability() {
+    // Root without any capability: what an unprivileged container sees.
+    let out = std::process::Command::new("setpriv")
+        .args(["--inh-caps=-all", "--bounding-set=-all", "--"])
+        .arg(env!("CARGO_BIN_EXE_sysdiet"))
+        .args(["run", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr_of(&out);
+    assert!(err.contains("CAP_BPF") && err.contains("CAP_PERFMON"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line, no libbpf noise: {err}");
+}
+
+#[test]
+fn without_kernel_btf_the_message_says_so() {
+    let out = sysdiet().args(["run", "--", "true"]).env("SYSDIET_KERNEL_BTF", "/nonexistent/vmlinux").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr_of(&out);
+    assert!(err.contains("this kernel has no BTF") && err.contains("CONFIG_DEBUG_INFO_BTF"), "{err}");
+}
