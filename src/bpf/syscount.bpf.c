@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Exact per-syscall accounting of a set of processes, aggregated in the
  * kernel: counts, errors by errno, time in the kernel, and per-argument
- * fingerprints (paths, fds, byte-count histograms). */
+ * fingerprints (paths, fds, byte-count histograms).
+ *
+ * The hot path makes one task-storage lookup: a traced thread carries its
+ * state and its counts with it; any other thread has no storage and leaves
+ * at once. Counts move to `sys_stats` when the thread exits. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -13,16 +17,21 @@
 #define NR_EXIT_GROUP 231
 #define NR_EXECVEAT 322
 #define MAX_ERRNO 4095
+#define EEXIST 17
+#define E2BIG 7
 
 const volatile struct syscall_spec specs[MAX_SYSCALLS] = {};
 
-/* Whom to count: tgid -> enum target_state. Children join at fork. */
+/* Set by sysdiet when it reads out: counts freeze, so that a thread read
+ * from its storage and flushed at exit is the same, whichever is seen. */
+volatile __u32 stopped = 0;
+
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, __u32);
-} targets SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct task_state);
+} states SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -48,6 +57,14 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u64);
+	__type(value, struct path_val);
+} paths SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 32768);
 	__type(key, __u32);
 	__type(value, struct task_info);
@@ -60,28 +77,8 @@ struct {
 	__type(value, __u64);
 } lost SEC(".maps");
 
-/* The syscall a thread is in, between enter and exit. */
-struct inflight {
-	__u64 start_ns;
-	__u64 path_ptr; /* to re-read at exit if it faulted at entry */
-	__u64 requested;
-	__u32 nr;
-	__u8 active;
-	__u8 kind;
-	__u8 path_ok;
-	__u8 _pad;
-	struct arg_key key;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct inflight);
-} inflights SEC(".maps");
-
-static const struct sys_val zero_sys;
 static const struct arg_val zero_arg;
+static const __u64 zero_u64;
 
 static __always_inline void count_lost(__u32 what)
 {
@@ -142,73 +139,93 @@ static __always_inline void *lookup_or_init(void *map, const void *key,
 	if (v)
 		return v;
 	err = bpf_map_update_elem(map, key, zero, BPF_NOEXIST);
-	if (err && err != -17 /* EEXIST: another CPU won */) {
+	if (err && err != -EEXIST) {
 		count_lost(full);
 		return NULL;
 	}
 	return bpf_map_lookup_elem(map, key);
 }
 
-static __always_inline void read_path(struct inflight *in)
+/* A 64-bit hash of the first len bytes of ts->path, eight at a time. */
+static __always_inline __u64 path_hash(struct task_state *ts, __u32 len)
 {
-	long n;
+	__u64 h = 0x9E3779B97F4A7C15ULL ^ len, w;
+	__u32 i;
 
-	__builtin_memset(in->key.path, 0, PATH_LEN);
-	n = bpf_probe_read_user_str(in->key.path, PATH_LEN, (void *)in->path_ptr);
-	in->path_ok = n > 0;
-	if (n == PATH_LEN)
-		count_lost(LOST_PATH_TRUNCATED);
+	for (i = 0; i < PATH_LEN / 8; i++) {
+		if (i * 8 >= len)
+			break;
+		w = *(__u64 *)&ts->path[i * 8];
+		if (len - i * 8 < 8)
+			w &= (1ULL << ((len - i * 8) * 8)) - 1;
+		h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+		h ^= h >> 32;
+	}
+	return h | 1; /* never 0, which marks fd calls */
 }
 
-static __always_inline void account(struct inflight *in, __u64 pid_tgid,
-				    long ret, __u64 ns)
+static __always_inline void read_path(struct task_state *ts)
 {
-	struct sys_key sk = {
-		.tgid = pid_tgid >> 32, .tid = (__u32)pid_tgid, .nr = in->nr,
-	};
+	long n = bpf_probe_read_user_str(ts->path, PATH_LEN, (void *)ts->path_ptr);
+
+	ts->path_ok = n > 0;
+	if (n <= 0) {
+		ts->key.path_hash = 1; /* the hash of "": unreadable paths count there */
+		return;
+	}
+	if (n == PATH_LEN)
+		count_lost(LOST_PATH_TRUNCATED);
+	ts->key.path_hash = path_hash(ts, n - 1);
+}
+
+static __always_inline void account(struct task_state *ts, long ret, __u64 ns)
+{
 	bool failed = ret < 0 && ret >= -MAX_ERRNO;
-	struct sys_val *sv;
+	struct sys_val *sv = &ts->stats[ts->nr & (MAX_SYSCALLS - 1)];
 	struct arg_val *av;
 
-	sv = lookup_or_init(&sys_stats, &sk, &zero_sys, LOST_SYSCALL_MAP_FULL);
-	if (sv) {
-		sv->calls++;
-		sv->total_ns += ns;
-		if (ns > sv->max_ns)
-			sv->max_ns = ns;
-		if (ns < sv->min_ns || sv->calls == 1)
-			sv->min_ns = ns;
-		if (failed)
-			sv->errors++;
-	}
+	sv->calls++;
+	sv->total_ns += ns;
+	if (ns > sv->max_ns)
+		sv->max_ns = ns;
+	if (ns < sv->min_ns || sv->calls == 1)
+		sv->min_ns = ns;
 	if (failed) {
-		struct errno_key ek = { .tgid = sk.tgid, .nr = in->nr, .err = -ret };
-		__u64 *ev = lookup_or_init(&errno_stats, &ek, &zero_sys.calls,
-					   LOST_ERRNO_MAP_FULL);
+		struct errno_key ek = { .tgid = ts->key.tgid, .nr = ts->nr, .err = -ret };
+		__u64 *ev;
+
+		sv->errors++;
+		ev = lookup_or_init(&errno_stats, &ek, &zero_u64, LOST_ERRNO_MAP_FULL);
 		if (ev)
 			(*ev)++;
 	}
-	if (in->kind == ARG_NONE)
+	if (ts->kind == ARG_NONE)
 		return;
-	if (in->kind == ARG_PATH && !in->path_ok) {
+	if (ts->kind == ARG_PATH && !ts->path_ok) {
 		/* The kernel has just copied the string in, so its page is
 		 * resident now even if it was not at entry. */
-		read_path(in);
-		if (!in->path_ok)
+		read_path(ts);
+		if (!ts->path_ok)
 			count_lost(LOST_PATH_UNREADABLE);
 	}
-	av = lookup_or_init(&arg_stats, &in->key, &zero_arg, LOST_ARG_MAP_FULL);
-	if (!av)
-		return;
+	av = bpf_map_lookup_elem(&arg_stats, &ts->key);
+	if (!av) {
+		if (ts->kind == ARG_PATH && ts->path_ok &&
+		    bpf_map_update_elem(&paths, &ts->key.path_hash, ts->path, BPF_NOEXIST) == -E2BIG)
+			count_lost(LOST_PATH_MAP_FULL);
+		av = lookup_or_init(&arg_stats, &ts->key, &zero_arg, LOST_ARG_MAP_FULL);
+		if (!av)
+			return;
+	}
 	av->calls++;
 	av->total_ns += ns;
 	if (failed)
 		av->errors++;
-	if (in->kind == ARG_FD_IO) {
-		__u32 b = size_bucket(in->requested);
+	if (ts->kind == ARG_FD_IO) {
+		__u32 b = size_bucket(ts->requested);
 		if (b < HIST_BUCKETS)
 			av->requested[b]++;
-		b = size_bucket(failed || ret < 0 ? 0 : ret);
+		b = size_bucket(ret < 0 ? 0 : ret);
 		if (b < HIST_BUCKETS)
 			av->returned[b]++;
 	}
@@ -217,20 +234,17 @@ static __always_inline void account(struct inflight *in, __u64 pid_tgid,
 SEC("tp_btf/sys_enter")
 int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tgid = pid_tgid >> 32;
+	struct task_state *ts;
 	struct syscall_spec spec;
-	struct inflight *in;
-	__u32 *state;
 
-	state = bpf_map_lookup_elem(&targets, &tgid);
-	if (!state)
+	ts = bpf_task_storage_get(&states, bpf_get_current_task_btf(), 0, 0);
+	if (!ts || stopped)
 		return 0;
-	if (*state != TARGET_ACTIVE) {
+	if (ts->state != TARGET_ACTIVE) {
 		/* Held child: nothing counts before its execve. */
 		if (id != NR_EXECVE && id != NR_EXECVEAT)
 			return 0;
-		*state = TARGET_ACTIVE;
+		ts->state = TARGET_ACTIVE;
 	}
 	if (id < 0 || id >= MAX_SYSCALLS) {
 		count_lost(LOST_NR_OUT_OF_RANGE);
@@ -239,51 +253,49 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	spec = specs[id];
 	if (!spec.traced)
 		return 0;
-	in = bpf_task_storage_get(&inflights, bpf_get_current_task_btf(), 0,
-				  BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!in) {
-		count_lost(LOST_NO_TASK_STORAGE);
-		return 0;
-	}
-	in->nr = id;
-	in->kind = spec.kind;
+	ts->nr = id;
+	ts->kind = spec.kind;
 	if (spec.kind != ARG_NONE) {
-		in->key.tgid = tgid;
-		in->key.nr = id;
+		ts->key.tgid = bpf_get_current_pid_tgid() >> 32;
+		ts->key.nr = id;
 		if (spec.kind == ARG_PATH) {
 			/* The argument before the path of an *at call is its dirfd. */
-			in->key.fd = spec.arg > 0 ?
+			ts->key.fd = spec.arg > 0 ?
 				(int)syscall_arg(regs, spec.arg - 1) : -1;
-			in->path_ptr = syscall_arg(regs, spec.arg);
-			read_path(in);
+			ts->path_ptr = syscall_arg(regs, spec.arg);
+			read_path(ts);
 		} else {
-			in->key.fd = (int)syscall_arg(regs, spec.arg);
-			__builtin_memset(in->key.path, 0, PATH_LEN);
-			in->requested = syscall_arg(regs, spec.size_arg);
+			ts->key.fd = (int)syscall_arg(regs, spec.arg);
+			ts->key.path_hash = 0;
+			ts->requested = syscall_arg(regs, spec.size_arg);
 		}
+	} else {
+		ts->key.tgid = bpf_get_current_pid_tgid() >> 32;
 	}
 	if (id == NR_EXIT || id == NR_EXIT_GROUP) {
 		/* They never return: count them here, with no time. */
-		in->active = 0;
-		account(in, pid_tgid, 0, 0);
+		ts->active = 0;
+		account(ts, 0, 0);
 		return 0;
 	}
-	in->active = 1;
-	in->start_ns = bpf_ktime_get_ns();
+	ts->active = 1;
+	ts->start_ns = bpf_ktime_get_ns();
 	return 0;
 }
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
-	__u64 now = bpf_ktime_get_ns();
-	struct inflight *in;
+	struct task_state *ts;
+	__u64 now;
 
-	in = bpf_task_storage_get(&inflights, bpf_get_current_task_btf(), 0, 0);
-	if (!in || !in->active)
+	ts = bpf_task_storage_get(&states, bpf_get_current_task_btf(), 0, 0);
+	if (!ts || !ts->active)
 		return 0;
-	in->active = 0;
-	account(in, bpf_get_current_pid_tgid(), ret, now - in->start_ns);
+	now = bpf_ktime_get_ns();
+	ts->active = 0;
+	if (!stopped)
+		account(ts, ret, now - ts->start_ns);
 	return 0;
 }
 
@@ -304,17 +316,20 @@ SEC("tp_btf/sched_process_fork")
 int BPF_PROG(sched_process_fork, struct task_struct *parent,
 	     struct task_struct *child)
 {
-	__u32 ptgid = parent->tgid, ctgid = child->tgid;
-	__u32 active = TARGET_ACTIVE;
-	__u32 *state;
+	struct task_state *pts, *cts;
 
-	state = bpf_map_lookup_elem(&targets, &ptgid);
-	if (!state || *state != TARGET_ACTIVE)
+	pts = bpf_task_storage_get(&states, parent, 0, 0);
+	if (!pts || pts->state != TARGET_ACTIVE)
 		return 0;
-	if (ctgid != ptgid &&
-	    bpf_map_update_elem(&targets, &ctgid, &active, BPF_ANY))
+	/* Threads and processes alike: every new task gets its own state. */
+	cts = bpf_task_storage_get(&states, child, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!cts) {
 		count_lost(LOST_TARGET_MAP_FULL);
-	note_task(child, ctgid != ptgid ? ptgid : parent->real_parent->tgid);
+		return 0;
+	}
+	cts->state = TARGET_ACTIVE;
+	note_task(child, child->tgid != parent->tgid ? parent->tgid :
+						       parent->real_parent->tgid);
 	return 0;
 }
 
@@ -322,26 +337,47 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid,
 	     struct linux_binprm *bprm)
 {
-	__u32 tgid = p->tgid;
-	__u32 *state = bpf_map_lookup_elem(&targets, &tgid);
+	struct task_state *ts = bpf_task_storage_get(&states, p, 0, 0);
 
-	if (state && *state == TARGET_ACTIVE)
+	if (ts && ts->state == TARGET_ACTIVE)
 		note_task(p, p->real_parent->tgid);
+	return 0;
+}
+
+struct flush_ctx {
+	struct task_state *ts;
+	__u32 tgid;
+	__u32 tid;
+};
+
+static long flush_one(__u32 nr, struct flush_ctx *c)
+{
+	struct sys_key k = { .tgid = c->tgid, .tid = c->tid, .nr = nr };
+	struct sys_val *v;
+
+	if (nr >= MAX_SYSCALLS)
+		return 1;
+	v = &c->ts->stats[nr];
+	if (v->calls && bpf_map_update_elem(&sys_stats, &k, v, BPF_ANY))
+		count_lost(LOST_SYSCALL_MAP_FULL);
 	return 0;
 }
 
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_process_exit, struct task_struct *p)
 {
-	__u32 tid = p->pid, tgid = p->tgid;
+	struct flush_ctx c = { .tgid = p->tgid, .tid = p->pid };
 	struct task_info *info;
 
-	if (!bpf_map_lookup_elem(&targets, &tgid))
+	c.ts = bpf_task_storage_get(&states, p, 0, 0);
+	if (!c.ts)
 		return 0;
-	info = bpf_map_lookup_elem(&tasks, &tid);
+	/* The thread's counts outlive it here; its storage goes with it. */
+	bpf_loop(MAX_SYSCALLS, flush_one, &c, 0);
+	info = bpf_map_lookup_elem(&tasks, &c.tid);
 	if (!info) {
 		note_task(p, p->real_parent->tgid);
-		info = bpf_map_lookup_elem(&tasks, &tid);
+		info = bpf_map_lookup_elem(&tasks, &c.tid);
 		if (!info)
 			return 0;
 	}

@@ -40,11 +40,12 @@ enum lost_counter {
 	LOST_PATH_TRUNCATED,
 	LOST_NO_TASK_STORAGE,
 	LOST_NR_OUT_OF_RANGE,
+	LOST_PATH_MAP_FULL,
 	LOST__COUNT,
 };
 
-/* Per (process, thread, syscall). A thread runs on one CPU at a time, so a
- * plain hash keyed by thread is contention free. */
+/* Per (process, thread, syscall): kept in the thread's own task storage
+ * while it runs (no lookups, no contention), moved here when it exits. */
 struct sys_key {
 	__u32 tgid;
 	__u32 tid;
@@ -67,12 +68,34 @@ struct errno_key {
 	__u32 _pad;
 };
 
-/* Per (process, syscall, argument fingerprint); per-CPU values. */
+/* Per (process, syscall, argument fingerprint); per-CPU values. Paths are
+ * keyed by a 64-bit hash of the string; the string is in `paths`. */
 struct arg_key {
 	__u32 tgid;
 	__u32 nr;
-	__s64 fd;
+	__s64 fd;        /* the fd, or the dirfd of a path call (-1: none) */
+	__u64 path_hash; /* 0 for fd calls */
+};
+
+struct path_val {
 	char path[PATH_LEN];
+};
+
+/* One per traced thread, in task storage: its state, the syscall it is
+ * in, and its counts. Created by sysdiet (run, attach) or at fork. */
+struct task_state {
+	__u32 state;    /* enum target_state */
+	__u32 nr;       /* the syscall in progress */
+	__u8 active;    /* between enter and exit */
+	__u8 kind;      /* enum arg_kind of nr */
+	__u8 path_ok;
+	__u8 _pad[5];
+	__u64 start_ns;
+	__u64 path_ptr; /* to re-read at exit if it faulted at entry */
+	__u64 requested;
+	struct arg_key key;
+	char path[PATH_LEN];
+	struct sys_val stats[MAX_SYSCALLS];
 };
 
 struct arg_val {

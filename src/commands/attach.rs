@@ -19,13 +19,9 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
 
     let (tx, rx) = mpsc::channel();
     target::watch_signals(tx.clone())?;
-    let tracer = BpfTracer::load(&opts.filter)?;
-    for (&pid, threads) in pids.iter().zip(&threads) {
-        let ppid = target::parent_of(pid);
-        for (tid, comm) in threads {
-            tracer.add_task(*tid, pid, ppid, comm)?;
-        }
-        tracer.add_target(pid, false)?;
+    let mut tracer = BpfTracer::load(&opts.filter)?;
+    for (&pid, threads) in pids.iter().zip(threads) {
+        arm_threads(&tracer, pid, threads)?;
     }
     let setup_ns = started.elapsed().as_nanos() as u64;
     let started_at = unix_now();
@@ -55,6 +51,30 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
         readout_ns: 0,
         environment: Environment { tz: target::env_var_of(pids[0], "TZ"), clocksource: crate::trace::clocksource() },
     };
-    finish(&tracer, run, ended, opts)?;
+    finish(&mut tracer, run, ended, opts)?;
     Ok(0)
+}
+
+/// Arms every thread of `pid`. Threads that armed threads create are armed
+/// by the kernel side at fork; a thread made meanwhile by one not yet armed
+/// shows up in the next look at /proc, so look until nothing is new.
+fn arm_threads(tracer: &BpfTracer, pid: u32, mut threads: Vec<(u32, String)>) -> Result<()> {
+    let ppid = target::parent_of(pid);
+    let mut armed = std::collections::HashSet::new();
+    loop {
+        let new: Vec<(u32, String)> = threads.into_iter().filter(|(tid, _)| !armed.contains(tid)).collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        for (tid, comm) in new {
+            tracer.add_task(tid, pid, ppid, &comm)?;
+            match tracer.add_target(tid, false) {
+                // A thread that ended in between has nothing to count.
+                Ok(()) | Err(Error::NoSuchProcess(_)) => {}
+                Err(e) => return Err(e),
+            }
+            armed.insert(tid);
+        }
+        threads = target::live_threads(pid)?;
+    }
 }

@@ -27,7 +27,7 @@ fn unix_now() -> f64 {
 
 /// Reads the tracer out into a Trace and writes the report. `ended` is when
 /// the traced work ended: the report's latency is measured from it.
-fn finish(tracer: &BpfTracer, mut run: RunInfo, ended: Instant, opts: &TraceOptions) -> Result<Trace> {
+fn finish(tracer: &mut BpfTracer, mut run: RunInfo, ended: Instant, opts: &TraceOptions) -> Result<Trace> {
     let mut builder = TraceBuilder::default();
     let lost = tracer.read_into(&mut builder)?;
     run.readout_ns = ended.elapsed().as_nanos() as u64;

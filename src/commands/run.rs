@@ -25,7 +25,7 @@ pub fn run(command: &[OsString], opts: &TraceOptions, started: Instant) -> Resul
 
     let (tx, rx) = mpsc::channel();
     target::watch_signals(tx.clone())?;
-    let tracer = BpfTracer::load(&opts.filter)?;
+    let mut tracer = BpfTracer::load(&opts.filter)?;
     let held = spawn::spawn_held(&program, command, &env)?;
     tracer.add_target(held.pid(), true)?;
 
@@ -74,6 +74,6 @@ pub fn run(command: &[OsString], opts: &TraceOptions, started: Instant) -> Resul
             clocksource: crate::trace::clocksource(),
         },
     };
-    finish(&tracer, run, ended, opts)?;
+    finish(&mut tracer, run, ended, opts)?;
     Ok(exit.map_or(128 + libc::SIGINT, |e| e.shell_status()))
 }

@@ -95,6 +95,8 @@ pub struct Lost {
     pub path_truncated: u64,
     pub no_task_storage: u64,
     pub syscall_nr_out_of_range: u64,
+    /// Path strings lost to a full table: their calls show with no path.
+    pub path_map_full: u64,
 }
 
 impl Lost {
@@ -110,6 +112,7 @@ impl Lost {
             ("paths cut at 255 bytes", self.path_truncated),
             ("syscalls uncounted: no task storage", self.no_task_storage),
             ("syscalls with unknown numbers", self.syscall_nr_out_of_range),
+            ("path strings lost: table full", self.path_map_full),
         ]
         .into_iter()
         .filter(|(_, n)| *n > 0)
@@ -182,8 +185,9 @@ pub struct Thread {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Argument {
-    /// A path; `dirfd` for `*at` calls (-100 is AT_FDCWD).
-    Path { path: String, dirfd: Option<i64> },
+    /// A path (None when it could not be read); `dirfd` for `*at` calls
+    /// not relative to the working directory.
+    Path { path: Option<String>, dirfd: Option<i64> },
     Fd { fd: i64 },
 }
 

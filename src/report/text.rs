@@ -134,8 +134,13 @@ fn arguments(out: &mut String, trace: &Trace) {
 /// `newfstatat("/etc/localtime")`, `write(fd 1) of ≤ 16 bytes`.
 fn describe(a: &ArgumentStats) -> String {
     let mut s = match &a.argument {
-        Argument::Path { path, dirfd: Some(fd) } => format!("{}(fd {fd}, {})", a.syscall, quoted(path)),
-        Argument::Path { path, dirfd: None } => format!("{}({})", a.syscall, quoted(path)),
+        Argument::Path { path, dirfd } => {
+            let path = path.as_deref().map_or_else(|| "(unreadable)".to_string(), quoted);
+            match dirfd {
+                Some(fd) => format!("{}(fd {fd}, {path})", a.syscall),
+                None => format!("{}({path})", a.syscall),
+            }
+        }
         Argument::Fd { fd } => format!("{}(fd {fd})", a.syscall),
     };
     if let Some(moved) = a.typical_bytes() {

@@ -2,6 +2,7 @@
 //! in the kernel; this side arms it and reads the maps out at the end.
 
 use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
@@ -16,7 +17,7 @@ use crate::model::{Argument, ArgumentStats, Exit, Histogram, Lost, SyscallStats}
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/syscount.skel.rs"));
 }
-use skel::types::{arg_key, arg_val, errno_key, sys_key, sys_val, syscall_spec, task_info};
+use skel::types::{arg_key, arg_val, errno_key, sys_key, sys_val, syscall_spec, task_info, task_state};
 use skel::{SyscountSkel, SyscountSkelBuilder};
 
 /// Where the kernel publishes its BTF; `SYSDIET_KERNEL_BTF` overrides it so
@@ -34,6 +35,10 @@ const ARG_FD_IO: u8 = 3;
 const TARGET_PENDING_EXEC: u32 = 1;
 const TARGET_ACTIVE: u32 = 2;
 const AT_FDCWD: i64 = -100;
+/// pidfd_open flag for a thread's own pidfd (Linux 6.9).
+const PIDFD_THREAD: u32 = libc::O_EXCL as u32;
+/// The path hash the kernel side gives a path it could not read.
+const UNREADABLE_PATH: u64 = 1;
 
 pub struct BpfTracer {
     skel: SyscountSkel<'static>,
@@ -63,14 +68,18 @@ impl BpfTracer {
         Ok(BpfTracer { skel })
     }
 
-    /// Counts process `pid` and its future children; `held` means it is
-    /// spawned and not yet exec'd: counting starts at its execve.
-    pub fn add_target(&self, pid: u32, held: bool) -> Result<()> {
+    /// Counts thread `tid` and the tasks it creates from now on; `held`
+    /// means it is spawned and not yet exec'd: counting starts at its execve.
+    /// The count lives in the thread's task storage, set through a pidfd.
+    pub fn add_target(&self, tid: u32, held: bool) -> Result<()> {
         let state = if held { TARGET_PENDING_EXEC } else { TARGET_ACTIVE };
+        let mut value = vec![0u8; std::mem::size_of::<task_state>()];
+        value[..4].copy_from_slice(&state.to_ne_bytes());
+        let pidfd = pidfd_open(tid).ok_or(Error::NoSuchProcess(tid))?;
         self.skel
             .maps
-            .targets
-            .update(&pid.to_ne_bytes(), &state.to_ne_bytes(), MapFlags::ANY)
+            .states
+            .update(&pidfd.as_raw_fd().to_ne_bytes(), &value, MapFlags::ANY)
             .map_err(bpf_error)
     }
 
@@ -88,21 +97,37 @@ impl BpfTracer {
             .map_err(bpf_error)
     }
 
-    /// Reads everything counted so far into `out`; returns what was lost.
-    pub fn read_into(&self, out: &mut TraceBuilder) -> Result<Lost> {
+    /// Stops counting and reads everything counted into `out`; returns
+    /// what was lost.
+    pub fn read_into(&mut self, out: &mut TraceBuilder) -> Result<Lost> {
+        // Freeze the counts: a thread that exits while we read flushes the
+        // same numbers we read from its storage.
+        if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
+            bss.stopped = 1;
+        }
         let maps = &self.skel.maps;
+        let mut tasks = Vec::new();
+        for k in maps.tasks.keys() {
+            let Some(v) = maps.tasks.lookup(&k, MapFlags::ANY).map_err(bpf_error)? else { continue };
+            tasks.push((u32::from_ne_bytes(k[..4].try_into().expect("u32 key")), from_bytes::<task_info>(&v)));
+        }
+        // Live threads first, from their storage; then the exited ones.
+        let mut read_live = std::collections::HashSet::new();
+        for (tid, t) in tasks.iter().filter(|(_, t)| t.exited == 0) {
+            let Some(pidfd) = pidfd_open(*tid) else { continue };
+            let Ok(Some(v)) = maps.states.lookup(&pidfd.as_raw_fd().to_ne_bytes(), MapFlags::ANY) else { continue };
+            let state: task_state = from_bytes(&v);
+            for (nr, s) in state.stats.iter().enumerate().filter(|(_, s)| s.calls > 0) {
+                out.add_syscall(t.tgid, *tid, syscall_stats(nr as u32, s));
+            }
+            read_live.insert(*tid);
+        }
         for k in maps.sys_stats.keys() {
             let Some(v) = maps.sys_stats.lookup(&k, MapFlags::ANY).map_err(bpf_error)? else { continue };
             let (k, v): (sys_key, sys_val) = (from_bytes(&k), from_bytes(&v));
-            let stats = SyscallStats {
-                calls: v.calls,
-                errors: v.errors,
-                total_ns: v.total_ns,
-                min_ns: v.min_ns,
-                max_ns: v.max_ns,
-                ..SyscallStats::new(k.nr)
-            };
-            out.add_syscall(k.tgid, k.tid, stats);
+            if !read_live.contains(&k.tid) {
+                out.add_syscall(k.tgid, k.tid, syscall_stats(k.nr, &v));
+            }
         }
         for k in maps.errno_stats.keys() {
             let Some(per_cpu) = maps.errno_stats.lookup_percpu(&k, MapFlags::ANY).map_err(bpf_error)? else { continue };
@@ -110,20 +135,23 @@ impl BpfTracer {
             let n: u64 = per_cpu.iter().map(|v| from_bytes::<u64>(v)).sum();
             out.add_errno(k.tgid, k.nr, &super::errno::name(k.err), n);
         }
+        let mut path_of = std::collections::HashMap::new();
+        for k in maps.paths.keys() {
+            if let Some(v) = maps.paths.lookup(&k, MapFlags::ANY).map_err(bpf_error)? {
+                path_of.insert(from_bytes::<u64>(&k), c_string(&v));
+            }
+        }
         for k in maps.arg_stats.keys() {
             let Some(per_cpu) = maps.arg_stats.lookup_percpu(&k, MapFlags::ANY).map_err(bpf_error)? else { continue };
             let key: arg_key = from_bytes(&k);
             for v in per_cpu {
                 let v: arg_val = from_bytes(&v);
                 if v.calls > 0 {
-                    out.add_argument(argument_stats(&key, &v));
+                    out.add_argument(argument_stats(&key, &v, &path_of));
                 }
             }
         }
-        for k in maps.tasks.keys() {
-            let Some(v) = maps.tasks.lookup(&k, MapFlags::ANY).map_err(bpf_error)? else { continue };
-            let tid = u32::from_ne_bytes(k[..4].try_into().expect("u32 key"));
-            let t: task_info = from_bytes(&v);
+        for (tid, t) in tasks {
             out.add_task(
                 tid,
                 TaskRecord {
@@ -156,6 +184,7 @@ impl BpfTracer {
             path_truncated: get(6)?,
             no_task_storage: get(7)?,
             syscall_nr_out_of_range: get(8)?,
+            path_map_full: get(9)?,
         })
     }
 }
@@ -171,11 +200,23 @@ fn spec_for(nr: u32, filter: &SyscallSet) -> syscall_spec {
     syscall_spec { traced, kind, arg, size_arg }
 }
 
-fn argument_stats(key: &arg_key, v: &arg_val) -> ArgumentStats {
+fn syscall_stats(nr: u32, v: &sys_val) -> SyscallStats {
+    SyscallStats {
+        calls: v.calls,
+        errors: v.errors,
+        total_ns: v.total_ns,
+        min_ns: v.min_ns,
+        max_ns: v.max_ns,
+        ..SyscallStats::new(nr)
+    }
+}
+
+fn argument_stats(key: &arg_key, v: &arg_val, path_of: &std::collections::HashMap<u64, String>) -> ArgumentStats {
     let info = syscalls::by_nr(key.nr);
     let argument = match info.map(|s| s.arg) {
         Some(ArgKind::Path(i)) => Argument::Path {
-            path: c_string(&key.path.map(|c| c as u8)),
+            // None: unreadable, or its string was lost to a full table.
+            path: (key.path_hash != UNREADABLE_PATH).then(|| path_of.get(&key.path_hash).cloned()).flatten(),
             dirfd: (i > 0 && key.fd != AT_FDCWD).then_some(key.fd),
         },
         _ => Argument::Fd { fd: key.fd },
@@ -200,6 +241,20 @@ fn bpf_error(e: libbpf_rs::Error) -> Error {
         return Error::NoBpfRights;
     }
     Error::Bpf(e.to_string())
+}
+
+/// A pidfd for one thread (PIDFD_THREAD), or for a process on kernels
+/// before 6.9 where only a thread-group leader can have one.
+fn pidfd_open(tid: u32) -> Option<OwnedFd> {
+    for flags in [PIDFD_THREAD, 0] {
+        // SAFETY: pidfd_open returns a new fd we own, or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, tid as libc::pid_t, flags) } as i32;
+        if fd >= 0 {
+            // SAFETY: fd is fresh and ours.
+            return Some(unsafe { OwnedFd::from_raw_fd(fd) });
+        }
+    }
+    None
 }
 
 fn c_string(bytes: &[u8]) -> String {
