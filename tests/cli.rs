@@ -242,3 +242,58 @@ fn without_kernel_btf_the_message_says_so() {
     let err = stderr_of(&out);
     assert!(err.contains("this kernel has no BTF") && err.contains("CONFIG_DEBUG_INFO_BTF"), "{err}");
 }
+
+/// Starts `exitwith stubborn` under sysdiet; returns sysdiet, the command's
+/// pid and a reader of the command's stdout.
+fn stubborn_under_sysdiet(report: &std::path::Path) -> (std::process::Child, i32, std::io::BufReader<std::process::ChildStdout>) {
+    let exe = victim("exitwith");
+    let mut child = sysdiet()
+        .args(["run", "-o"])
+        .arg(report)
+        .arg("--")
+        .arg(&exe)
+        .arg("stubborn")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    (child, line.trim().parse().unwrap(), out)
+}
+
+fn still_runs(pid: i32, out: &mut std::io::BufReader<std::process::ChildStdout>) -> bool {
+    unsafe { libc::kill(pid, libc::SIGUSR1) };
+    let mut line = String::new();
+    std::io::BufRead::read_line(out, &mut line).unwrap();
+    line == "alive\n"
+}
+
+#[test]
+fn second_interrupt_reports_and_leaves_the_command_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("r.txt");
+    let (mut child, target, mut out) = stubborn_under_sysdiet(&report);
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert!(still_runs(target, &mut out), "the command ignores the first, forwarded SIGINT");
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let text = std::fs::read_to_string(&report).unwrap();
+    assert!(text.contains("interrupted: counts so far"), "{text}");
+    assert!(text.contains("rt_sigprocmask"), "what ran was counted: {text}");
+    assert!(still_runs(target, &mut out), "left running, not stopped");
+    unsafe { libc::kill(target, libc::SIGUSR2) };
+}
+
+#[test]
+fn if_sysdiet_is_killed_the_command_runs_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, target, mut out) = stubborn_under_sysdiet(&dir.path().join("r.txt"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(still_runs(target, &mut out), "the command is not stopped, traced or killed");
+    let status = std::fs::read_to_string(format!("/proc/{target}/status")).unwrap();
+    assert!(status.lines().any(|l| l == "TracerPid:\t0"), "never ptraced");
+    unsafe { libc::kill(target, libc::SIGUSR2) };
+}

@@ -1,4 +1,7 @@
-/* exitwith CODE | exitwith signal SIG: exit with CODE, or die by SIG. */
+/* exitwith CODE: exit with CODE.  exitwith signal SIG: die by SIG.
+ * exitwith sleep: print the pid, wait for a signal to end it.
+ * exitwith stubborn: the same, ignoring SIGINT, SIGTERM and SIGHUP; prints
+ * "alive" each time it gets SIGUSR1, and exits 0 on SIGUSR2. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +21,25 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		for (;;)
 			pause();
+	}
+	if (argc > 1 && !strcmp(argv[1], "stubborn")) {
+		sigset_t usr;
+		int sig;
+
+		signal(SIGINT, SIG_IGN);
+		signal(SIGTERM, SIG_IGN);
+		signal(SIGHUP, SIG_IGN);
+		sigemptyset(&usr);
+		sigaddset(&usr, SIGUSR1);
+		sigaddset(&usr, SIGUSR2);
+		sigprocmask(SIG_BLOCK, &usr, NULL);
+		printf("%d\n", getpid());
+		fflush(stdout);
+		while (sigwait(&usr, &sig) == 0 && sig == SIGUSR1) {
+			printf("alive\n");
+			fflush(stdout);
+		}
+		return 0;
 	}
 	return argc > 1 ? atoi(argv[1]) : 0;
 }
