@@ -199,7 +199,7 @@ fn attach_counts_a_running_process_until_duration() {
 #[test]
 fn attach_ends_when_the_process_exits() {
     let exe = victim("statloop");
-    let mut target = std::process::Command::new(&exe).args(["/etc/passwd", "300000"]).spawn().unwrap();
+    let mut target = std::process::Command::new(&exe).args(["/etc/passwd", "1000000"]).spawn().unwrap();
     let out = sysdiet().args(["attach", "-p", &target.id().to_string(), "-o", "/dev/null"]).output().unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
     assert!(target.wait().unwrap().success());
