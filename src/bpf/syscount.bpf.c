@@ -255,8 +255,8 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 		return 0;
 	ts->nr = id;
 	ts->kind = spec.kind;
+	ts->key.tgid = bpf_get_current_pid_tgid() >> 32;
 	if (spec.kind != ARG_NONE) {
-		ts->key.tgid = bpf_get_current_pid_tgid() >> 32;
 		ts->key.nr = id;
 		if (spec.kind == ARG_PATH) {
 			/* The argument before the path of an *at call is its dirfd. */
@@ -269,8 +269,6 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 			ts->key.path_hash = 0;
 			ts->requested = syscall_arg(regs, spec.size_arg);
 		}
-	} else {
-		ts->key.tgid = bpf_get_current_pid_tgid() >> 32;
 	}
 	if (id == NR_EXIT || id == NR_EXIT_GROUP) {
 		/* They never return: count them here, with no time. */

@@ -212,10 +212,6 @@ impl Trace {
         self.syscalls.iter().map(|s| s.calls).sum()
     }
 
-    pub fn total_ns(&self) -> u64 {
-        self.syscalls.iter().map(|s| s.total_ns).sum()
-    }
-
     pub fn syscall(&self, name: &str) -> Option<&SyscallStats> {
         self.syscalls.iter().find(|s| s.name == name)
     }

@@ -62,7 +62,8 @@ fn header(out: &mut String, trace: &Trace) {
         let _ = writeln!(out, "  nothing lost: every syscall counted");
     } else {
         let items: Vec<String> = lost.iter().map(|(what, n)| format!("{} {what}", thousands(*n))).collect();
-        let _ = writeln!(out, "  LOST: {}", items.join(", "));
+        let what = if trace.lost.counts_incomplete() { "counts incomplete" } else { "counts complete" };
+        let _ = writeln!(out, "  LOST ({what}): {}", items.join(", "));
     }
 }
 
