@@ -170,6 +170,7 @@ fn signal_sent_to_sysdiet_is_forwarded_and_report_printed() {
     assert_eq!(status.code(), Some(128 + 15), "the command died of the forwarded SIGTERM");
     let text = std::fs::read_to_string(&report).unwrap();
     assert!(text.contains("killed by SIGTERM"), "{text}");
+    assert!(text.contains(&format!("pid {target}: 1 process, 1 thread")), "{text}");
     assert!(unsafe { libc::kill(target, 0) } != 0, "the command is gone");
 }
 

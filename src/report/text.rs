@@ -30,9 +30,10 @@ fn header(out: &mut String, trace: &Trace) {
         run.command.join(" ")
     };
     let _ = writeln!(out, "sysdiet: {what}");
+    let pids = run.root_pids.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
     let mut facts = vec![
         format!(
-            "{} {}, {} {}",
+            "pid {pids}: {} {}, {} {}",
             trace.processes.len(),
             plural(trace.processes.len(), "process", "processes"),
             trace.thread_count(),

@@ -1,7 +1,10 @@
 /* pipeline N: a fork + exec pipeline. A forked writer sends N bytes one at
  * a time into a pipe; a reader started with posix_spawn (vfork) re-execs
  * this program as "pipeline read" and reads them one at a time. Every
- * count is deterministic: 1-byte reads return exactly one byte. */
+ * count is deterministic: 1-byte reads return exactly one byte.
+ * SIGCHLD is blocked: under strace (ptrace) even an ignored SIGCHLD stops
+ * the process and interrupts its wait4, which strace then counts twice. */
+#include <signal.h>
 #include <spawn.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -27,9 +30,13 @@ int main(int argc, char **argv)
 	pid_t writer, rd;
 	posix_spawn_file_actions_t fa;
 	char *args[] = { argv[0], "read", NULL };
+	sigset_t chld;
 
 	if (argc > 1 && !strcmp(argv[1], "read"))
 		return reader();
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, NULL);
 	n = arg_count(argc, argv, 1, 1000);
 	if (pipe(p))
 		return 1;
