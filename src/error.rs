@@ -19,6 +19,9 @@ pub enum Error {
     #[error("no process with pid {0}: it has exited or never existed (see `ps -e`)")]
     NoSuchProcess(u32),
 
+    #[error("cannot trace thread {tid} of pid {pid}: this kernel cannot open a pidfd for a thread (Linux 6.9 or newer can); attach to a single-threaded process, or use `sysdiet run`")]
+    ThreadUnreachable { pid: u32, tid: u32 },
+
     #[error("no rights to load BPF programs: sysdiet needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN); run it as root or with sudo")]
     NoBpfRights,
 

@@ -310,3 +310,28 @@ fn long_paths_are_cut_and_the_report_says_so() {
     assert!(err.contains(&format!("10 × newfstatat(\"/tmp/{}\"), 10 failed", "x".repeat(250))), "{err}");
     assert!(!err.contains("nothing lost"));
 }
+
+#[test]
+fn attach_covers_every_running_thread() {
+    let exe = victim("threads");
+    let mut target = std::process::Command::new(&exe).args(["2", "100000000"]).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(150));
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("a.json");
+    let out = sysdiet()
+        .args(["attach", "-p", &target.id().to_string(), "--duration", "300ms", "--json", "-o"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    target.kill().unwrap();
+    target.wait().unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let busy = doc["processes"][0]["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["syscalls"].as_array().unwrap().iter().any(|s| s["name"] == "newfstatat" && s["calls"].as_u64() > Some(10)))
+        .count();
+    assert_eq!(busy, 2, "both worker threads counted: {doc}");
+}

@@ -69,8 +69,14 @@ fn arm_threads(tracer: &BpfTracer, pid: u32, mut threads: Vec<(u32, String)>) ->
         for (tid, comm) in new {
             tracer.add_task(tid, pid, ppid, &comm)?;
             match tracer.add_target(tid, false) {
-                // A thread that ended in between has nothing to count.
-                Ok(()) | Err(Error::NoSuchProcess(_)) => {}
+                Ok(()) => {}
+                // A thread that ended in between has nothing to count; one
+                // that still runs but has no pidfd (Linux < 6.9) would be
+                // lost silently, so say so instead.
+                Err(Error::NoSuchProcess(_)) if std::path::Path::new(&format!("/proc/{pid}/task/{tid}")).exists() => {
+                    return Err(Error::ThreadUnreachable { pid, tid });
+                }
+                Err(Error::NoSuchProcess(_)) => {}
                 Err(e) => return Err(e),
             }
             armed.insert(tid);
