@@ -174,20 +174,25 @@ fn signal_sent_to_sysdiet_is_forwarded_and_report_printed() {
     assert!(unsafe { libc::kill(target, 0) } != 0, "the command is gone");
 }
 
-#[test]
-fn attach_counts_a_running_process_until_duration() {
-    let exe = victim("statloop");
-    let mut target = std::process::Command::new(&exe).args(["/etc/passwd", "100000000"]).spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(100));
+/// `sysdiet attach -p PID --duration 300ms --json`, once the target has
+/// had time to start; the JSON document.
+fn attach_for_300ms(pid: u32) -> serde_json::Value {
+    std::thread::sleep(Duration::from_millis(150));
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("a.json");
     let out = sysdiet()
-        .args(["attach", "-p", &target.id().to_string(), "--duration", "300ms", "--json", "-o"])
+        .args(["attach", "-p", &pid.to_string(), "--duration", "300ms", "--json", "-o"])
         .arg(&json)
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
-    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+}
+
+#[test]
+fn attach_counts_a_running_process_until_duration() {
+    let mut target = std::process::Command::new(victim("statloop")).args(["/etc/passwd", "100000000"]).spawn().unwrap();
+    let doc = attach_for_300ms(target.id());
     assert!(doc["syscalls"][0]["calls"].as_u64().unwrap() > 100, "{doc}");
     assert_eq!(doc["syscalls"][0]["name"], "newfstatat");
     assert_eq!(doc["run"]["root_pids"][0], target.id());
@@ -313,20 +318,10 @@ fn long_paths_are_cut_and_the_report_says_so() {
 
 #[test]
 fn attach_covers_every_running_thread() {
-    let exe = victim("threads");
-    let mut target = std::process::Command::new(&exe).args(["2", "100000000"]).spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(150));
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("a.json");
-    let out = sysdiet()
-        .args(["attach", "-p", &target.id().to_string(), "--duration", "300ms", "--json", "-o"])
-        .arg(&json)
-        .output()
-        .unwrap();
+    let mut target = std::process::Command::new(victim("threads")).args(["2", "100000000"]).spawn().unwrap();
+    let doc = attach_for_300ms(target.id());
     target.kill().unwrap();
     target.wait().unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
-    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let busy = doc["processes"][0]["threads"]
         .as_array()
         .unwrap()
