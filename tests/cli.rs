@@ -174,6 +174,16 @@ fn signal_sent_to_sysdiet_is_forwarded_and_report_printed() {
     assert!(unsafe { libc::kill(target, 0) } != 0, "the command is gone");
 }
 
+/// A target process killed when the test ends, even by a failed assert.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// `sysdiet attach -p PID --duration 300ms --json`, once the target has
 /// had time to start; the JSON document.
 fn attach_for_300ms(pid: u32) -> serde_json::Value {
@@ -191,15 +201,13 @@ fn attach_for_300ms(pid: u32) -> serde_json::Value {
 
 #[test]
 fn attach_counts_a_running_process_until_duration() {
-    let mut target = std::process::Command::new(victim("statloop")).args(["/etc/passwd", "100000000"]).spawn().unwrap();
-    let doc = attach_for_300ms(target.id());
+    let mut target = Running(std::process::Command::new(victim("statloop")).args(["/etc/passwd", "100000000"]).spawn().unwrap());
+    let doc = attach_for_300ms(target.0.id());
     assert!(doc["syscalls"][0]["calls"].as_u64().unwrap() > 100, "{doc}");
     assert_eq!(doc["syscalls"][0]["name"], "newfstatat");
-    assert_eq!(doc["run"]["root_pids"][0], target.id());
+    assert_eq!(doc["run"]["root_pids"][0], target.0.id());
     // Detaching left the target running, untouched.
-    assert!(target.try_wait().unwrap().is_none(), "target still runs");
-    target.kill().unwrap();
-    target.wait().unwrap();
+    assert!(target.0.try_wait().unwrap().is_none(), "target still runs");
 }
 
 #[test]
@@ -318,10 +326,8 @@ fn long_paths_are_cut_and_the_report_says_so() {
 
 #[test]
 fn attach_covers_every_running_thread() {
-    let mut target = std::process::Command::new(victim("threads")).args(["2", "100000000"]).spawn().unwrap();
-    let doc = attach_for_300ms(target.id());
-    target.kill().unwrap();
-    target.wait().unwrap();
+    let target = Running(std::process::Command::new(victim("threads")).args(["2", "100000000"]).spawn().unwrap());
+    let doc = attach_for_300ms(target.0.id());
     let busy = doc["processes"][0]["threads"]
         .as_array()
         .unwrap()
