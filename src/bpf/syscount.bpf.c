@@ -322,7 +322,7 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent,
 	/* Threads and processes alike: every new task gets its own state. */
 	cts = bpf_task_storage_get(&states, child, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!cts) {
-		count_lost(LOST_TARGET_MAP_FULL);
+		count_lost(LOST_NO_TASK_STORAGE);
 		return 0;
 	}
 	cts->state = TARGET_ACTIVE;

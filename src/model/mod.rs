@@ -88,11 +88,11 @@ pub struct Lost {
     pub argument_map_full: u64,
     pub errno_map_full: u64,
     pub task_map_full: u64,
-    pub target_map_full: u64,
     /// Path arguments that could not be read from the target's memory.
     pub path_unreadable: u64,
     /// Paths longer than sysdiet keeps (255 bytes), shown cut.
     pub path_truncated: u64,
+    /// New tasks of a target left untraced: no memory for their state.
     pub no_task_storage: u64,
     pub syscall_nr_out_of_range: u64,
     /// Path strings lost to a full table: their calls show with no path.
@@ -107,10 +107,9 @@ impl Lost {
             ("argument stats lost: table full", self.argument_map_full),
             ("errno stats lost: table full", self.errno_map_full),
             ("task names lost: table full", self.task_map_full),
-            ("children untraced: target table full", self.target_map_full),
             ("paths unreadable", self.path_unreadable),
             ("paths cut at 255 bytes", self.path_truncated),
-            ("syscalls uncounted: no task storage", self.no_task_storage),
+            ("tasks untraced: no memory for their state", self.no_task_storage),
             ("syscalls with unknown numbers", self.syscall_nr_out_of_range),
             ("path strings lost: table full", self.path_map_full),
         ]
@@ -121,7 +120,7 @@ impl Lost {
 
     /// Lost counters that make call counts incomplete (not just details).
     pub fn counts_incomplete(&self) -> bool {
-        self.syscall_map_full + self.target_map_full + self.no_task_storage + self.syscall_nr_out_of_range > 0
+        self.syscall_map_full + self.no_task_storage + self.syscall_nr_out_of_range > 0
     }
 }
 

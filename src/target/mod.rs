@@ -3,6 +3,7 @@
 
 pub mod spawn;
 
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
@@ -71,16 +72,10 @@ pub fn watch_timeout(d: Duration, tx: Sender<Event>) {
 /// Sends `AllGone` once every one of `pids` has exited (pidfds poll
 /// readable when their process ends).
 pub fn watch_pids(pids: &[u32], tx: Sender<Event>) -> Result<()> {
-    let fds: Vec<i32> = pids
-        .iter()
-        .map(|&p| {
-            // SAFETY: pidfd_open returns a new fd or -1.
-            let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, p as libc::pid_t, 0) } as i32;
-            if fd < 0 { Err(Error::NoSuchProcess(p)) } else { Ok(fd) }
-        })
-        .collect::<Result<_>>()?;
+    let fds: Vec<OwnedFd> = pids.iter().map(|&p| pidfd(p).ok_or(Error::NoSuchProcess(p))).collect::<Result<_>>()?;
     std::thread::spawn(move || {
-        let mut polls: Vec<libc::pollfd> = fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+        let mut polls: Vec<libc::pollfd> =
+            fds.iter().map(|fd| libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
         while !polls.is_empty() {
             // SAFETY: polls is a valid array of pollfd.
             let n = unsafe { libc::poll(polls.as_mut_ptr(), polls.len() as libc::nfds_t, -1) };
@@ -92,6 +87,23 @@ pub fn watch_pids(pids: &[u32], tx: Sender<Event>) -> Result<()> {
         let _ = tx.send(Event::AllGone);
     });
     Ok(())
+}
+
+/// pidfd_open flag for a thread's own pidfd (Linux 6.9).
+const PIDFD_THREAD: u32 = libc::O_EXCL as u32;
+
+/// A pidfd for one thread (PIDFD_THREAD), or for a process on kernels
+/// before 6.9 where only a thread-group leader can have one.
+pub fn pidfd(tid: u32) -> Option<OwnedFd> {
+    for flags in [PIDFD_THREAD, 0] {
+        // SAFETY: pidfd_open returns a new fd we own, or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, tid as libc::pid_t, flags) } as i32;
+        if fd >= 0 {
+            // SAFETY: fd is fresh and ours.
+            return Some(unsafe { OwnedFd::from_raw_fd(fd) });
+        }
+    }
+    None
 }
 
 /// Checks that `pid` is a live process (not a zombie) and lists its threads

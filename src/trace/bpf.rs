@@ -2,7 +2,7 @@
 //! in the kernel; this side arms it and reads the maps out at the end.
 
 use std::mem::MaybeUninit;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::path::Path;
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
@@ -35,8 +35,6 @@ const ARG_FD_IO: u8 = 3;
 const TARGET_PENDING_EXEC: u32 = 1;
 const TARGET_ACTIVE: u32 = 2;
 const AT_FDCWD: i64 = -100;
-/// pidfd_open flag for a thread's own pidfd (Linux 6.9).
-const PIDFD_THREAD: u32 = libc::O_EXCL as u32;
 /// The path hash the kernel side gives a path it could not read.
 const UNREADABLE_PATH: u64 = 1;
 
@@ -75,7 +73,7 @@ impl BpfTracer {
         let state = if held { TARGET_PENDING_EXEC } else { TARGET_ACTIVE };
         let mut value = vec![0u8; std::mem::size_of::<task_state>()];
         value[..4].copy_from_slice(&state.to_ne_bytes());
-        let pidfd = pidfd_open(tid).ok_or(Error::NoSuchProcess(tid))?;
+        let pidfd = crate::target::pidfd(tid).ok_or(Error::NoSuchProcess(tid))?;
         self.skel
             .maps
             .states
@@ -114,7 +112,7 @@ impl BpfTracer {
         // Live threads first, from their storage; then the exited ones.
         let mut read_live = std::collections::HashSet::new();
         for (tid, t) in tasks.iter().filter(|(_, t)| t.exited == 0) {
-            let Some(pidfd) = pidfd_open(*tid) else { continue };
+            let Some(pidfd) = crate::target::pidfd(*tid) else { continue };
             let Ok(Some(v)) = maps.states.lookup(&pidfd.as_raw_fd().to_ne_bytes(), MapFlags::ANY) else { continue };
             let state: task_state = from_bytes(&v);
             for (nr, s) in state.stats.iter().enumerate().filter(|(_, s)| s.calls > 0) {
@@ -179,12 +177,11 @@ impl BpfTracer {
             argument_map_full: get(1)?,
             errno_map_full: get(2)?,
             task_map_full: get(3)?,
-            target_map_full: get(4)?,
+            no_task_storage: get(4)?,
             path_unreadable: get(5)?,
             path_truncated: get(6)?,
-            no_task_storage: get(7)?,
-            syscall_nr_out_of_range: get(8)?,
-            path_map_full: get(9)?,
+            syscall_nr_out_of_range: get(7)?,
+            path_map_full: get(8)?,
         })
     }
 }
@@ -241,20 +238,6 @@ fn bpf_error(e: libbpf_rs::Error) -> Error {
         return Error::NoBpfRights;
     }
     Error::Bpf(e.to_string())
-}
-
-/// A pidfd for one thread (PIDFD_THREAD), or for a process on kernels
-/// before 6.9 where only a thread-group leader can have one.
-fn pidfd_open(tid: u32) -> Option<OwnedFd> {
-    for flags in [PIDFD_THREAD, 0] {
-        // SAFETY: pidfd_open returns a new fd we own, or -1.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, tid as libc::pid_t, flags) } as i32;
-        if fd >= 0 {
-            // SAFETY: fd is fresh and ours.
-            return Some(unsafe { OwnedFd::from_raw_fd(fd) });
-        }
-    }
-    None
 }
 
 fn c_string(bytes: &[u8]) -> String {
