@@ -64,6 +64,24 @@ pub struct ReportArgs {
     /// Break the counts down per process and per thread
     #[arg(long)]
     pub per_thread: bool,
+    /// Write the call sites as folded stacks (flamegraph.pl, inferno, speedscope)
+    #[arg(long, value_name = "FILE")]
+    pub folded: Option<PathBuf>,
+    /// Write the call sites as a flame graph SVG
+    #[arg(long, value_name = "FILE.svg")]
+    pub flamegraph: Option<PathBuf>,
+    /// What the folded stacks and the flame graph weigh: calls, or time in the kernel
+    #[arg(long, value_enum, default_value = "count", value_name = "WHAT")]
+    pub weight: WeightArg,
+    /// Count only: take no stack samples, find no call sites
+    #[arg(long)]
+    pub no_stacks: bool,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy)]
+pub enum WeightArg {
+    Count,
+    Time,
 }
 
 pub fn parse_duration(s: &str) -> Result<Duration, String> {

@@ -1,10 +1,11 @@
 //! sysdiet: find the system calls a program makes for nothing, and who
-//! makes them. Data flows target → trace → model → report.
+//! makes them. Data flows target → trace (+ stacks) → model → report.
 
 pub mod commands;
 pub mod error;
 pub mod model;
 pub mod report;
+pub mod stacks;
 pub mod target;
 pub mod trace;
 

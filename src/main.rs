@@ -4,9 +4,9 @@ use clap::Parser;
 
 mod cli;
 
-use cli::{Cli, Command, ReportArgs};
+use cli::{Cli, Command, ReportArgs, WeightArg};
 use sysdiet::commands::{attach::attach, run::run, TraceOptions};
-use sysdiet::report::{Format, ReportOptions};
+use sysdiet::report::{Format, ReportOptions, Weight};
 use sysdiet::trace::filter::SyscallSet;
 use sysdiet::Result;
 
@@ -33,7 +33,13 @@ fn dispatch(cli: Cli, started: Instant) -> Result<i32> {
 }
 
 fn options(r: ReportArgs) -> Result<TraceOptions> {
+    if r.no_stacks && (r.folded.is_some() || r.flamegraph.is_some()) {
+        return Err(sysdiet::Error::Usage(
+            "--folded and --flamegraph need call sites: drop --no-stacks".into(),
+        ));
+    }
     Ok(TraceOptions {
+        stacks: !r.no_stacks,
         filter: match &r.expr {
             Some(e) => SyscallSet::parse(e)?,
             None => SyscallSet::default(),
@@ -42,6 +48,12 @@ fn options(r: ReportArgs) -> Result<TraceOptions> {
             format: if r.json { Format::Json } else { Format::Text },
             output: r.output,
             per_thread: r.per_thread,
+            folded: r.folded,
+            flamegraph: r.flamegraph,
+            weight: match r.weight {
+                WeightArg::Count => Weight::Count,
+                WeightArg::Time => Weight::Time,
+            },
         },
     })
 }

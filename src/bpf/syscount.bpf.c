@@ -12,6 +12,7 @@
 #include <bpf/bpf_core_read.h>
 #include "syscount.h"
 
+#define NR_RT_SIGRETURN 15
 #define NR_EXECVE 59
 #define NR_EXIT 60
 #define NR_EXIT_GROUP 231
@@ -21,6 +22,10 @@
 #define E2BIG 7
 
 const volatile struct syscall_spec specs[MAX_SYSCALLS] = {};
+/* Stack samples: off unless set. A thread's calls of one syscall are all
+ * sampled up to 2^(shift+1), then about 2^shift per doubling of its count. */
+const volatile __u8 sample_stacks = 0;
+const volatile __u32 sample_shift = 3;
 
 /* Set by sysdiet when it reads out: counts freeze, so that a thread read
  * from its storage and flushed at exit is the same, whichever is seen. */
@@ -69,6 +74,15 @@ struct {
 	__type(key, __u32);
 	__type(value, struct task_info);
 } tasks SEC(".maps");
+
+/* Makes the skeleton generate struct stack_sample for the Rust side. */
+const struct stack_sample *unused_stack_sample __attribute__((unused));
+
+#define SAMPLES_BYTES (16 << 20)
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, SAMPLES_BYTES);
+} samples SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -178,7 +192,9 @@ static __always_inline void read_path(struct task_state *ts)
 	ts->key.path_hash = path_hash(ts, n - 1);
 }
 
-static __always_inline void account(struct task_state *ts, long ret, __u64 ns)
+/* Counts one finished call; true if it is the first of its (syscall,
+ * argument) key on this CPU. */
+static __always_inline bool account(struct task_state *ts, long ret, __u64 ns)
 {
 	bool failed = ret < 0 && ret >= -MAX_ERRNO;
 	struct sys_val *sv = &ts->stats[ts->nr & (MAX_SYSCALLS - 1)];
@@ -200,7 +216,7 @@ static __always_inline void account(struct task_state *ts, long ret, __u64 ns)
 			(*ev)++;
 	}
 	if (ts->kind == ARG_NONE)
-		return;
+		return false;
 	if (ts->kind == ARG_PATH && !ts->path_ok) {
 		/* The kernel has just copied the string in, so its page is
 		 * resident now even if it was not at entry. */
@@ -215,7 +231,7 @@ static __always_inline void account(struct task_state *ts, long ret, __u64 ns)
 			count_lost(LOST_PATH_MAP_FULL);
 		av = lookup_or_init(&arg_stats, &ts->key, &zero_arg, LOST_ARG_MAP_FULL);
 		if (!av)
-			return;
+			return false;
 	}
 	av->calls++;
 	av->total_ns += ns;
@@ -229,6 +245,75 @@ static __always_inline void account(struct task_state *ts, long ret, __u64 ns)
 		if (b < HIST_BUCKETS)
 			av->returned[b]++;
 	}
+	return av->calls == 1;
+}
+
+/* Sends the user registers and the top of the user stack, read a page at a
+ * time so that a stack ending within STACK_BYTES still copies. */
+static __always_inline void take_sample(struct task_state *ts, struct pt_regs *regs,
+					__u64 ns, __u64 now, __u64 period, __u32 flags)
+{
+	struct stack_sample *e;
+	__u64 sp = regs->sp, off = 0, len;
+	int i;
+
+	e = bpf_ringbuf_reserve(&samples, sizeof(*e), 0);
+	if (!e) {
+		count_lost(LOST_SAMPLES_DROPPED);
+		return;
+	}
+	e->tgid = ts->key.tgid;
+	e->tid = (__u32)bpf_get_current_pid_tgid();
+	e->nr = ts->nr;
+	e->flags = flags;
+	e->period = period;
+	e->ns = ns;
+	e->time_ns = now;
+	e->fd = ts->kind == ARG_NONE ? 0 : ts->key.fd;
+	e->path_hash = ts->kind == ARG_NONE ? 0 : ts->key.path_hash;
+	e->ip = regs->ip;
+	e->sp = sp;
+	e->bp = regs->bp;
+	for (i = 0; i < STACK_BYTES / 4096 + 1; i++) {
+		if (off > STACK_BYTES - 4096)
+			break;
+		len = 4096 - ((sp + off) & 4095);
+		if (bpf_probe_read_user(e->stack + off, len, (void *)(sp + off)))
+			break;
+		off += len;
+	}
+	e->stack_len = off;
+	e->_pad = 0;
+	/* Wake the reader in batches; it also polls on a timer. */
+	bpf_ringbuf_submit(e, bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) >= SAMPLES_BYTES / 4 ?
+				      BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+}
+
+static __always_inline void maybe_sample(struct task_state *ts, struct pt_regs *regs,
+					 __u64 ns, __u64 now, bool key_first)
+{
+	__u32 nr = ts->nr & (MAX_SYSCALLS - 1);
+	struct sampler *s = &ts->samplers[nr];
+	__u64 calls = ts->stats[nr].calls, period;
+	__u32 b;
+
+	/* After these the registers are not the call site's. */
+	if (ts->nr == NR_EXECVE || ts->nr == NR_EXECVEAT || ts->nr == NR_RT_SIGRETURN)
+		return;
+	if (s->left) {
+		s->left--;
+		if (key_first)
+			take_sample(ts, regs, ns, now, 0, SAMPLE_FIRST_OF_KEY);
+		return;
+	}
+	/* Every call up to 2^(shift+1); then gaps averaging 2^(b-shift) for
+	 * the 2^b-th call: 2^shift samples per doubling of the count. */
+	b = log2_64(calls);
+	period = b > sample_shift ? 1ULL << (b - sample_shift) : 1;
+	s->left = period > 1 ? bpf_get_prandom_u32() & (2 * period - 1) : 0;
+	period = (__u32)calls - s->last;
+	s->last = calls;
+	take_sample(ts, regs, ns, now, period, 0);
 }
 
 SEC("tp_btf/sys_enter")
@@ -285,15 +370,20 @@ SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
 	struct task_state *ts;
-	__u64 now;
+	__u64 now, ns;
+	bool key_first;
 
 	ts = bpf_task_storage_get(&states, bpf_get_current_task_btf(), 0, 0);
 	if (!ts || !ts->active)
 		return 0;
 	now = bpf_ktime_get_ns();
 	ts->active = 0;
-	if (!stopped)
-		account(ts, ret, now - ts->start_ns);
+	if (stopped)
+		return 0;
+	ns = now - ts->start_ns;
+	key_first = account(ts, ret, ns);
+	if (sample_stacks)
+		maybe_sample(ts, regs, ns, now, key_first);
 	return 0;
 }
 

@@ -40,6 +40,7 @@ enum lost_counter {
 	LOST_PATH_TRUNCATED,
 	LOST_NR_OUT_OF_RANGE,
 	LOST_PATH_MAP_FULL,
+	LOST_SAMPLES_DROPPED, /* stack samples: ring buffer full */
 	LOST__COUNT,
 };
 
@@ -80,6 +81,14 @@ struct path_val {
 	char path[PATH_LEN];
 };
 
+/* Where a thread is in sampling one syscall's calls. The gaps between
+ * samples are random, so that a program's own rhythm (two call sites
+ * taking turns) cannot alias with the sampling. */
+struct sampler {
+	__u32 left; /* calls to let pass before the next sample */
+	__u32 last; /* the call count at the last sample */
+};
+
 /* One per traced thread, in task storage: its state, the syscall it is
  * in, and its counts. Created by sysdiet (run, attach) or at fork. */
 struct task_state {
@@ -95,6 +104,7 @@ struct task_state {
 	struct arg_key key;
 	char path[PATH_LEN];
 	struct sys_val stats[MAX_SYSCALLS];
+	struct sampler samplers[MAX_SYSCALLS];
 };
 
 struct arg_val {
@@ -112,6 +122,32 @@ struct task_info {
 	__s32 exit_code; /* wait(2) status, valid when exited */
 	__u32 exited;
 	char comm[COMM_LEN];
+};
+
+/* A stack sample, taken at syscall exit (the user registers and stack are
+ * those of the call site) and sent through the `samples` ring buffer. The
+ * counts stay exact; samples only share them out among call sites. */
+#define STACK_BYTES 16384
+#define SAMPLE_FIRST_OF_KEY 1 /* not a periodic sample: the first call of its
+				 (syscall, argument) on this CPU; weight 0 */
+
+struct stack_sample {
+	__u32 tgid;
+	__u32 tid;
+	__u32 nr;
+	__u32 flags;
+	__u64 period;    /* this sample stands for `period` calls: those since
+			    the thread's last sample of this syscall */
+	__u64 ns;        /* the call's time in the kernel */
+	__u64 time_ns;   /* CLOCK_MONOTONIC at exit, to pick the mappings */
+	__s64 fd;        /* the argument key, as in struct arg_key */
+	__u64 path_hash;
+	__u64 ip;
+	__u64 sp;
+	__u64 bp;
+	__u32 stack_len; /* bytes copied from sp up */
+	__u32 _pad;
+	__u8 stack[STACK_BYTES];
 };
 
 #endif

@@ -5,7 +5,7 @@
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::{finish, unix_now, TraceOptions, BACKEND};
+use super::{finish, start_stacks, unix_now, TraceOptions, BACKEND};
 use crate::error::{Error, Result};
 use crate::model::{Environment, RunInfo};
 use crate::target::{self, Event};
@@ -19,10 +19,13 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
 
     let (tx, rx) = mpsc::channel();
     target::watch_signals(tx.clone())?;
-    let mut tracer = BpfTracer::load(&opts.filter)?;
+    let mut tracer = BpfTracer::load(&opts.filter, opts.stacks)?;
+    let mut armed = Vec::new();
     for (&pid, threads) in pids.iter().zip(threads) {
-        arm_threads(&tracer, pid, threads)?;
+        armed.extend(arm_threads(&tracer, pid, threads)?);
     }
+    let initial = pids.iter().flat_map(|&p| crate::trace::mappings::snapshot(p)).collect();
+    let stacks = start_stacks(&tracer, opts, &armed, initial)?;
     let setup_ns = started.elapsed().as_nanos() as u64;
     let started_at = unix_now();
     let t0 = Instant::now();
@@ -51,20 +54,21 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
         readout_ns: 0,
         environment: Environment { tz: target::env_var_of(pids[0], "TZ"), clocksource: crate::trace::clocksource() },
     };
-    finish(&mut tracer, run, ended, opts)?;
+    finish(&mut tracer, stacks, run, ended, opts)?;
     Ok(0)
 }
 
 /// Arms every thread of `pid`. Threads that armed threads create are armed
 /// by the kernel side at fork; a thread made meanwhile by one not yet armed
 /// shows up in the next look at /proc, so look until nothing is new.
-fn arm_threads(tracer: &BpfTracer, pid: u32, mut threads: Vec<(u32, String)>) -> Result<()> {
+/// Returns the threads armed.
+fn arm_threads(tracer: &BpfTracer, pid: u32, mut threads: Vec<(u32, String)>) -> Result<Vec<u32>> {
     let ppid = target::parent_of(pid);
     let mut armed = std::collections::HashSet::new();
     loop {
         let new: Vec<(u32, String)> = threads.into_iter().filter(|(tid, _)| !armed.contains(tid)).collect();
         if new.is_empty() {
-            return Ok(());
+            return Ok(armed.into_iter().collect());
         }
         for (tid, comm) in new {
             tracer.add_task(tid, pid, ppid, &comm)?;

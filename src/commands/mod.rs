@@ -9,13 +9,17 @@ use crate::error::Result;
 use crate::model::builder::TraceBuilder;
 use crate::model::{RunInfo, Trace};
 use crate::report::ReportOptions;
-use crate::trace::bpf::BpfTracer;
+use crate::stacks::collector::Collector;
+use crate::trace::bpf::{BpfTracer, SAMPLE_SHIFT};
 use crate::trace::filter::SyscallSet;
+use crate::trace::mappings::{MapEvent, MapEvents};
 
 /// What every tracing command takes.
 #[derive(Debug, Clone, Default)]
 pub struct TraceOptions {
     pub filter: SyscallSet,
+    /// Sample stacks to find call sites.
+    pub stacks: bool,
     pub report: ReportOptions,
 }
 
@@ -25,11 +29,31 @@ fn unix_now() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
+/// Starts reading stack samples, when asked for, with the mappings of
+/// `tids` watched from now on (`initial`: what they map already).
+fn start_stacks(tracer: &BpfTracer, opts: &TraceOptions, tids: &[u32], initial: Vec<MapEvent>) -> Result<Option<Collector>> {
+    if !opts.stacks {
+        return Ok(None);
+    }
+    Collector::start(tracer.samples_ring()?, MapEvents::open(tids)?, initial).map(Some)
+}
+
 /// Reads the tracer out into a Trace and writes the report. `ended` is when
 /// the traced work ended: the report's latency is measured from it.
-fn finish(tracer: &mut BpfTracer, mut run: RunInfo, ended: Instant, opts: &TraceOptions) -> Result<Trace> {
+fn finish(
+    tracer: &mut BpfTracer,
+    stacks: Option<Collector>,
+    mut run: RunInfo,
+    ended: Instant,
+    opts: &TraceOptions,
+) -> Result<Trace> {
     let mut builder = TraceBuilder::default();
+    // This stops sampling too, so the collector's last pass gets it all.
     let lost = tracer.read_into(&mut builder)?;
+    if let Some(collector) = stacks {
+        let collected = collector.finish();
+        crate::stacks::resolve(collected, SAMPLE_SHIFT, |nr, fd, hash| tracer.argument_for(nr, fd, hash), &mut builder);
+    }
     run.readout_ns = ended.elapsed().as_nanos() as u64;
     let trace = builder.finish(run, lost);
     crate::report::write(&trace, &opts.report)?;

@@ -7,7 +7,7 @@ use std::time::Instant;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use super::{finish, unix_now, TraceOptions, BACKEND};
+use super::{finish, start_stacks, unix_now, TraceOptions, BACKEND};
 use crate::error::{Error, Result};
 use crate::model::{Environment, RunInfo};
 use crate::target::{self, spawn, Event};
@@ -25,9 +25,11 @@ pub fn run(command: &[OsString], opts: &TraceOptions, started: Instant) -> Resul
 
     let (tx, rx) = mpsc::channel();
     target::watch_signals(tx.clone())?;
-    let mut tracer = BpfTracer::load(&opts.filter)?;
+    let mut tracer = BpfTracer::load(&opts.filter, opts.stacks)?;
     let held = spawn::spawn_held(&program, command, &env)?;
     tracer.add_target(held.pid(), true)?;
+    // Before its execve, so that the mappings of the new program are seen.
+    let stacks = start_stacks(&tracer, opts, &[held.pid()], Vec::new())?;
 
     let setup_ns = started.elapsed().as_nanos() as u64;
     let started_at = unix_now();
@@ -74,6 +76,6 @@ pub fn run(command: &[OsString], opts: &TraceOptions, started: Instant) -> Resul
             clocksource: crate::trace::clocksource(),
         },
     };
-    finish(&mut tracer, run, ended, opts)?;
+    finish(&mut tracer, stacks, run, ended, opts)?;
     Ok(exit.map_or(128 + libc::SIGINT, |e| e.shell_status()))
 }

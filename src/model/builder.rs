@@ -12,6 +12,26 @@ pub struct TraceBuilder {
     /// tid -> what is known of the task
     tasks: BTreeMap<u32, TaskRecord>,
     arguments: Vec<ArgumentStats>,
+    /// (tgid, nr) -> the stack samples of those calls
+    samples: BTreeMap<(u32, u32), Vec<SampleRecord>>,
+    call_sites: Vec<CallSite>,
+    sampling: Option<Sampling>,
+}
+
+/// One stack sample, its stack already resolved to a call site.
+#[derive(Debug, Clone)]
+pub struct SampleRecord {
+    pub tgid: u32,
+    pub nr: u32,
+    /// The call's argument key, for syscalls that have one.
+    pub argument: Option<Argument>,
+    /// Index into the call sites given to `set_call_sites`.
+    pub site: usize,
+    /// How many calls the sample stands for; 0 for a first-of-its-argument
+    /// sample, which names a site but weighs nothing beside periodic ones.
+    pub period: u64,
+    /// The call's time in the kernel.
+    pub ns: u64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -37,6 +57,15 @@ impl TraceBuilder {
 
     pub fn add_argument(&mut self, stats: ArgumentStats) {
         self.arguments.push(stats);
+    }
+
+    pub fn add_sample(&mut self, sample: SampleRecord) {
+        self.samples.entry((sample.tgid, sample.nr)).or_default().push(sample);
+    }
+
+    pub fn set_call_sites(&mut self, sites: Vec<CallSite>, sampling: Sampling) {
+        self.call_sites = sites;
+        self.sampling = Some(sampling);
     }
 
     pub fn finish(self, run: RunInfo, lost: Lost) -> Trace {
@@ -66,7 +95,12 @@ impl TraceBuilder {
                 if let Some(e) = self.errnos.get(&(p.pid, *nr)) {
                     s.errnos = e.clone();
                 }
-                totals.entry(*nr).or_insert_with(|| SyscallStats::new(*nr)).merge(s);
+                if let Some(samples) = self.samples.get(&(p.pid, *nr)) {
+                    s.sites = shares(s.calls, s.total_ns, samples.iter());
+                }
+                let total = totals.entry(*nr).or_insert_with(|| SyscallStats::new(*nr));
+                total.merge(s);
+                callsite::merge_shares(&mut total.sites, &s.sites);
             }
             p.syscalls = per_process.into_values().collect();
             sort_by_cost(&mut p.syscalls);
@@ -76,9 +110,36 @@ impl TraceBuilder {
 
         let mut arguments = merge_arguments(self.arguments);
         arguments.sort_by(|a, b| b.calls.cmp(&a.calls).then(b.total_ns.cmp(&a.total_ns)));
+        for a in &mut arguments {
+            if let Some(samples) = self.samples.get(&(a.pid, a.nr)) {
+                let mine = samples.iter().filter(|s| s.argument.as_ref() == Some(&a.argument));
+                a.sites = shares(a.calls, a.total_ns, mine);
+            }
+        }
 
-        Trace { run, lost, syscalls, processes: processes.into_values().collect(), arguments }
+        Trace {
+            run,
+            lost,
+            syscalls,
+            processes: processes.into_values().collect(),
+            arguments,
+            call_sites: self.call_sites,
+            sampling: self.sampling,
+        }
     }
+}
+
+/// The call sites' shares of an exact count, from its samples: periodic
+/// samples by their periods; first-of-argument ones only when no periodic
+/// sample saw these calls.
+fn shares<'a>(calls: u64, total_ns: u64, samples: impl Iterator<Item = &'a SampleRecord>) -> Vec<SiteShare> {
+    let (periodic, first): (Vec<&SampleRecord>, Vec<&SampleRecord>) = samples.partition(|s| s.period > 0);
+    let weights: Vec<(usize, f64, f64)> = if periodic.is_empty() {
+        first.iter().map(|s| (s.site, 1.0, s.ns as f64)).collect()
+    } else {
+        periodic.iter().map(|s| (s.site, s.period as f64, (s.period * s.ns) as f64)).collect()
+    };
+    callsite::apportion(calls, total_ns, &weights)
 }
 
 /// Merges entries with the same (pid, syscall, argument): a tracer may
@@ -148,6 +209,7 @@ mod tests {
             total_ns: 10,
             requested: Some(Histogram::from_buckets(vec![0, calls])),
             returned: None,
+            sites: Vec::new(),
         };
         b.add_argument(arg(2));
         b.add_argument(arg(3));
@@ -155,5 +217,39 @@ mod tests {
         assert_eq!(t.arguments.len(), 1);
         assert_eq!(t.arguments[0].calls, 5);
         assert_eq!(t.arguments[0].requested.as_ref().unwrap().buckets, vec![0, 5]);
+    }
+
+    #[test]
+    fn samples_share_exact_counts_among_sites() {
+        let mut b = TraceBuilder::default();
+        b.add_syscall(10, 10, stats(4, 1000, 0, 2000));
+        b.add_syscall(10, 11, stats(4, 500, 0, 1000));
+        b.add_syscall(20, 20, stats(4, 7, 0, 7));
+        let fd = |fd| Some(Argument::Fd { fd });
+        let sample = |tgid, argument, site, period| SampleRecord { tgid, nr: 4, argument, site, period, ns: 2 };
+        b.add_sample(sample(10, fd(3), 0, 4));
+        b.add_sample(sample(10, fd(3), 0, 4));
+        b.add_sample(sample(10, fd(5), 1, 8));
+        b.add_sample(sample(10, fd(7), 1, 0)); // names fd 7's site only
+        b.add_sample(sample(20, fd(3), 2, 1));
+        b.add_argument(ArgumentStats {
+            pid: 10,
+            syscall: "stat".into(),
+            nr: 4,
+            argument: Argument::Fd { fd: 7 },
+            calls: 3,
+            errors: 0,
+            total_ns: 6,
+            requested: None,
+            returned: None,
+            sites: Vec::new(),
+        });
+        let t = b.finish(RunInfo::default(), Lost::default());
+        let p = &t.processes[0].syscalls[0];
+        assert_eq!(p.sites.iter().map(|s| (s.site, s.calls)).collect::<Vec<_>>(), vec![(0, 750), (1, 750)]);
+        let total = t.syscall("stat").unwrap();
+        assert_eq!(total.sites.iter().map(|s| s.calls).sum::<u64>(), 1507);
+        assert_eq!(total.sites.iter().find(|s| s.site == 2).unwrap().calls, 7);
+        assert_eq!(t.arguments[0].sites, vec![SiteShare { site: 1, calls: 3, total_ns: 6, samples: 1 }]);
     }
 }

@@ -2,8 +2,10 @@
 //! read it, renderers print it. No I/O here.
 
 pub mod builder;
+pub mod callsite;
 mod histogram;
 
+pub use callsite::{CallSite, Frame, Sampling, SiteShare};
 pub use histogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -21,6 +23,12 @@ pub struct Trace {
     pub processes: Vec<Process>,
     /// Per (process, syscall, argument): the repeated calls.
     pub arguments: Vec<ArgumentStats>,
+    /// The code that made the calls; `sites` fields index into this.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub call_sites: Vec<CallSite>,
+    /// How stacks were sampled; `None` when they were not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling: Option<Sampling>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -97,6 +105,9 @@ pub struct Lost {
     pub syscall_nr_out_of_range: u64,
     /// Path strings lost to a full table: their calls show with no path.
     pub path_map_full: u64,
+    /// Stack samples dropped because sysdiet read them too slowly.
+    #[serde(default)]
+    pub samples_dropped: u64,
 }
 
 impl Lost {
@@ -112,6 +123,7 @@ impl Lost {
             ("tasks untraced: no memory for their state", self.no_task_storage),
             ("syscalls with unknown numbers", self.syscall_nr_out_of_range),
             ("path strings lost: table full", self.path_map_full),
+            ("stack samples dropped: ring buffer full", self.samples_dropped),
         ]
         .into_iter()
         .filter(|(_, n)| *n > 0)
@@ -137,6 +149,9 @@ pub struct SyscallStats {
     /// errno name (ENOENT, ...) -> count.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub errnos: BTreeMap<String, u64>,
+    /// The call sites that made these calls, most calls first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sites: Vec<SiteShare>,
 }
 
 impl SyscallStats {
@@ -204,6 +219,8 @@ pub struct ArgumentStats {
     pub requested: Option<Histogram>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub returned: Option<Histogram>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sites: Vec<SiteShare>,
 }
 
 impl Trace {
@@ -213,6 +230,10 @@ impl Trace {
 
     pub fn syscall(&self, name: &str) -> Option<&SyscallStats> {
         self.syscalls.iter().find(|s| s.name == name)
+    }
+
+    pub fn call_site(&self, share: &SiteShare) -> Option<&CallSite> {
+        self.call_sites.get(share.site)
     }
 
     pub fn thread_count(&self) -> usize {

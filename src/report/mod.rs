@@ -1,8 +1,13 @@
 //! Renderers: they print a Trace and decide nothing.
 
+pub mod callsites;
+pub mod flamegraph;
+pub mod folded;
 pub mod format;
 pub mod json;
 pub mod text;
+
+pub use folded::Weight;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -23,15 +28,26 @@ pub struct ReportOptions {
     /// Where to write; stderr when None, so the command's stdout stays its own.
     pub output: Option<PathBuf>,
     pub per_thread: bool,
+    /// Call sites as folded stacks / a flame graph SVG, weighted so.
+    pub folded: Option<PathBuf>,
+    pub flamegraph: Option<PathBuf>,
+    pub weight: Weight,
 }
 
 pub fn write(trace: &Trace, opts: &ReportOptions) -> Result<()> {
+    if let Some(path) = &opts.folded {
+        write_file(path, folded::render(trace, opts.weight).as_bytes())?;
+    }
+    if let Some(path) = &opts.flamegraph {
+        let svg = flamegraph::render(trace, opts.weight).map_err(|source| Error::File { path: path.clone(), source })?;
+        write_file(path, &svg)?;
+    }
     let body = match opts.format {
         Format::Text => text::render(trace, opts.per_thread),
         Format::Json => json::render(trace),
     };
     match &opts.output {
-        Some(path) => std::fs::write(path, body).map_err(|source| Error::File { path: path.clone(), source }),
+        Some(path) => write_file(path, body.as_bytes()),
         None => {
             let mut err = std::io::stderr().lock();
             // A closed stderr is not worth failing the run for.
@@ -39,4 +55,8 @@ pub fn write(trace: &Trace, opts: &ReportOptions) -> Result<()> {
             Ok(())
         }
     }
+}
+
+fn write_file(path: &std::path::Path, data: &[u8]) -> Result<()> {
+    std::fs::write(path, data).map_err(|source| Error::File { path: path.to_path_buf(), source })
 }

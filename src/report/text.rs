@@ -16,6 +16,7 @@ pub fn render(trace: &Trace, per_thread: bool) -> String {
     table(&mut out, &trace.syscalls);
     errors(&mut out, &trace.syscalls);
     arguments(&mut out, trace);
+    super::callsites::section(&mut out, trace);
     if per_thread || trace.processes.len() > 1 {
         breakdown(&mut out, trace, per_thread);
     }
@@ -130,6 +131,10 @@ fn arguments(out: &mut String, trace: &Trace) {
             thousands(a.calls),
             duration(a.total_ns)
         );
+        // The main site, when several made the calls or it is the only one.
+        if let Some(site) = a.sites.first().and_then(|s| trace.call_site(s)).filter(|s| s.responsible.is_some()) {
+            let _ = writeln!(out, "  {:>w$}   by {}", "", super::callsites::by_chain(site));
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::model::builder::{TaskRecord, TraceBuilder};
 use crate::model::{Argument, ArgumentStats, Exit, Histogram, Lost, SyscallStats};
 
-mod skel {
+pub(crate) mod skel {
     include!(concat!(env!("OUT_DIR"), "/syscount.skel.rs"));
 }
 use skel::types::{arg_key, arg_val, errno_key, sys_key, sys_val, syscall_spec, task_info, task_state};
@@ -40,12 +40,18 @@ const UNREADABLE_PATH: u64 = 1;
 
 pub struct BpfTracer {
     skel: SyscountSkel<'static>,
+    /// Path hash -> path, filled at readout; samples' keys resolve here.
+    path_of: std::collections::HashMap<u64, String>,
 }
+
+/// Stack samples: each thread's calls of one syscall are all sampled up to
+/// 2^(SAMPLE_SHIFT+1), then 2^SAMPLE_SHIFT per doubling of the count.
+pub const SAMPLE_SHIFT: u32 = 6;
 
 impl BpfTracer {
     /// Loads and attaches the programs. Nothing is counted until a target
     /// is added.
-    pub fn load(filter: &SyscallSet) -> Result<BpfTracer> {
+    pub fn load(filter: &SyscallSet, sample_stacks: bool) -> Result<BpfTracer> {
         let btf = kernel_btf_path();
         if !Path::new(&btf).exists() {
             return Err(Error::NoBtf(btf));
@@ -61,9 +67,27 @@ impl BpfTracer {
         for (nr, spec) in rodata.specs.iter_mut().enumerate().take(MAX_SYSCALLS) {
             *spec = spec_for(nr as u32, filter);
         }
+        rodata.sample_stacks = sample_stacks as u8;
+        rodata.sample_shift = SAMPLE_SHIFT;
         let mut skel = open.load().map_err(bpf_error)?;
         skel.attach().map_err(bpf_error)?;
-        Ok(BpfTracer { skel })
+        Ok(BpfTracer { skel, path_of: Default::default() })
+    }
+
+    /// The ring buffer stack samples arrive in, as a handle another thread
+    /// can own.
+    pub fn samples_ring(&self) -> Result<libbpf_rs::MapHandle> {
+        libbpf_rs::MapHandle::try_from(&self.skel.maps.samples).map_err(bpf_error)
+    }
+
+    /// The argument a sample's key stands for (after `read_into`); None for
+    /// syscalls without one.
+    pub fn argument_for(&self, nr: u32, fd: i64, path_hash: u64) -> Option<Argument> {
+        let key = arg_key { tgid: 0, nr, fd, path_hash };
+        match syscalls::by_nr(nr)?.arg {
+            ArgKind::None => None,
+            _ => Some(argument_of(&key, &self.path_of)),
+        }
     }
 
     /// Counts thread `tid` and the tasks it creates from now on; `held`
@@ -133,7 +157,7 @@ impl BpfTracer {
             let n: u64 = per_cpu.iter().map(|v| from_bytes::<u64>(v)).sum();
             out.add_errno(k.tgid, k.nr, &super::errno::name(k.err), n);
         }
-        let mut path_of = std::collections::HashMap::new();
+        let path_of = &mut self.path_of;
         for k in maps.paths.keys() {
             if let Some(v) = maps.paths.lookup(&k, MapFlags::ANY).map_err(bpf_error)? {
                 path_of.insert(from_bytes::<u64>(&k), c_string(&v));
@@ -145,7 +169,7 @@ impl BpfTracer {
             for v in per_cpu {
                 let v: arg_val = from_bytes(&v);
                 if v.calls > 0 {
-                    out.add_argument(argument_stats(&key, &v, &path_of));
+                    out.add_argument(argument_stats(&key, &v, path_of));
                 }
             }
         }
@@ -182,6 +206,7 @@ impl BpfTracer {
             path_truncated: get(6)?,
             syscall_nr_out_of_range: get(7)?,
             path_map_full: get(8)?,
+            samples_dropped: get(9)?,
         })
     }
 }
@@ -208,16 +233,20 @@ fn syscall_stats(nr: u32, v: &sys_val) -> SyscallStats {
     }
 }
 
-fn argument_stats(key: &arg_key, v: &arg_val, path_of: &std::collections::HashMap<u64, String>) -> ArgumentStats {
-    let info = syscalls::by_nr(key.nr);
-    let argument = match info.map(|s| s.arg) {
+fn argument_of(key: &arg_key, path_of: &std::collections::HashMap<u64, String>) -> Argument {
+    match syscalls::by_nr(key.nr).map(|s| s.arg) {
         Some(ArgKind::Path(i)) => Argument::Path {
             // None: unreadable, or its string was lost to a full table.
             path: (key.path_hash != UNREADABLE_PATH).then(|| path_of.get(&key.path_hash).cloned()).flatten(),
             dirfd: (i > 0 && key.fd != AT_FDCWD).then_some(key.fd),
         },
         _ => Argument::Fd { fd: key.fd },
-    };
+    }
+}
+
+fn argument_stats(key: &arg_key, v: &arg_val, path_of: &std::collections::HashMap<u64, String>) -> ArgumentStats {
+    let info = syscalls::by_nr(key.nr);
+    let argument = argument_of(key, path_of);
     let is_io = matches!(info.map(|s| s.arg), Some(ArgKind::FdIo { .. }));
     ArgumentStats {
         pid: key.tgid,
@@ -229,6 +258,7 @@ fn argument_stats(key: &arg_key, v: &arg_val, path_of: &std::collections::HashMa
         total_ns: v.total_ns,
         requested: is_io.then(|| Histogram::from_buckets(v.requested.to_vec())),
         returned: is_io.then(|| Histogram::from_buckets(v.returned.to_vec())),
+        sites: Vec::new(),
     }
 }
 

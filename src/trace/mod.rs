@@ -4,6 +4,8 @@
 pub mod bpf;
 pub mod errno;
 pub mod filter;
+pub mod mappings;
+pub mod samples;
 pub mod syscalls;
 
 /// The host's current clocksource (tsc, hpet, xen, ...).

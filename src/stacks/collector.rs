@@ -1,0 +1,157 @@
+//! The thread that takes stack samples off the ring buffer while the target
+//! runs, learns its mappings as they change, and unwinds each sample at
+//! once: only the frames are kept, not 16 KiB of stack per sample.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use libbpf_rs::{MapHandle, RingBufferBuilder};
+
+use super::unwind::{RawStack, UnwindFacts, Unwinder};
+use crate::error::{Error, Result};
+use crate::trace::mappings::{MapEvent, MapEvents};
+use crate::trace::samples::StackSample;
+
+/// How often the reader looks, besides the kernel's batched wake-ups.
+const POLL: Duration = Duration::from_millis(20);
+
+/// A sample with its stack unwound (an index into `Collected::stacks`).
+#[derive(Debug, Clone)]
+pub struct CollectedSample {
+    pub tgid: u32,
+    pub nr: u32,
+    pub fd: i64,
+    pub path_hash: u64,
+    pub period: u64,
+    pub ns: u64,
+    pub stack: usize,
+}
+
+pub struct Collected {
+    pub unwinder: Unwinder,
+    /// Distinct unwound stacks.
+    pub stacks: Vec<RawStack>,
+    pub samples: Vec<CollectedSample>,
+    pub facts: Vec<UnwindFacts>,
+    pub stack_bytes_copied: u64,
+    pub unwind_ns: u64,
+    pub mappings_lost: u64,
+}
+
+pub struct Collector {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<Collected>,
+}
+
+impl Collector {
+    /// Starts reading `ring`; `initial` are the mappings of processes that
+    /// already ran (attach), `events` the kernel's reports of new ones.
+    pub fn start(ring: MapHandle, events: MapEvents, initial: Vec<MapEvent>) -> Result<Collector> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = mpsc::sync_channel(1);
+        let stop_flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("sysdiet-stacks".into())
+            .spawn(move || collect(ring, events, initial, stop_flag, ready_tx))?;
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(Collector { stop, thread }),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(Error::Bpf("the stack sample reader did not start".into())),
+        }
+    }
+
+    /// Reads what is left (call after the tracer stopped sampling) and
+    /// hands everything over.
+    pub fn finish(self) -> Collected {
+        self.stop.store(true, Ordering::Release);
+        self.thread.join().expect("the stack reader does not panic")
+    }
+}
+
+fn collect(
+    ring: MapHandle,
+    mut events: MapEvents,
+    initial: Vec<MapEvent>,
+    stop: Arc<AtomicBool>,
+    ready: mpsc::SyncSender<Result<()>>,
+) -> Collected {
+    let queue: Rc<RefCell<Vec<StackSample>>> = Rc::default();
+    let q = queue.clone();
+    let mut builder = RingBufferBuilder::new();
+    let built = builder
+        .add(&ring, move |data: &[u8]| {
+            if let Some(s) = StackSample::parse(data) {
+                q.borrow_mut().push(s);
+            }
+            0
+        })
+        .map(|_| ())
+        .and_then(|_| builder.build());
+    let mut out = Collected {
+        unwinder: Unwinder::default(),
+        stacks: Vec::new(),
+        samples: Vec::new(),
+        facts: Vec::new(),
+        stack_bytes_copied: 0,
+        unwind_ns: 0,
+        mappings_lost: 0,
+    };
+    let rb = match built {
+        Ok(rb) => {
+            let _ = ready.send(Ok(()));
+            rb
+        }
+        Err(e) => {
+            let _ = ready.send(Err(Error::Bpf(format!("stack sample ring buffer: {e}"))));
+            return out;
+        }
+    };
+    for e in initial {
+        out.unwinder.apply(e);
+    }
+    let mut index: HashMap<RawStack, usize> = HashMap::new();
+    loop {
+        // Look at the flag first: the pass after it is set is the last, and
+        // sees everything sent before it.
+        let last = stop.load(Ordering::Acquire);
+        let _ = rb.poll(if last { Duration::ZERO } else { POLL });
+        let _ = rb.consume();
+        // Mappings first: every sample taken so far was taken after the
+        // mappings it runs in were reported.
+        for e in events.drain() {
+            out.unwinder.apply(e);
+        }
+        let batch = std::mem::take(&mut *queue.borrow_mut());
+        let t = Instant::now();
+        for s in &batch {
+            let (stack, facts) = out.unwinder.unwind(s);
+            let next = index.len();
+            let id = *index.entry(stack.clone()).or_insert_with(|| {
+                out.stacks.push(stack);
+                next
+            });
+            out.stack_bytes_copied = out.stack_bytes_copied.max(s.stack.len() as u64);
+            out.facts.push(facts);
+            out.samples.push(CollectedSample {
+                tgid: s.tgid,
+                nr: s.nr,
+                fd: s.fd,
+                path_hash: s.path_hash,
+                period: s.period,
+                ns: s.ns,
+                stack: id,
+            });
+        }
+        out.unwind_ns += t.elapsed().as_nanos() as u64;
+        if last {
+            break;
+        }
+    }
+    out.mappings_lost = events.lost;
+    out
+}

@@ -1,0 +1,187 @@
+//! The ELF files code runs from: their loadable segments (to place them in
+//! a process) and their unwind sections (for framehop). Each file is read
+//! once per run, whichever processes map it.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use framehop::{ExplicitModuleSectionInfo, Module};
+use object::{Object, ObjectSection, ObjectSegment};
+
+pub type ImageId = usize;
+pub const VDSO: &str = "[vdso]";
+
+pub struct Image {
+    /// As the mapping names it: a path, or `[vdso]`.
+    pub name: String,
+    /// The file to read symbols from (the vDSO is copied out to one).
+    pub file: PathBuf,
+    /// PT_LOAD segments: (vaddr, file offset, file size).
+    segments: Vec<(u64, u64, u64)>,
+    sections: Sections,
+}
+
+#[derive(Clone, Default)]
+struct Sections {
+    text: Option<(Range<u64>, Arc<[u8]>)>,
+    eh_frame: Option<(Range<u64>, Arc<[u8]>)>,
+    eh_frame_hdr: Option<(Range<u64>, Arc<[u8]>)>,
+    got: Option<Range<u64>>,
+    debug_frame: Option<Arc<[u8]>>,
+}
+
+impl Image {
+    fn parse(name: &str, file: PathBuf, data: &[u8]) -> Option<Image> {
+        let elf = object::File::parse(data).ok()?;
+        let section = |n: &str| {
+            let s = elf.section_by_name(n)?;
+            Some((s.address()..s.address() + s.size(), Arc::<[u8]>::from(s.data().ok()?)))
+        };
+        Some(Image {
+            name: name.to_string(),
+            file,
+            segments: elf
+                .segments()
+                .filter_map(|s| {
+                    let (offset, size) = s.file_range();
+                    Some((s.address(), offset, size)).filter(|_| size > 0)
+                })
+                .collect(),
+            sections: Sections {
+                text: section(".text"),
+                eh_frame: section(".eh_frame"),
+                eh_frame_hdr: section(".eh_frame_hdr"),
+                got: elf.section_by_name(".got").map(|s| s.address()..s.address() + s.size()),
+                debug_frame: section(".debug_frame").map(|(_, d)| d),
+            },
+        })
+    }
+
+    /// Where the file's address 0 lies in a process that maps file offset
+    /// `pgoff` at `start`.
+    pub fn bias(&self, start: u64, pgoff: u64) -> Option<u64> {
+        let &(vaddr, offset, _) = self
+            .segments
+            .iter()
+            .find(|&&(_, off, size)| off & !0xfff <= pgoff && pgoff < off + size)?;
+        start.checked_sub(vaddr.wrapping_sub(offset).wrapping_add(pgoff))
+    }
+
+    /// The framehop module for one mapping of this image.
+    pub fn module(&self, avma: Range<u64>, bias: u64) -> Module<Arc<[u8]>> {
+        let s = self.sections.clone();
+        let (text_svma, text) = s.text.map_or((None, None), |(r, d)| (Some(r), Some(d)));
+        let (eh_frame_svma, eh_frame) = s.eh_frame.map_or((None, None), |(r, d)| (Some(r), Some(d)));
+        let (eh_frame_hdr_svma, eh_frame_hdr) = s.eh_frame_hdr.map_or((None, None), |(r, d)| (Some(r), Some(d)));
+        let info = ExplicitModuleSectionInfo {
+            base_svma: 0,
+            text_svma,
+            text,
+            got_svma: s.got,
+            eh_frame_svma,
+            eh_frame,
+            eh_frame_hdr_svma,
+            eh_frame_hdr,
+            debug_frame: s.debug_frame,
+            ..Default::default()
+        };
+        Module::new(self.name.clone(), avma, bias, info)
+    }
+}
+
+/// Every image met so far, by name; files that cannot be read are
+/// remembered as such and not tried again.
+#[derive(Default)]
+pub struct Images {
+    by_name: HashMap<String, Option<ImageId>>,
+    list: Vec<Image>,
+    vdso_copy: Option<PathBuf>,
+}
+
+impl Images {
+    pub fn get(&mut self, name: &str) -> Option<ImageId> {
+        if let Some(&id) = self.by_name.get(name) {
+            return id;
+        }
+        let image = if name == VDSO { self.load_vdso() } else { load_file(name) };
+        let id = image.map(|i| {
+            self.list.push(i);
+            self.list.len() - 1
+        });
+        self.by_name.insert(name.to_string(), id);
+        id
+    }
+
+    pub fn image(&self, id: ImageId) -> &Image {
+        &self.list[id]
+    }
+
+    /// The vDSO is the same image in every process on this kernel: copy
+    /// sysdiet's own out to a file that symbolizers can read.
+    fn load_vdso(&mut self) -> Option<Image> {
+        let data = own_vdso()?;
+        let file = std::env::temp_dir().join(format!("sysdiet-vdso-{}.so", std::process::id()));
+        std::fs::write(&file, &data).ok()?;
+        self.vdso_copy = Some(file.clone());
+        Image::parse(VDSO, file, &data)
+    }
+}
+
+impl Drop for Images {
+    fn drop(&mut self) {
+        if let Some(f) = &self.vdso_copy {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
+fn load_file(path: &str) -> Option<Image> {
+    // "//anon", "[heap]", "memfd:..." and the like are not files.
+    if !path.starts_with('/') {
+        return None;
+    }
+    let data = std::fs::read(path).ok()?;
+    Image::parse(path, PathBuf::from(path), &data)
+}
+
+fn own_vdso() -> Option<Vec<u8>> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let line = maps.lines().find(|l| l.ends_with(VDSO))?;
+    let (s, e) = line.split_whitespace().next()?.split_once('-')?;
+    let (start, end) = (usize::from_str_radix(s, 16).ok()?, usize::from_str_radix(e, 16).ok()?);
+    // SAFETY: the kernel maps the vDSO readable into every process, this
+    // one included, for its whole life.
+    Some(unsafe { std::slice::from_raw_parts(start as *const u8, end - start) }.to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn libc_places_and_unwinds() {
+        let mut images = Images::default();
+        let libc = images.get("/lib/x86_64-linux-gnu/libc.so.6").expect("libc.so.6 parses");
+        let img = images.image(libc);
+        assert!(img.sections.eh_frame.is_some() && img.sections.eh_frame_hdr.is_some());
+        // Mapping a segment's first page at B + its offset puts the file's
+        // address 0 at B, less how far the segment's vaddr runs ahead.
+        let base = 0x7f00_0000_0000u64;
+        let &(vaddr, offset, _) = img.segments.iter().find(|s| s.0 > 0).unwrap();
+        assert_eq!(img.bias(base + (offset & !0xfff), offset & !0xfff), Some(base - (vaddr - offset)));
+        assert!(images.get("//anon").is_none());
+        assert!(images.get("/no/such/file").is_none());
+    }
+
+    #[test]
+    fn the_vdso_is_copied_out() {
+        let mut images = Images::default();
+        let id = images.get(VDSO).expect("vdso");
+        let file = images.image(id).file.clone();
+        assert!(file.exists());
+        drop(images);
+        assert!(!file.exists());
+    }
+}

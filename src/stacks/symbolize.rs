@@ -1,0 +1,107 @@
+//! Names the frames of unwound stacks with blazesym: functions, inlined
+//! functions, file:line where there is debug info. glibc's own debug info
+//! comes from Debian's libc6-dbg, found by build-id under /usr/lib/debug.
+//! Each address is looked up once, each file opened once.
+
+use std::collections::HashMap;
+
+use blazesym::symbolize::source::{Elf, Source};
+use blazesym::symbolize::{CodeInfo, Input, Symbolized, Symbolizer};
+
+use super::images::Images;
+use super::responsible::responsible;
+use super::unwind::{RawFrame, RawStack};
+use crate::model::{CallSite, Frame};
+
+/// Turns each distinct raw stack into a call site; returns the sites and,
+/// per input stack, the index of its site (equal stacks share one).
+pub fn call_sites(images: &Images, stacks: &[RawStack]) -> (Vec<CallSite>, Vec<usize>) {
+    let names = name_frames(images, stacks);
+    let mut sites: Vec<CallSite> = Vec::new();
+    let mut index: HashMap<CallSite, usize> = HashMap::new();
+    let mut site_of = Vec::with_capacity(stacks.len());
+    for stack in stacks {
+        let frames: Vec<Frame> = stack.frames.iter().flat_map(|f| names[f].iter().cloned()).collect();
+        // framehop cannot always tell it reached the end; a thread's first
+        // function is the end.
+        let complete = stack.complete || frames.last().is_some_and(is_root);
+        let (responsible, own_frames) = responsible(&frames).map_or((None, 0), |(i, n)| (Some(i), n));
+        let site = CallSite { responsible, own_frames, frames, complete };
+        let id = *index.entry(site.clone()).or_insert_with(|| {
+            sites.push(site);
+            sites.len() - 1
+        });
+        site_of.push(id);
+    }
+    (sites, site_of)
+}
+
+/// Every distinct frame of `stacks`, named: one or more frames each (the
+/// inlined functions at that address, innermost first, then the function
+/// they are inlined into).
+fn name_frames(images: &Images, stacks: &[RawStack]) -> HashMap<RawFrame, Vec<Frame>> {
+    let mut by_image: HashMap<Option<usize>, Vec<u64>> = HashMap::new();
+    for f in stacks.iter().flat_map(|s| &s.frames) {
+        by_image.entry(f.image).or_default().push(f.addr);
+    }
+    let symbolizer = Symbolizer::builder().enable_inlined_fns(true).enable_code_info(true).build();
+    let mut names = HashMap::new();
+    for (image, mut addrs) in by_image {
+        addrs.sort_unstable();
+        addrs.dedup();
+        let Some(id) = image else {
+            for a in addrs {
+                names.insert(RawFrame { image, addr: a }, vec![Frame { module: "?".into(), address: a, ..Default::default() }]);
+            }
+            continue;
+        };
+        let img = images.image(id);
+        let src = Source::Elf(Elf::new(&img.file));
+        let results = symbolizer.symbolize(&src, Input::VirtOffset(&addrs)).unwrap_or_default();
+        for (i, &a) in addrs.iter().enumerate() {
+            let unnamed = || vec![Frame { module: img.name.clone(), address: a, ..Default::default() }];
+            let frames = match results.get(i) {
+                Some(Symbolized::Sym(sym)) => {
+                    let mut frames: Vec<Frame> = Vec::with_capacity(1 + sym.inlined.len());
+                    // blazesym lists inlined functions outermost first; each
+                    // one's location is inside it, the symbol's is where the
+                    // first inlined call sits.
+                    for inl in sym.inlined.iter().rev() {
+                        frames.push(frame(&img.name, a, Some(inl.name.to_string()), inl.code_info.as_ref(), true));
+                    }
+                    let outer_info = sym.code_info.as_deref();
+                    let outer = frame(&img.name, a, Some(sym.name.to_string()), outer_info, false);
+                    // A function "inlined" into its own namesake (glibc's
+                    // syscall wrappers) is one frame: keep the inner line.
+                    match frames.pop() {
+                        Some(inner) if inner.function == outer.function => {
+                            frames.push(Frame { inlined: false, ..inner })
+                        }
+                        Some(inner) => frames.extend([inner, outer]),
+                        None => frames.push(outer),
+                    }
+                    frames
+                }
+                _ => unnamed(),
+            };
+            names.insert(RawFrame { image, addr: a }, frames);
+        }
+    }
+    names
+}
+
+/// The first function of a process or thread.
+fn is_root(f: &Frame) -> bool {
+    matches!(f.function.as_deref(), Some("_start" | "__clone3" | "__clone" | "clone3" | "clone" | "start_thread"))
+}
+
+fn frame(module: &str, address: u64, function: Option<String>, info: Option<&CodeInfo>, inlined: bool) -> Frame {
+    Frame {
+        function,
+        file: info.map(|c| c.to_path().to_string_lossy().into_owned()),
+        line: info.and_then(|c| c.line),
+        module: module.to_string(),
+        address,
+        inlined,
+    }
+}
