@@ -2,8 +2,9 @@
 
 # Debian packages the build and the tests need: clang/llvm build the BPF
 # programs, bpftool dumps vmlinux.h from the kernel's BTF, libelf/zlib/
-# pkg-config build libbpf, strace is the tests' oracle, util-linux has setpriv.
-DEBS := build-essential clang llvm libelf-dev zlib1g-dev pkg-config bpftool strace util-linux
+# pkg-config build libbpf, strace is the tests' oracle, util-linux has setpriv,
+# libc6-dbg names glibc's own frames in call sites (found by build-id).
+DEBS := build-essential clang llvm libelf-dev zlib1g-dev pkg-config bpftool strace util-linux libc6-dbg
 # Only for bench/overhead: the tools sysdiet is compared against.
 BENCH_DEBS := strace linux-perf bpftrace
 

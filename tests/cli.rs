@@ -174,31 +174,6 @@ fn signal_sent_to_sysdiet_is_forwarded_and_report_printed() {
     assert!(unsafe { libc::kill(target, 0) } != 0, "the command is gone");
 }
 
-/// A target process killed when the test ends, even by a failed assert.
-struct Running(std::process::Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// `sysdiet attach -p PID --duration 300ms --json`, once the target has
-/// had time to start; the JSON document.
-fn attach_for_300ms(pid: u32) -> serde_json::Value {
-    std::thread::sleep(Duration::from_millis(150));
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("a.json");
-    let out = sysdiet()
-        .args(["attach", "-p", &pid.to_string(), "--duration", "300ms", "--json", "-o"])
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
-    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
-}
-
 #[test]
 fn attach_counts_a_running_process_until_duration() {
     let mut target = Running(std::process::Command::new(victim("statloop")).args(["/etc/passwd", "100000000"]).spawn().unwrap());

@@ -13,12 +13,16 @@ fn victims_dir() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("victims")
 }
 
-/// The victim `name` (tests/victims/NAME.c), compiled once, with `-g` and,
-/// in the `-fp` variant, with frame pointers.
+/// The victim `name` (tests/victims/NAME.c), compiled once, with `-O2 -g`
+/// (so without frame pointers); `NAME-fp` is the same with frame pointers.
 pub fn victim(name: &str) -> PathBuf {
     let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
     let src_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/victims");
-    let src = src_dir.join(format!("{name}.c"));
+    let (base, frame_pointers) = match name.strip_suffix("-fp") {
+        Some(base) => (base, true),
+        None => (name, false),
+    };
+    let src = src_dir.join(format!("{base}.c"));
     let out = victims_dir().join(name);
     let fresh = |out: &Path| {
         let built = std::fs::metadata(out).and_then(|m| m.modified()).ok();
@@ -33,7 +37,9 @@ pub fn victim(name: &str) -> PathBuf {
         // Build to a private name, then rename: test binaries run in parallel.
         let tmp = out.with_extension(format!("tmp{}", std::process::id()));
         let status = Command::new("cc")
-            .args(["-O2", "-g", "-pthread", "-Wall", "-o"])
+            .args(["-O2", "-g", "-pthread", "-Wall"])
+            .args(if frame_pointers { &["-fno-omit-frame-pointer"][..] } else { &["-fomit-frame-pointer"][..] })
+            .arg("-o")
             .arg(&tmp)
             .arg(&src)
             .status()
@@ -147,3 +153,29 @@ pub fn assert_same_counts(what: &str, strace: &Counts, sysdiet: &Counts, skip: &
         .collect();
     assert!(diff.is_empty(), "{what}: counts differ from strace -f -c:\n  {}", diff.join("\n  "));
 }
+
+/// A target process killed when the test ends, even by a failed assert.
+pub struct Running(pub std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `sysdiet attach -p PID --duration 300ms --json`, once the target has
+/// had time to start; the JSON document.
+pub fn attach_for_300ms(pid: u32) -> serde_json::Value {
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("a.json");
+    let out = sysdiet()
+        .args(["attach", "-p", &pid.to_string(), "--duration", "300ms", "--json", "-o"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+}
+

@@ -1,0 +1,200 @@
+//! Call sites: stacks unwound through glibc (with and without frame
+//! pointers), named down to the victim's file:line, and the folded and SVG
+//! outputs.
+
+mod common;
+use common::*;
+use serde_json::Value;
+
+/// (site, calls, samples) of every share in `shares`.
+fn shares<'a>(doc: &'a Value, shares: &'a Value) -> Vec<(&'a Value, u64, u64)> {
+    shares
+        .as_array()
+        .map(|a| a.iter().map(|s| (&doc["call_sites"][s["site"].as_u64().unwrap() as usize], s["calls"].as_u64().unwrap(), s["samples"].as_u64().unwrap())).collect())
+        .unwrap_or_default()
+}
+
+fn syscall<'a>(doc: &'a Value, name: &str) -> &'a Value {
+    doc["syscalls"].as_array().unwrap().iter().find(|s| s["name"] == name).unwrap_or_else(|| panic!("no {name} in {doc}"))
+}
+
+fn path_argument<'a>(doc: &'a Value, path: &str) -> &'a Value {
+    doc["arguments"].as_array().unwrap().iter().find(|a| a["argument"]["path"] == path).unwrap_or_else(|| panic!("no {path} in {doc}"))
+}
+
+fn functions(site: &Value) -> Vec<&str> {
+    site["frames"].as_array().unwrap().iter().filter_map(|f| f["function"].as_str()).collect()
+}
+
+fn has_function(site: &Value, name: &str) -> bool {
+    functions(site).iter().any(|f| f.contains(name))
+}
+
+/// The share of samples whose stack reaches `main` (or another of `roots`:
+/// a coroutine's stack starts at its own function).
+fn reaching(doc: &Value, counted: &Value, roots: &[&str]) -> f64 {
+    let s = shares(doc, &counted["sites"]);
+    let all: u64 = s.iter().map(|x| x.2).sum();
+    let to_main: u64 = s.iter().filter(|x| functions(x.0).iter().any(|f| roots.contains(f))).map(|x| x.2).sum();
+    assert!(all > 0, "no samples: {counted}");
+    to_main as f64 / all as f64
+}
+
+/// The program's own frame the report blames, as `function file:line`.
+fn blamed(site: &Value) -> Option<String> {
+    let f = &site["frames"][site["responsible"].as_u64()? as usize];
+    Some(format!("{} {}:{}", f["function"].as_str()?, f["file"].as_str()?.rsplit('/').next()?, f["line"].as_u64()?))
+}
+
+#[test]
+fn localtime_is_traced_through_glibc_to_the_victims_line() {
+    for exe in ["timeloop", "timeloop-fp"] {
+        let (doc, _) = sysdiet_json(&[], &[victim(exe).to_str().unwrap(), "localtime", "200000"]);
+        let tz = path_argument(&doc, "/etc/localtime");
+        let ratio = reaching(&doc, tz, &["main"]);
+        assert!(ratio >= 0.99, "{exe}: only {:.1}% of samples unwound to main", ratio * 100.0);
+        let s = shares(&doc, &tz["sites"]);
+        let (top, calls, _) = s[0];
+        assert!(has_function(top, "__tz_convert"), "{exe}: {top}");
+        assert_eq!(blamed(top).as_deref(), Some("use_localtime timeloop.c:9"), "{exe}: {top}");
+        // Exact counts, split: the shares add up.
+        assert_eq!(s.iter().map(|x| x.1).sum::<u64>(), tz["calls"].as_u64().unwrap());
+        assert!(calls as f64 >= 0.99 * tz["calls"].as_u64().unwrap() as f64);
+    }
+}
+
+#[test]
+fn signal_mask_calls_name_their_glibc_source() {
+    for (victim_name, args, source, blame, roots) in [
+        ("sigprocmask", vec!["200000"], "sigprocmask", "main sigprocmask.c:12", &["main"][..]),
+        ("context", vec!["100000"], "swapcontext", "main context.c:30", &["main", "coroutine"][..]),
+        ("sigjmp", vec!["100000"], "siglongjmp", "jump_back sigjmp.c:8", &["main"][..]),
+    ] {
+        for exe in [victim_name.to_string(), format!("{victim_name}-fp")] {
+            let mut argv = vec![victim(&exe).to_str().unwrap().to_string()];
+            argv.extend(args.iter().map(|a| a.to_string()));
+            let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+            let (doc, _) = sysdiet_json(&[], &argv);
+            let mask = syscall(&doc, "rt_sigprocmask");
+            let ratio = reaching(&doc, mask, roots);
+            assert!(ratio >= 0.99, "{exe}: only {:.1}% of samples unwound to main", ratio * 100.0);
+            let s = shares(&doc, &mask["sites"]);
+            assert!(s.iter().any(|(site, _, _)| has_function(site, source) && blamed(site).as_deref() == Some(blame)), "{exe}: no {source} site blamed on {blame}: {s:?}");
+        }
+    }
+}
+
+#[test]
+fn two_sites_taking_turns_are_both_seen() {
+    // The coroutine and main alternate: sampling at a fixed stride would see
+    // only one of them.
+    let (doc, _) = sysdiet_json(&[], &[victim("context").to_str().unwrap(), "200000"]);
+    let s = shares(&doc, &syscall(&doc, "rt_sigprocmask")["sites"]);
+    let main = s.iter().find(|x| blamed(x.0).is_some_and(|b| b.starts_with("main context.c:30"))).expect("main's site").1;
+    let co = s.iter().find(|x| blamed(x.0).is_some_and(|b| b.starts_with("coroutine"))).expect("coroutine's site").1;
+    // 200,000 each; the split is an estimate, but not a wild one.
+    for n in [main, co] {
+        assert!((140_000..=260_000).contains(&n), "main {main}, coroutine {co}");
+    }
+}
+
+#[test]
+fn a_20ms_program_still_gets_named_call_sites() {
+    // The process is gone long before sysdiet reads its stacks: its
+    // mappings were recorded as they were made.
+    let (doc, _) = sysdiet_json(&[], &[victim("timeloop").to_str().unwrap(), "localtime", "5000"]);
+    assert!(doc["run"]["duration_ns"].as_u64().unwrap() < 100_000_000, "a short run: {}", doc["run"]);
+    let s = shares(&doc, &path_argument(&doc, "/etc/localtime")["sites"]);
+    assert_eq!(blamed(s[0].0).as_deref(), Some("use_localtime timeloop.c:9"), "{s:?}");
+}
+
+#[test]
+fn children_and_exec_resolve_in_their_own_address_space() {
+    // A shell forks, and the child execs the victim: its samples resolve
+    // against the victim's mappings, not the shell's.
+    let exe = victim("timeloop");
+    let script = format!("{} localtime 3000; true", exe.display());
+    let (doc, _) = sysdiet_json(&[], &["/bin/sh", "-c", &script]);
+    let s = shares(&doc, &path_argument(&doc, "/etc/localtime")["sites"]);
+    assert_eq!(blamed(s[0].0).as_deref(), Some("use_localtime timeloop.c:9"), "{s:?}");
+}
+
+#[test]
+fn attach_gets_call_sites_too() {
+    let target = Running(std::process::Command::new(victim("timeloop")).args(["localtime", "1000000000"]).env_remove("TZ").spawn().unwrap());
+    let doc = attach_for_300ms(target.0.id());
+    let s = shares(&doc, &path_argument(&doc, "/etc/localtime")["sites"]);
+    assert_eq!(blamed(s[0].0).as_deref(), Some("use_localtime timeloop.c:9"), "{s:?}");
+}
+
+#[test]
+fn text_report_says_who_makes_the_calls() {
+    let out = sysdiet().args(["run", "--"]).arg(victim("timeloop")).args(["localtime", "100000"]).env_remove("TZ").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("call sites ("), "{text}");
+    assert!(text.contains("by    use_localtime (timeloop.c:9) ← main (timeloop.c:"), "{text}");
+    assert!(text.contains("from  __tz_convert"), "{text}");
+}
+
+#[test]
+fn no_stacks_means_no_call_sites() {
+    let (doc, _) = sysdiet_json(&["--no-stacks"], &[victim("timeloop").to_str().unwrap(), "localtime", "1000"]);
+    assert!(doc.get("call_sites").is_none() && doc.get("sampling").is_none(), "{doc}");
+    let out = sysdiet().args(["run", "--no-stacks", "--folded", "x", "--", "true"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("drop --no-stacks"));
+}
+
+#[test]
+fn folded_stacks_round_trip_to_the_exact_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let folded = dir.path().join("out.folded");
+    let (doc, _) = sysdiet_json(&["--folded", folded.to_str().unwrap()], &[victim("timeloop").to_str().unwrap(), "localtime", "20000"]);
+    let text = std::fs::read_to_string(&folded).unwrap();
+    let lines = sysdiet::report::folded::parse(&text).expect("folded lines parse");
+    // Every call is on some line, and no line invents calls.
+    let mut per_syscall = std::collections::BTreeMap::<String, u64>::new();
+    for (frames, n) in &lines {
+        *per_syscall.entry(frames.last().unwrap().clone()).or_default() += n;
+    }
+    for s in doc["syscalls"].as_array().unwrap() {
+        assert_eq!(per_syscall.get(s["name"].as_str().unwrap()).copied(), s["calls"].as_u64(), "{}", s["name"]);
+    }
+    let hot = lines.iter().max_by_key(|l| l.1).unwrap();
+    assert_eq!(hot.0.first().map(String::as_str), Some("timeloop"), "the process is the root: {hot:?}");
+    assert!(hot.0.iter().any(|f| f == "use_localtime") && hot.0.iter().any(|f| f == "__tz_convert"), "{hot:?}");
+    assert_eq!(hot.0.last().map(String::as_str), Some("newfstatat"));
+    assert!(sysdiet::report::folded::parse("a;b 1\nno-count\n").is_err());
+}
+
+#[test]
+fn flamegraph_is_a_valid_svg_naming_the_victim() {
+    let dir = tempfile::tempdir().unwrap();
+    for weight in ["count", "time"] {
+        let svg = dir.path().join(format!("{weight}.svg"));
+        let out = sysdiet()
+            .args(["run", "--weight", weight, "--flamegraph"])
+            .arg(&svg)
+            .arg("--")
+            .arg(victim("timeloop"))
+            .args(["localtime", "20000"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let text = std::fs::read_to_string(&svg).unwrap();
+        let mut reader = quick_xml::Reader::from_str(&text);
+        let mut elements = 0;
+        loop {
+            match reader.read_event() {
+                Ok(quick_xml::events::Event::Eof) => break,
+                Ok(quick_xml::events::Event::Start(_)) => elements += 1,
+                Ok(_) => {}
+                Err(e) => panic!("{weight}: not well-formed XML at {}: {e}", reader.buffer_position()),
+            }
+        }
+        assert!(elements > 10 && text.contains("<svg"), "{weight}");
+        assert!(text.contains("use_localtime"), "{weight}: the victim's function is in the graph");
+    }
+    let out = sysdiet().args(["run", "--weight", "bytes", "--", "true"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
