@@ -4,6 +4,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -45,6 +46,8 @@ pub struct Collected {
 
 pub struct Collector {
     stop: Arc<AtomicBool>,
+    /// Written to wake the reader at once when it is told to stop.
+    wake: Arc<OwnedFd>,
     thread: JoinHandle<Collected>,
 }
 
@@ -53,13 +56,19 @@ impl Collector {
     /// already ran (attach), `events` the kernel's reports of new ones.
     pub fn start(ring: MapHandle, events: MapEvents, initial: Vec<MapEvent>) -> Result<Collector> {
         let stop = Arc::new(AtomicBool::new(false));
+        // SAFETY: eventfd has no preconditions; a new fd we own.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
-        let stop_flag = stop.clone();
+        let (stop_flag, wake_fd) = (stop.clone(), wake.clone());
         let thread = std::thread::Builder::new()
             .name("sysdiet-stacks".into())
-            .spawn(move || collect(ring, events, initial, stop_flag, ready_tx))?;
+            .spawn(move || collect(ring, events, initial, stop_flag, wake_fd, ready_tx))?;
         match ready_rx.recv() {
-            Ok(Ok(())) => Ok(Collector { stop, thread }),
+            Ok(Ok(())) => Ok(Collector { stop, wake, thread }),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(Error::Bpf("the stack sample reader did not start".into())),
         }
@@ -69,6 +78,8 @@ impl Collector {
     /// hands everything over.
     pub fn finish(self) -> Collected {
         self.stop.store(true, Ordering::Release);
+        // SAFETY: writing 8 bytes to our own eventfd.
+        unsafe { libc::write(self.wake.as_raw_fd(), 1u64.to_ne_bytes().as_ptr().cast(), 8) };
         self.thread.join().expect("the stack reader does not panic")
     }
 }
@@ -78,6 +89,7 @@ fn collect(
     mut events: MapEvents,
     initial: Vec<MapEvent>,
     stop: Arc<AtomicBool>,
+    wake: Arc<OwnedFd>,
     ready: mpsc::SyncSender<Result<()>>,
 ) -> Collected {
     let queue: Rc<RefCell<Vec<StackSample>>> = Rc::default();
@@ -119,7 +131,9 @@ fn collect(
         // Look at the flag first: the pass after it is set is the last, and
         // sees everything sent before it.
         let last = stop.load(Ordering::Acquire);
-        let _ = rb.poll(if last { Duration::ZERO } else { POLL });
+        if !last {
+            wait(rb.epoll_fd(), wake.as_raw_fd());
+        }
         let _ = rb.consume();
         // Mappings first: every sample taken so far was taken after the
         // mappings it runs in were reported.
@@ -154,4 +168,15 @@ fn collect(
     }
     out.mappings_lost = events.lost;
     out
+}
+
+/// Sleeps until the ring buffer has a batch (the kernel wakes it), the stop
+/// eventfd is written, or POLL passes.
+fn wait(ring_fd: i32, wake_fd: i32) {
+    let mut fds = [
+        libc::pollfd { fd: ring_fd, events: libc::POLLIN, revents: 0 },
+        libc::pollfd { fd: wake_fd, events: libc::POLLIN, revents: 0 },
+    ];
+    // SAFETY: two valid pollfds; an error or EINTR just means look again.
+    unsafe { libc::poll(fds.as_mut_ptr(), 2, POLL.as_millis() as i32) };
 }

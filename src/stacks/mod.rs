@@ -36,7 +36,7 @@ pub fn resolve(
         shift,
         samples: n,
         max_gap: collected.samples.iter().map(|s| s.period).max().unwrap_or(0),
-        complete: collected.samples.iter().filter(|s| collected.stacks[s.stack].complete).count() as u64,
+        complete: collected.samples.iter().filter(|s| sites[site_of[s.stack]].complete).count() as u64,
         stack_too_short: collected.facts.iter().filter(|f| f.too_short).count() as u64,
         stack_bytes_max: used.last().copied().unwrap_or(0),
         stack_bytes_p99: used.get((used.len() * 99).div_ceil(100).saturating_sub(1)).copied().unwrap_or(0),
