@@ -4,7 +4,6 @@
 mod common;
 use common::*;
 use std::process::Stdio;
-use std::time::Duration;
 
 fn stderr_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()

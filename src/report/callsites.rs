@@ -8,15 +8,20 @@ use super::format::thousands;
 use crate::model::{CallSite, Frame, SiteShare, SyscallStats, Trace};
 
 
-/// How many syscalls, and sites under each, the report shows.
+/// How many syscalls, and sites under each, the report shows; a syscall
+/// below MIN_SHARE of all calls, or a site below it of its syscall's, is
+/// left to the JSON and the flame graph.
 const TOP_SYSCALLS: usize = 5;
 const TOP_SITES: usize = 3;
+const MIN_SHARE: f64 = 0.01;
 /// Frames shown on one line before the middle is elided.
 const CHAIN: usize = 5;
 
 pub fn section(out: &mut String, trace: &Trace) {
     let Some(sampling) = &trace.sampling else { return };
-    let mut by_calls: Vec<&SyscallStats> = trace.syscalls.iter().filter(|s| s.calls > 1 && !s.sites.is_empty()).collect();
+    let floor = (MIN_SHARE * trace.total_calls() as f64).max(2.0) as u64;
+    let mut by_calls: Vec<&SyscallStats> =
+        trace.syscalls.iter().filter(|s| s.calls >= floor && !s.sites.is_empty()).collect();
     by_calls.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.name.cmp(&b.name)));
     if by_calls.is_empty() {
         return;
@@ -38,31 +43,41 @@ pub fn section(out: &mut String, trace: &Trace) {
 }
 
 /// The top sites of one count, each as a `by` line and a `from` line.
+/// Sites that differ only where the report does not look (a line inside
+/// glibc) are shown as one.
 pub fn sites(out: &mut String, trace: &Trace, shares: &[SiteShare], calls: u64, indent: &str) {
     // Every call sampled: the split is a count, not an estimate.
-    let approx = if shares.len() > 1 && shares.iter().map(|s| s.samples).sum::<u64>() < calls { "≈" } else { " " };
-    let w = 1 + shares.iter().take(TOP_SITES).map(|s| thousands(s.calls).len()).max().unwrap_or(1);
-    for share in shares.iter().take(TOP_SITES) {
+    let approx = if shares.len() > 1 && shares.iter().map(|s| s.samples).sum::<u64>() < calls { "≈" } else { "" };
+    let mut shown: Vec<(String, Option<String>, u64)> = Vec::new();
+    for share in shares {
         let Some(site) = trace.call_site(share) else { continue };
-        let pct = if calls > 0 { 100.0 * share.calls as f64 / calls as f64 } else { 0.0 };
-        let lead = format!("{indent}{:>w$} {pct:>4.0}%", format!("{approx}{}", thousands(share.calls)).trim());
-        let pad = " ".repeat(lead.chars().count());
-        match site.responsible_frame() {
-            Some(_) => {
-                let _ = writeln!(out, "{lead}  by    {}", by_chain(site));
-                if !site.library_chain().is_empty() {
-                    let _ = writeln!(out, "{pad}  from  {}", from_chain(site));
-                }
-            }
-            None => {
-                let _ = writeln!(out, "{lead}  in    {}", from_chain(site));
-            }
+        let (head, tail) = match site.responsible_frame() {
+            Some(_) => (format!("by    {}", by_chain(site)), Some(format!("from  {}", from_chain(site)))),
+            None => (format!("in    {}", from_chain(site)), None),
+        };
+        let tail = tail.filter(|_| !site.library_chain().is_empty());
+        match shown.iter_mut().find(|(h, t, _)| *h == head && *t == tail) {
+            Some(s) => s.2 += share.calls,
+            None => shown.push((head, tail, share.calls)),
         }
     }
-    if shares.len() > TOP_SITES {
-        let rest: u64 = shares[TOP_SITES..].iter().map(|s| s.calls).sum();
-        let rest = format!("{approx}{}", thousands(rest));
-        let _ = writeln!(out, "{indent}{:>w$} from {} more sites", rest.trim(), shares.len() - TOP_SITES);
+    shown.sort_by(|a, b| b.2.cmp(&a.2));
+    let big = |n: u64| n as f64 >= MIN_SHARE * calls as f64;
+    let keep = shown.iter().take(TOP_SITES).filter(|s| big(s.2)).count().max(1);
+    let label = |n: u64| format!("{approx}{}", thousands(n));
+    let w = shown.iter().take(keep).map(|s| label(s.2).chars().count()).max().unwrap_or(1);
+    for (head, tail, n) in shown.iter().take(keep) {
+        let pct = if calls > 0 { 100.0 * *n as f64 / calls as f64 } else { 0.0 };
+        let lead = format!("{indent}{:>w$} {pct:>4.0}%", label(*n));
+        let _ = writeln!(out, "{lead}  {head}");
+        if let Some(tail) = tail {
+            let _ = writeln!(out, "{}  {tail}", " ".repeat(lead.chars().count()));
+        }
+    }
+    if shown.len() > keep {
+        let rest: u64 = shown[keep..].iter().map(|s| s.2).sum();
+        let n = shown.len() - keep;
+        let _ = writeln!(out, "{indent}{:>w$} from {n} other {}", label(rest), if n == 1 { "site" } else { "sites" });
     }
 }
 
