@@ -1,7 +1,8 @@
 /* exitwith CODE: exit with CODE.  exitwith signal SIG: die by SIG.
  * exitwith sleep: print the pid, wait for a signal to end it.
- * exitwith stubborn: the same, ignoring SIGINT, SIGTERM and SIGHUP; prints
- * "alive" each time it gets SIGUSR1, and exits 0 on SIGUSR2. */
+ * exitwith stubborn: the same, ignoring SIGTERM and SIGHUP; prints "alive"
+ * each time it gets SIGUSR1, "got SIGINT" each time it gets SIGINT (so a
+ * test knows a forwarded one arrived), and exits 0 on SIGUSR2. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,17 +27,17 @@ int main(int argc, char **argv)
 		sigset_t usr;
 		int sig;
 
-		signal(SIGINT, SIG_IGN);
 		signal(SIGTERM, SIG_IGN);
 		signal(SIGHUP, SIG_IGN);
 		sigemptyset(&usr);
 		sigaddset(&usr, SIGUSR1);
 		sigaddset(&usr, SIGUSR2);
+		sigaddset(&usr, SIGINT);
 		sigprocmask(SIG_BLOCK, &usr, NULL);
 		printf("%d\n", getpid());
 		fflush(stdout);
-		while (sigwait(&usr, &sig) == 0 && sig == SIGUSR1) {
-			printf("alive\n");
+		while (sigwait(&usr, &sig) == 0 && sig != SIGUSR2) {
+			printf(sig == SIGINT ? "got SIGINT\n" : "alive\n");
 			fflush(stdout);
 		}
 		return 0;
