@@ -76,6 +76,9 @@ pub struct ReportArgs {
     /// Count only: take no stack samples, find no call sites
     #[arg(long)]
     pub no_stacks: bool,
+    /// Report small findings too (a few calls, under 1% of the run)
+    #[arg(long)]
+    pub all: bool,
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy)]

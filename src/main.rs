@@ -48,6 +48,7 @@ fn options(r: ReportArgs) -> Result<TraceOptions> {
             format: if r.json { Format::Json } else { Format::Text },
             output: r.output,
             per_thread: r.per_thread,
+            all: r.all,
             folded: r.folded,
             flamegraph: r.flamegraph,
             weight: match r.weight {

@@ -12,6 +12,7 @@
 #include <bpf/bpf_core_read.h>
 #include "syscount.h"
 
+#define NR_RT_SIGPROCMASK 14
 #define NR_RT_SIGRETURN 15
 #define NR_EXECVE 59
 #define NR_EXIT 60
@@ -192,6 +193,43 @@ static __always_inline void read_path(struct task_state *ts)
 	ts->key.path_hash = path_hash(ts, n - 1);
 }
 
+/* A timeout argument as a class, not a value: zero (a poll that never
+ * waits), finite, or none. */
+static __always_inline __s64 classify_timeout(__u8 kind, __u64 arg)
+{
+	__u64 t[2];
+
+	if (kind == ARG_TIMEOUT_MS)
+		return (int)arg < 0 ? TIMEOUT_NONE : (int)arg == 0 ? TIMEOUT_ZERO : TIMEOUT_FINITE;
+	if (!arg)
+		return TIMEOUT_NONE;
+	/* struct timespec and struct timeval: two longs either way. */
+	if (bpf_probe_read_user(t, sizeof(t), (void *)arg))
+		return TIMEOUT_UNREADABLE;
+	return (t[0] | t[1]) ? TIMEOUT_FINITE : TIMEOUT_ZERO;
+}
+
+/* What rt_sigprocmask(how, set, ...) does to the mask the thread has.
+ * `prev_change`: the thread's previous syscall changed the mask too. */
+static __always_inline __s64 classify_mask(struct pt_regs *regs, bool prev_change)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	__u64 set = regs->si, cur = t->blocked.sig[0], m, next;
+	int how = regs->di;
+
+	if (!set)
+		return MASK_QUERY;
+	if (bpf_probe_read_user(&m, sizeof(m), (void *)set))
+		return MASK_SET;
+	m &= ~((1ULL << 8) | (1ULL << 18)); /* SIGKILL, SIGSTOP: never blocked */
+	next = how == 0 ? cur | m : how == 1 ? cur & ~m : m;
+	if (next == cur)
+		return MASK_SAME;
+	if (prev_change)
+		return MASK_UNDO;
+	return how == 0 ? MASK_BLOCK : how == 1 ? MASK_UNBLOCK : MASK_SET;
+}
+
 /* Counts one finished call; true if it is the first of its (syscall,
  * argument) key on this CPU. */
 static __always_inline bool account(struct task_state *ts, long ret, __u64 ns)
@@ -321,10 +359,13 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 {
 	struct task_state *ts;
 	struct syscall_spec spec;
+	bool prev_change;
 
 	ts = bpf_task_storage_get(&states, bpf_get_current_task_btf(), 0, 0);
 	if (!ts || stopped)
 		return 0;
+	prev_change = ts->nr == NR_RT_SIGPROCMASK && ts->key.nr == NR_RT_SIGPROCMASK &&
+		      ts->key.fd >= MASK_BLOCK;
 	if (ts->state != TARGET_ACTIVE) {
 		/* Held child: nothing counts before its execve. */
 		if (id != NR_EXECVE && id != NR_EXECVEAT)
@@ -349,6 +390,16 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 				(int)syscall_arg(regs, spec.arg - 1) : -1;
 			ts->path_ptr = syscall_arg(regs, spec.arg);
 			read_path(ts);
+		} else if (spec.kind >= ARG_CLOCK) {
+			__u64 arg = syscall_arg(regs, spec.arg);
+
+			ts->key.path_hash = 0;
+			if (spec.kind == ARG_CLOCK)
+				ts->key.fd = (int)arg;
+			else if (spec.kind == ARG_SIGMASK)
+				ts->key.fd = classify_mask(regs, prev_change);
+			else
+				ts->key.fd = classify_timeout(spec.kind, arg);
 		} else {
 			ts->key.fd = (int)syscall_arg(regs, spec.arg);
 			ts->key.path_hash = 0;

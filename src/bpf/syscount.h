@@ -14,6 +14,28 @@ enum arg_kind {
 	ARG_PATH = 1,  /* a user string: the path */
 	ARG_FD = 2,    /* an fd number */
 	ARG_FD_IO = 3, /* an fd, plus requested and returned byte counts */
+	ARG_CLOCK = 4,       /* a clock id */
+	ARG_TIMEOUT_MS = 5,  /* an int timeout in ms: enum timeout_class */
+	ARG_TIMEOUT_PTR = 6, /* a timespec/timeval pointer: enum timeout_class */
+	ARG_SIGMASK = 7,     /* rt_sigprocmask: enum mask_change */
+};
+
+/* In arg_key.fd for the timeout kinds. */
+enum timeout_class {
+	TIMEOUT_ZERO = 0,
+	TIMEOUT_FINITE = 1,
+	TIMEOUT_NONE = 2,       /* wait forever */
+	TIMEOUT_UNREADABLE = 3,
+};
+
+/* In arg_key.fd for rt_sigprocmask: what the call does to the mask. */
+enum mask_change {
+	MASK_QUERY = 0,  /* set == NULL: reads the mask only */
+	MASK_SAME = 1,   /* sets the mask it already has */
+	MASK_BLOCK = 2,
+	MASK_UNBLOCK = 3,
+	MASK_SET = 4,    /* SIG_SETMASK to another mask */
+	MASK_UNDO = 5,   /* a change right after a change, nothing between */
 };
 
 /* Set per syscall number from user space before load. */

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::{finish, start_stacks, unix_now, TraceOptions, BACKEND};
 use crate::error::{Error, Result};
-use crate::model::{Environment, RunInfo};
+use crate::model::RunInfo;
 use crate::target::{self, Event};
 use crate::trace::bpf::BpfTracer;
 
@@ -52,7 +52,7 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
         interrupted,
         setup_ns,
         readout_ns: 0,
-        environment: Environment { tz: target::env_var_of(pids[0], "TZ"), clocksource: crate::trace::clocksource() },
+        environment: target::environment_of_process(pids[0]),
     };
     finish(&mut tracer, stacks, run, ended, opts)?;
     Ok(0)

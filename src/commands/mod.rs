@@ -56,6 +56,7 @@ fn finish(
     }
     run.readout_ns = ended.elapsed().as_nanos() as u64;
     let trace = builder.finish(run, lost);
-    crate::report::write(&trace, &opts.report)?;
+    let findings = crate::diagnose::diagnose(&trace, opts.report.all);
+    crate::report::write(&trace, &findings, &opts.report)?;
     Ok(trace)
 }

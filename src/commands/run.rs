@@ -9,7 +9,7 @@ use nix::unistd::Pid;
 
 use super::{finish, start_stacks, unix_now, TraceOptions, BACKEND};
 use crate::error::{Error, Result};
-use crate::model::{Environment, RunInfo};
+use crate::model::RunInfo;
 use crate::target::{self, spawn, Event};
 use crate::trace::bpf::BpfTracer;
 
@@ -71,10 +71,7 @@ pub fn run(command: &[OsString], opts: &TraceOptions, started: Instant) -> Resul
         interrupted: exit.is_none(),
         setup_ns,
         readout_ns: 0,
-        environment: Environment {
-            tz: std::env::var("TZ").ok(),
-            clocksource: crate::trace::clocksource(),
-        },
+        environment: target::environment_of_command(&env),
     };
     finish(&mut tracer, stacks, run, ended, opts)?;
     Ok(exit.map_or(128 + libc::SIGINT, |e| e.shell_status()))

@@ -61,6 +61,13 @@ pub struct Environment {
     /// `TZ` as the command saw it, `None` when unset.
     pub tz: Option<String>,
     pub clocksource: Option<String>,
+    /// The clocksources this host could switch to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub available_clocksources: Vec<String>,
+    /// Variables of the command's environment that rules know the effect
+    /// of (buffering, the allocator), those that were set.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub knobs: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -203,6 +210,38 @@ pub enum Argument {
     /// not relative to the working directory.
     Path { path: Option<String>, dirfd: Option<i64> },
     Fd { fd: i64 },
+    /// clock_gettime's clock id (CLOCK_MONOTONIC = 1, ...).
+    Clock { clock: i64 },
+    /// poll/epoll_wait/ppoll/select: the kind of timeout.
+    Timeout { timeout: Timeout },
+    /// rt_sigprocmask: what the call did to the mask it found.
+    SigMask { change: MaskChange },
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Timeout {
+    /// Returns at once: a poll that never waits.
+    Zero,
+    Finite,
+    /// Waits until something happens.
+    None,
+    Unreadable,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum MaskChange {
+    /// `set == NULL`: only reads the mask.
+    Query,
+    /// Sets the mask the thread already has.
+    Same,
+    Block,
+    Unblock,
+    /// SIG_SETMASK to a different mask.
+    Set,
+    /// A change right after another change, with no syscall between.
+    Undo,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

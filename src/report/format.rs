@@ -76,3 +76,49 @@ mod tests {
         assert_eq!(quoted("a\"b\n"), "\"a\\\"b\\n\"");
     }
 }
+
+/// CLOCK_MONOTONIC, or the number for one without a name (a CPU clock of
+/// another process or thread is negative).
+pub fn clock_name(id: i64) -> String {
+    const NAMES: [&str; 12] = [
+        "CLOCK_REALTIME",
+        "CLOCK_MONOTONIC",
+        "CLOCK_PROCESS_CPUTIME_ID",
+        "CLOCK_THREAD_CPUTIME_ID",
+        "CLOCK_MONOTONIC_RAW",
+        "CLOCK_REALTIME_COARSE",
+        "CLOCK_MONOTONIC_COARSE",
+        "CLOCK_BOOTTIME",
+        "CLOCK_REALTIME_ALARM",
+        "CLOCK_BOOTTIME_ALARM",
+        "clock 10",
+        "CLOCK_TAI",
+    ];
+    match usize::try_from(id).ok().and_then(|i| NAMES.get(i)) {
+        Some(n) => n.to_string(),
+        None if id < 0 => format!("CPU clock {id}"),
+        None => format!("clock {id}"),
+    }
+}
+
+pub fn timeout(t: crate::model::Timeout) -> &'static str {
+    use crate::model::Timeout::*;
+    match t {
+        Zero => "0",
+        Finite => "> 0",
+        None => "none",
+        Unreadable => "unreadable",
+    }
+}
+
+pub fn mask_change(c: crate::model::MaskChange) -> &'static str {
+    use crate::model::MaskChange::*;
+    match c {
+        Query => "query only",
+        Same => "sets the mask it has",
+        Block => "block",
+        Unblock => "unblock",
+        Set => "set",
+        Undo => "undoes the previous change",
+    }
+}

@@ -1,6 +1,7 @@
 //! Renderers: they print a Trace and decide nothing.
 
 pub mod callsites;
+pub mod findings;
 pub mod flamegraph;
 pub mod folded;
 pub mod format;
@@ -13,6 +14,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
+use crate::diagnose::Finding;
 use crate::model::Trace;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -32,9 +34,11 @@ pub struct ReportOptions {
     pub folded: Option<PathBuf>,
     pub flamegraph: Option<PathBuf>,
     pub weight: Weight,
+    /// Report small findings too.
+    pub all: bool,
 }
 
-pub fn write(trace: &Trace, opts: &ReportOptions) -> Result<()> {
+pub fn write(trace: &Trace, findings: &[Finding], opts: &ReportOptions) -> Result<()> {
     if let Some(path) = &opts.folded {
         write_file(path, folded::render(trace, opts.weight).as_bytes())?;
     }
@@ -43,8 +47,8 @@ pub fn write(trace: &Trace, opts: &ReportOptions) -> Result<()> {
         write_file(path, &svg)?;
     }
     let body = match opts.format {
-        Format::Text => text::render(trace, opts.per_thread),
-        Format::Json => json::render(trace),
+        Format::Text => text::render(trace, findings, opts.per_thread),
+        Format::Json => json::render(trace, findings),
     };
     match &opts.output {
         Some(path) => write_file(path, body.as_bytes()),

@@ -9,7 +9,7 @@ use crate::model::{Argument, ArgumentStats, Exit, SyscallStats, Trace};
 /// How many repeated arguments the report lists.
 const TOP_ARGUMENTS: usize = 10;
 
-pub fn render(trace: &Trace, per_thread: bool) -> String {
+pub fn render(trace: &Trace, findings: &[crate::diagnose::Finding], per_thread: bool) -> String {
     let mut out = String::new();
     header(&mut out, trace);
     out.push('\n');
@@ -20,6 +20,7 @@ pub fn render(trace: &Trace, per_thread: bool) -> String {
     if per_thread || trace.processes.len() > 1 {
         breakdown(&mut out, trace, per_thread);
     }
+    super::findings::section(&mut out, trace, findings);
     out
 }
 
@@ -149,6 +150,9 @@ fn describe(a: &ArgumentStats) -> String {
             }
         }
         Argument::Fd { fd } => format!("{}(fd {fd})", a.syscall),
+        Argument::Clock { clock } => format!("{}({})", a.syscall, super::format::clock_name(*clock)),
+        Argument::Timeout { timeout } => format!("{}(timeout {})", a.syscall, super::format::timeout(*timeout)),
+        Argument::SigMask { change } => format!("{}({})", a.syscall, super::format::mask_change(*change)),
     };
     if let Some(moved) = a.typical_bytes() {
         let _ = write!(s, " of ≤ {}", bytes(moved));

@@ -135,6 +135,40 @@ pub fn parent_of(pid: u32) -> u32 {
 }
 
 /// `TZ` from a live process's environment as it started: None when unset.
+/// Environment variables whose effect rules know: output buffering, the
+/// allocator's thresholds, where zone files live.
+pub const KNOBS: &[&str] = &[
+    "PYTHONUNBUFFERED",
+    "_STDBUF_I",
+    "_STDBUF_O",
+    "_STDBUF_E",
+    "MALLOC_MMAP_THRESHOLD_",
+    "MALLOC_TRIM_THRESHOLD_",
+    "MALLOC_TOP_PAD_",
+    "GLIBC_TUNABLES",
+    "TZDIR",
+];
+
+/// The facts rules need about a command started with `env`.
+pub fn environment_of_command(env: &[(std::ffi::OsString, std::ffi::OsString)]) -> crate::model::Environment {
+    let get = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.to_string_lossy().into_owned());
+    environment(get)
+}
+
+/// The same facts about a running process.
+pub fn environment_of_process(pid: u32) -> crate::model::Environment {
+    environment(|name| env_var_of(pid, name))
+}
+
+fn environment(get: impl Fn(&str) -> Option<String>) -> crate::model::Environment {
+    crate::model::Environment {
+        tz: get("TZ"),
+        clocksource: crate::trace::clocksource(),
+        available_clocksources: crate::trace::available_clocksources(),
+        knobs: KNOBS.iter().filter_map(|k| get(k).map(|v| (k.to_string(), v))).collect(),
+    }
+}
+
 pub fn env_var_of(pid: u32, name: &str) -> Option<String> {
     let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
     let prefix = format!("{name}=");

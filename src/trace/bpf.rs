@@ -12,7 +12,7 @@ use super::filter::{SyscallSet, MAX_SYSCALLS};
 use super::syscalls::{self, ArgKind};
 use crate::error::{Error, Result};
 use crate::model::builder::{TaskRecord, TraceBuilder};
-use crate::model::{Argument, ArgumentStats, Exit, Histogram, Lost, SyscallStats};
+use crate::model::{Argument, ArgumentStats, Exit, Histogram, Lost, MaskChange, SyscallStats, Timeout};
 
 pub(crate) mod skel {
     include!(concat!(env!("OUT_DIR"), "/syscount.skel.rs"));
@@ -32,6 +32,10 @@ const ARG_NONE: u8 = 0;
 const ARG_PATH: u8 = 1;
 const ARG_FD: u8 = 2;
 const ARG_FD_IO: u8 = 3;
+const ARG_CLOCK: u8 = 4;
+const ARG_TIMEOUT_MS: u8 = 5;
+const ARG_TIMEOUT_PTR: u8 = 6;
+const ARG_SIGMASK: u8 = 7;
 const TARGET_PENDING_EXEC: u32 = 1;
 const TARGET_ACTIVE: u32 = 2;
 const AT_FDCWD: i64 = -100;
@@ -217,6 +221,10 @@ fn spec_for(nr: u32, filter: &SyscallSet) -> syscall_spec {
         Some(ArgKind::Path(i)) => (ARG_PATH, i, 0),
         Some(ArgKind::Fd(i)) => (ARG_FD, i, 0),
         Some(ArgKind::FdIo { fd, size }) => (ARG_FD_IO, fd, size),
+        Some(ArgKind::Clock(i)) => (ARG_CLOCK, i, 0),
+        Some(ArgKind::TimeoutMs(i)) => (ARG_TIMEOUT_MS, i, 0),
+        Some(ArgKind::TimeoutPtr(i)) => (ARG_TIMEOUT_PTR, i, 0),
+        Some(ArgKind::SigMask) => (ARG_SIGMASK, 0, 0),
         Some(ArgKind::None) | None => (ARG_NONE, 0, 0),
     };
     syscall_spec { traced, kind, arg, size_arg }
@@ -239,6 +247,27 @@ fn argument_of(key: &arg_key, path_of: &std::collections::HashMap<u64, String>) 
             // None: unreadable, or its string was lost to a full table.
             path: (key.path_hash != UNREADABLE_PATH).then(|| path_of.get(&key.path_hash).cloned()).flatten(),
             dirfd: (i > 0 && key.fd != AT_FDCWD).then_some(key.fd),
+        },
+        Some(ArgKind::Clock(_)) => Argument::Clock { clock: key.fd },
+        Some(ArgKind::TimeoutMs(_) | ArgKind::TimeoutPtr(_)) => Argument::Timeout {
+            // enum timeout_class in syscount.h
+            timeout: match key.fd {
+                0 => Timeout::Zero,
+                1 => Timeout::Finite,
+                2 => Timeout::None,
+                _ => Timeout::Unreadable,
+            },
+        },
+        Some(ArgKind::SigMask) => Argument::SigMask {
+            // enum mask_change in syscount.h
+            change: match key.fd {
+                0 => MaskChange::Query,
+                1 => MaskChange::Same,
+                2 => MaskChange::Block,
+                3 => MaskChange::Unblock,
+                4 => MaskChange::Set,
+                _ => MaskChange::Undo,
+            },
         },
         _ => Argument::Fd { fd: key.fd },
     }

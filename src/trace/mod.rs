@@ -8,9 +8,16 @@ pub mod mappings;
 pub mod samples;
 pub mod syscalls;
 
+const CLOCKSOURCE: &str = "/sys/devices/system/clocksource/clocksource0";
+
 /// The host's current clocksource (tsc, hpet, xen, ...).
 pub fn clocksource() -> Option<String> {
-    std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
-        .ok()
-        .map(|s| s.trim().to_string())
+    std::fs::read_to_string(format!("{CLOCKSOURCE}/current_clocksource")).ok().map(|s| s.trim().to_string())
+}
+
+/// The clocksources the host offers.
+pub fn available_clocksources() -> Vec<String> {
+    std::fs::read_to_string(format!("{CLOCKSOURCE}/available_clocksource"))
+        .map(|s| s.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
 }

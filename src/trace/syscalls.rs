@@ -65,6 +65,14 @@ pub enum ArgKind {
     Fd(u8),
     /// An fd and a requested byte count (read, write, ...).
     FdIo { fd: u8, size: u8 },
+    /// A clock id (clock_gettime).
+    Clock(u8),
+    /// A timeout in milliseconds (poll, epoll_wait): zero, finite or none.
+    TimeoutMs(u8),
+    /// A pointer to a timespec or timeval (ppoll, select): likewise.
+    TimeoutPtr(u8),
+    /// rt_sigprocmask: what the call does to the mask it finds.
+    SigMask,
 }
 
 #[derive(Debug, Clone, Copy)]

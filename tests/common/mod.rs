@@ -139,6 +139,13 @@ pub const NEVER_RETURN: &[&str] = &["exit", "exit_group"];
 
 /// Asserts sysdiet's counts equal strace's, but for `skip`ped syscalls.
 pub fn assert_same_counts(what: &str, strace: &Counts, sysdiet: &Counts, skip: &[&str]) {
+    if let Err(e) = same_counts(what, strace, sysdiet, skip) {
+        panic!("{e}");
+    }
+}
+
+/// The differences between sysdiet's counts and strace's, if any.
+pub fn same_counts(what: &str, strace: &Counts, sysdiet: &Counts, skip: &[&str]) -> Result<(), String> {
     let keep = |c: &Counts| -> Counts {
         c.iter().filter(|(k, _)| !skip.contains(&k.as_str()) && !NEVER_RETURN.contains(&k.as_str())).map(|(k, v)| (k.clone(), *v)).collect()
     };
@@ -151,7 +158,11 @@ pub fn assert_same_counts(what: &str, strace: &Counts, sysdiet: &Counts, skip: &
         .filter(|k| a.get(*k) != b.get(*k))
         .map(|k| format!("{k}: strace {:?} sysdiet {:?}", a.get(k), b.get(k)))
         .collect();
-    assert!(diff.is_empty(), "{what}: counts differ from strace -f -c:\n  {}", diff.join("\n  "));
+    if diff.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{what}: counts differ from strace -f -c:\n  {}", diff.join("\n  ")))
+    }
 }
 
 /// A target process killed when the test ends, even by a failed assert.

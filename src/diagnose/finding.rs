@@ -1,0 +1,163 @@
+//! What a rule reports: the calls it found, what they cost, why they
+//! happen, how to stop them, and the command that proves the fix.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{SiteShare, Trace};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Finding {
+    /// The rule's stable id (`tz-unset`); JSON consumers key on it.
+    pub id: String,
+    /// What was seen, in one line: `1,000,000 × newfstatat("/etc/localtime")`.
+    pub what: String,
+    /// The process, when the finding is about one.
+    pub pid: Option<u32>,
+    pub evidence: Evidence,
+    /// Who made the calls (indexes into the Trace's call sites).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sites: Vec<SiteShare>,
+    /// Time the fix would save at least: the kernel time of the calls it
+    /// removes, as measured (user-space work around them comes on top).
+    pub saving_ns: u64,
+    pub why: String,
+    pub fixes: Vec<Fix>,
+    /// What the fix changes besides speed, when it changes something.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tradeoff: Option<String>,
+    /// The `sysdiet compare` line that measures the fix, when the fix is an
+    /// environment variable or another command line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prove: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Evidence {
+    pub syscall: String,
+    pub calls: u64,
+    pub per_second: f64,
+    /// Of all syscalls counted in the run.
+    pub share_of_calls: f64,
+    /// Time in the kernel, measured there.
+    pub kernel_ns: u64,
+    pub run_ns: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Fix {
+    pub kind: FixKind,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum FixKind {
+    Environment,
+    Configuration,
+    Code,
+}
+
+impl Fix {
+    pub fn env(text: impl Into<String>) -> Fix {
+        Fix { kind: FixKind::Environment, text: text.into() }
+    }
+    pub fn config(text: impl Into<String>) -> Fix {
+        Fix { kind: FixKind::Configuration, text: text.into() }
+    }
+    pub fn code(text: impl Into<String>) -> Fix {
+        Fix { kind: FixKind::Code, text: text.into() }
+    }
+}
+
+impl Evidence {
+    pub fn new(trace: &Trace, syscall: &str, calls: u64, kernel_ns: u64) -> Evidence {
+        let run_ns = trace.run.duration_ns;
+        let total = trace.total_calls();
+        Evidence {
+            syscall: syscall.to_string(),
+            calls,
+            per_second: if run_ns > 0 { calls as f64 * 1e9 / run_ns as f64 } else { 0.0 },
+            share_of_calls: if total > 0 { calls as f64 / total as f64 } else { 0.0 },
+            kernel_ns,
+            run_ns,
+        }
+    }
+}
+
+/// Fewer calls than this is never a pattern worth a report by default.
+pub const MIN_CALLS: u64 = 100;
+/// ... nor is less than this share of the run (time and calls both).
+pub const MIN_SHARE: f64 = 0.01;
+
+impl Finding {
+    /// A few calls, well under 1% of the run: shown only with --all.
+    pub fn is_small(&self) -> bool {
+        let e = &self.evidence;
+        let time_share = if e.run_ns > 0 { self.saving_ns as f64 / e.run_ns as f64 } else { 0.0 };
+        e.calls < MIN_CALLS || (time_share < MIN_SHARE && e.share_of_calls < MIN_SHARE)
+    }
+}
+
+/// `sysdiet compare VARIANT -- COMMAND`, for a traced command; None for
+/// attach, which has no command to run again.
+pub fn prove(trace: &Trace, variant: &str) -> Option<String> {
+    if trace.run.command.is_empty() {
+        return None;
+    }
+    let command: Vec<String> = trace.run.command.iter().map(|a| shell_quote(a)).collect();
+    Some(format!("sysdiet compare {variant} -- {}", command.join(" ")))
+}
+
+/// Quotes a word for a POSIX shell when it needs it.
+pub fn shell_quote(s: &str) -> String {
+    let plain = !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=,+@%".contains(c));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting() {
+        assert_eq!(shell_quote("./timeloop"), "./timeloop");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        assert_eq!(shell_quote(""), "''");
+    }
+
+    #[test]
+    fn prove_needs_a_command() {
+        let mut t = Trace::default();
+        assert_eq!(prove(&t, "--env TZ=:/etc/localtime"), None);
+        t.run.command = vec!["./timeloop".into(), "localtime".into(), "1 000".into()];
+        assert_eq!(
+            prove(&t, "--env TZ=:/etc/localtime").as_deref(),
+            Some("sysdiet compare --env TZ=:/etc/localtime -- ./timeloop localtime '1 000'")
+        );
+    }
+
+    #[test]
+    fn small_is_few_calls_or_under_one_percent() {
+        let f = |calls, saving_ns, share| Finding {
+            id: "x".into(),
+            what: String::new(),
+            pid: None,
+            evidence: Evidence { calls, share_of_calls: share, run_ns: 1_000_000, ..Default::default() },
+            sites: vec![],
+            saving_ns,
+            why: String::new(),
+            fixes: vec![],
+            tradeoff: None,
+            prove: None,
+        };
+        assert!(f(10, 900_000, 0.9).is_small());
+        assert!(f(1000, 1_000, 0.001).is_small());
+        assert!(!f(1000, 100_000, 0.001).is_small());
+        assert!(!f(1000, 0, 0.5).is_small());
+    }
+}

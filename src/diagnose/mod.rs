@@ -1,0 +1,154 @@
+//! Diagnosis: rules that read a Trace and say which calls are avoidable,
+//! why they happen and how to stop them. One rule per file, each a pure
+//! function of the Trace (with the host and environment facts recorded in
+//! it). Rules look at behaviour, never at program names.
+
+mod finding;
+
+mod busy_poll;
+mod failing_calls;
+mod identity_calls;
+mod memory_churn;
+mod repeated_path;
+mod signal_mask;
+mod sync_per_op;
+mod tiny_io;
+mod tz_unset;
+mod vdso_fallback;
+
+pub use finding::{prove, shell_quote, Evidence, Finding, Fix, FixKind};
+
+use crate::model::{CallSite, SiteShare, Trace};
+
+pub struct Rule {
+    pub id: &'static str,
+    pub check: fn(&Trace) -> Vec<Finding>,
+}
+
+/// Every rule, in no particular order: findings are ranked by saving.
+pub const RULES: &[Rule] = &[
+    Rule { id: tz_unset::ID, check: tz_unset::check },
+    Rule { id: signal_mask::ID, check: signal_mask::check },
+    Rule { id: vdso_fallback::ID, check: vdso_fallback::check },
+    Rule { id: repeated_path::ID, check: repeated_path::check },
+    Rule { id: tiny_io::ID, check: tiny_io::check },
+    Rule { id: sync_per_op::ID, check: sync_per_op::check },
+    Rule { id: busy_poll::ID, check: busy_poll::check },
+    Rule { id: identity_calls::ID, check: identity_calls::check },
+    Rule { id: failing_calls::ID, check: failing_calls::check },
+    Rule { id: memory_churn::ID, check: memory_churn::check },
+];
+
+/// The findings of every rule, most saving first; small ones (a few calls,
+/// well under 1% of the run) only when `all`.
+pub fn diagnose(trace: &Trace, all: bool) -> Vec<Finding> {
+    let mut found: Vec<Finding> = RULES.iter().flat_map(|r| (r.check)(trace)).filter(|f| all || !f.is_small()).collect();
+    found.sort_by(|a, b| {
+        b.saving_ns.cmp(&a.saving_ns).then(b.evidence.calls.cmp(&a.evidence.calls)).then(a.id.cmp(&b.id))
+    });
+    found
+}
+
+/// The call sites behind some shares.
+fn sites_of<'a>(trace: &'a Trace, shares: &'a [SiteShare]) -> impl Iterator<Item = &'a CallSite> + 'a {
+    shares.iter().filter_map(|s| trace.call_site(s))
+}
+
+/// Whether any frame of the sites behind `shares` is a function named one
+/// of `names` (glibc's internal aliases `__GI_x`, `__x` included).
+fn called_through(trace: &Trace, shares: &[SiteShare], names: &[&str]) -> bool {
+    sites_of(trace, shares)
+        .flat_map(|s| &s.frames)
+        .filter_map(|f| f.function.as_deref())
+        .any(|f| names.iter().any(|n| f.trim_start_matches("__GI_").trim_start_matches('_') == n.trim_start_matches('_')))
+}
+
+/// Syscalls that look a path up without opening it.
+const PATH_LOOKUPS: &[&str] = &[
+    "stat", "lstat", "newfstatat", "statx", "access", "faccessat", "faccessat2", "readlink", "readlinkat",
+];
+
+/// Syscalls that open a path.
+const PATH_OPENS: &[&str] = &["open", "openat", "openat2", "creat"];
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! Traces built by hand for the rules' unit tests.
+    use crate::model::*;
+
+    pub fn trace(duration_ns: u64, syscalls: &[(&str, u64, u64)]) -> Trace {
+        let mut t = Trace::default();
+        t.run.duration_ns = duration_ns;
+        t.run.command = vec!["./app".into()];
+        for &(name, calls, ns) in syscalls {
+            let nr = crate::trace::syscalls::by_name(name).map_or(0, |s| s.nr);
+            t.syscalls.push(SyscallStats { calls, total_ns: ns, ..SyscallStats::new(nr) });
+        }
+        t.processes.push(Process { pid: 7, comm: "app".into(), syscalls: t.syscalls.clone(), ..Default::default() });
+        t
+    }
+
+    pub fn argument<'a>(t: &'a mut Trace, syscall: &str, argument: Argument, calls: u64, ns: u64) -> &'a mut ArgumentStats {
+        let nr = crate::trace::syscalls::by_name(syscall).map_or(0, |s| s.nr);
+        t.arguments.push(ArgumentStats {
+            pid: 7,
+            syscall: syscall.into(),
+            nr,
+            argument,
+            calls,
+            errors: 0,
+            total_ns: ns,
+            requested: None,
+            returned: None,
+            sites: vec![],
+        });
+        t.arguments.last_mut().unwrap()
+    }
+
+    pub fn path(p: &str) -> Argument {
+        Argument::Path { path: Some(p.into()), dirfd: None }
+    }
+
+    /// Gives the argument (or syscall) one call site made of `functions`,
+    /// innermost first, the last one the program's own.
+    pub fn site(t: &mut Trace, functions: &[&str]) -> Vec<SiteShare> {
+        let frames: Vec<Frame> = functions
+            .iter()
+            .enumerate()
+            .map(|(i, f)| Frame {
+                function: Some(f.to_string()),
+                module: if i + 1 == functions.len() { "/app".into() } else { "/usr/lib/x86_64-linux-gnu/libc.so.6".into() },
+                ..Default::default()
+            })
+            .collect();
+        t.call_sites.push(CallSite { responsible: Some(functions.len() - 1), own_frames: 1, frames, complete: true });
+        vec![SiteShare { site: t.call_sites.len() - 1, calls: 1, total_ns: 0, samples: 1 }]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_have_unique_ids() {
+        let mut ids: Vec<&str> = RULES.iter().map(|r| r.id).collect();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), RULES.len());
+    }
+
+    #[test]
+    fn a_quiet_trace_has_no_findings() {
+        let t = testing::trace(1_000_000_000, &[("read", 10, 1000), ("write", 3, 300)]);
+        assert!(diagnose(&t, true).is_empty());
+    }
+
+    #[test]
+    fn glibc_aliases_match() {
+        let mut t = testing::trace(1, &[]);
+        let s = testing::site(&mut t, &["__GI___sigprocmask", "main"]);
+        assert!(called_through(&t, &s, &["sigprocmask"]));
+        assert!(!called_through(&t, &s, &["setcontext"]));
+    }
+}

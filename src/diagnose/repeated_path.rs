@@ -1,0 +1,96 @@
+//! repeated-path: the same path looked up (stat, access, readlink) or
+//! opened over and over: config files re-read per request, name-service
+//! files re-read per lookup, open/read/close of one file in a loop. The
+//! zone file with TZ unset is tz-unset's.
+
+use super::{called_through, Evidence, Finding, Fix, PATH_LOOKUPS, PATH_OPENS};
+use crate::model::{Argument, Trace};
+use crate::report::format::{quoted, thousands};
+
+pub const ID: &str = "repeated-path";
+
+/// Libraries behind a repeated path, recognised by their functions, and
+/// the knob that makes them cache.
+const KNOWN: &[(&[&str], &str)] = &[
+    (&["getpwnam", "getpwuid", "getgrnam", "getgrgid", "initgroups", "getpwnam_r", "getpwuid_r"],
+     "the user/group lookups re-read /etc/passwd and /etc/group each time: run nscd (or sssd) to cache them, or look each user up once"),
+    (&["getaddrinfo", "gethostbyname", "gethostbyname2", "res_init", "__res_maybe_init"],
+     "name resolution re-reads /etc/hosts, /etc/resolv.conf and nsswitch.conf: run a caching resolver (nscd, systemd-resolved) or resolve once"),
+    (&["iconv_open", "setlocale", "newlocale"], "locale or iconv set-up per call: create it once and reuse it"),
+];
+
+pub fn check(trace: &Trace) -> Vec<Finding> {
+    let tz_unset = trace.run.environment.tz.is_none();
+    let mut out = Vec::new();
+    for a in &trace.arguments {
+        let lookup = PATH_LOOKUPS.contains(&a.syscall.as_str());
+        let open = PATH_OPENS.contains(&a.syscall.as_str());
+        let Argument::Path { path: Some(path), .. } = &a.argument else { continue };
+        if !(lookup || open) || a.calls < 2 || (tz_unset && lookup && path == "/etc/localtime") {
+            continue;
+        }
+        let mut fixes = Vec::new();
+        for (functions, advice) in KNOWN {
+            if called_through(trace, &a.sites, functions) {
+                fixes.push(Fix::config(*advice));
+            }
+        }
+        let what = if open {
+            // The churn: each open comes with its reads and a close.
+            fixes.push(Fix::code("open it once and keep the fd (or read it once and keep the contents)"));
+            format!("{} × {}({}) and the reads and closes that go with them", thousands(a.calls), a.syscall, quoted(path))
+        } else {
+            fixes.push(Fix::code("look it up once and cache the result (re-check on a timer or on inotify if it can change)"));
+            format!("{} × {}({})", thousands(a.calls), a.syscall, quoted(path))
+        };
+        out.push(Finding {
+            id: ID.into(),
+            what,
+            pid: Some(a.pid),
+            evidence: Evidence::new(trace, &a.syscall, a.calls, a.total_ns),
+            sites: a.sites.clone(),
+            saving_ns: a.total_ns - a.total_ns / a.calls,
+            why: format!("the same path is {} {} times; the answer rarely changes between two of them", if open { "opened" } else { "looked up" }, thousands(a.calls)),
+            fixes,
+            tradeoff: Some("a cached answer misses changes to the file until it is re-read".into()),
+            prove: None,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::testing::*;
+
+    #[test]
+    fn the_same_path_stated_over_and_over() {
+        let mut t = trace(1_000_000_000, &[("newfstatat", 10_000, 10_000_000)]);
+        argument(&mut t, "newfstatat", path("/etc/app.conf"), 10_000, 10_000_000);
+        let f = check(&t);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].what, "10,000 × newfstatat(\"/etc/app.conf\")");
+        assert_eq!(f[0].saving_ns, 10_000_000 - 1000);
+    }
+
+    #[test]
+    fn open_churn_and_a_known_library() {
+        let mut t = trace(1_000_000_000, &[("openat", 500, 5_000_000)]);
+        let s = site(&mut t, &["__open64", "_nss_files_getpwnam_r", "getpwnam", "lookup_user"]);
+        argument(&mut t, "openat", path("/etc/passwd"), 500, 5_000_000).sites = s;
+        let f = check(&t);
+        assert!(f[0].what.contains("and the reads and closes"));
+        assert!(f[0].fixes[0].text.contains("nscd"));
+    }
+
+    #[test]
+    fn many_paths_once_each_and_the_zone_file_are_not_repeats() {
+        let mut t = trace(1_000_000_000, &[("newfstatat", 1000, 1000)]);
+        for i in 0..5 {
+            argument(&mut t, "newfstatat", path(&format!("/usr/bin/x{i}")), 1, 1);
+        }
+        argument(&mut t, "newfstatat", path("/etc/localtime"), 900, 900);
+        assert!(check(&t).is_empty());
+    }
+}

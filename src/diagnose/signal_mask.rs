@@ -1,0 +1,134 @@
+//! signal-mask-churn: rt_sigprocmask at a high rate. The kernel side says
+//! what each call did to the mask it found (only read it, set it to what it
+//! was, changed it right after a change); the call sites say where they
+//! come from: glibc's getcontext/setcontext/swapcontext and sigsetjmp(env,
+//! 1)/siglongjmp save and restore the mask on every switch or jump.
+
+use super::{called_through, Evidence, Finding, Fix};
+use crate::model::{Argument, MaskChange, Trace};
+use crate::report::format::{mask_change, thousands};
+
+pub const ID: &str = "signal-mask-churn";
+
+const UCONTEXT: &[&str] = &["getcontext", "setcontext", "swapcontext"];
+const SIGJMP: &[&str] = &["sigsetjmp", "sigjmp_save", "siglongjmp", "longjmp", "libc_siglongjmp"];
+
+pub fn check(trace: &Trace) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for p in &trace.processes {
+        let Some(s) = p.syscalls.iter().find(|s| s.name == "rt_sigprocmask") else { continue };
+        if s.calls < 2 {
+            continue;
+        }
+        // What the calls did, most first.
+        let mut kinds: Vec<(MaskChange, u64)> = trace
+            .arguments
+            .iter()
+            .filter(|a| a.pid == p.pid && a.syscall == "rt_sigprocmask")
+            .filter_map(|a| match a.argument {
+                Argument::SigMask { change } => Some((change, a.calls)),
+                _ => None,
+            })
+            .collect();
+        kinds.sort_by(|a, b| b.1.cmp(&a.1));
+        let pointless: u64 =
+            kinds.iter().filter(|(k, _)| matches!(k, MaskChange::Query | MaskChange::Same | MaskChange::Undo)).map(|k| k.1).sum();
+        let share = |n: u64| format!("{:.0}%", 100.0 * n as f64 / s.calls as f64);
+        let breakdown: Vec<String> =
+            kinds.iter().filter(|(_, n)| n * 200 >= s.calls).take(3).map(|(k, n)| format!("{} {}", share(*n), mask_change(*k))).collect();
+
+        let ucontext = called_through(trace, &s.sites, UCONTEXT);
+        let sigjmp = called_through(trace, &s.sites, SIGJMP);
+        let mut why = format!("{} of the calls change no signal mask", share(pointless));
+        let mut fixes = Vec::new();
+        if ucontext {
+            why.push_str("; they come from glibc's getcontext/setcontext/swapcontext, which save and restore the mask on every context switch");
+            fixes.push(Fix::code(
+                "switch contexts without the mask: _setjmp/_longjmp-based or hand-written switching (Ruby 1.8 did this when built without --enable-pthread)",
+            ));
+            fixes.push(Fix::config("if the program can be built with another context-switch method than ucontext, choose it"));
+        }
+        if sigjmp {
+            why.push_str("; they come from sigsetjmp(env, 1)/siglongjmp, which save and restore the mask on every jump");
+            fixes.push(Fix::code("use sigsetjmp(env, 0) or _setjmp/_longjmp where the mask does not change between jump and target"));
+        }
+        for (k, _) in kinds.iter().take(2) {
+            match k {
+                MaskChange::Query if !ucontext && !sigjmp => fixes.push(Fix::code("the calls only read the mask: keep it in a variable instead")),
+                MaskChange::Same if !ucontext && !sigjmp => fixes.push(Fix::code("skip the call when the mask is already the one wanted")),
+                MaskChange::Undo | MaskChange::Block | MaskChange::Unblock if !ucontext && !sigjmp => {
+                    fixes.push(Fix::code("block signals once around the loop instead of around every operation"))
+                }
+                _ => {}
+            }
+        }
+        if fixes.is_empty() {
+            fixes.push(Fix::code("change the mask once around the hot loop, not per operation"));
+        }
+        fixes.dedup();
+        out.push(Finding {
+            id: ID.into(),
+            what: format!("{} × rt_sigprocmask ({})", thousands(s.calls), breakdown.join(", ")),
+            pid: Some(p.pid),
+            evidence: Evidence::new(trace, "rt_sigprocmask", s.calls, s.total_ns),
+            sites: s.sites.clone(),
+            // Pointless calls can all go; real changes are counted too when
+            // the source (a context switch, a jump) can drop the mask.
+            saving_ns: if ucontext || sigjmp { s.total_ns } else { s.total_ns * pointless / s.calls.max(1) },
+            why,
+            fixes,
+            tradeoff: None,
+            prove: None,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::testing::*;
+
+    fn mask_trace(change: MaskChange, through: &[&str]) -> Trace {
+        let mut t = trace(1_000_000_000, &[("rt_sigprocmask", 200_000, 20_000_000)]);
+        let s = site(&mut t, through);
+        t.processes[0].syscalls[0].sites = s;
+        argument(&mut t, "rt_sigprocmask", Argument::SigMask { change }, 200_000, 20_000_000);
+        t
+    }
+
+    #[test]
+    fn swapcontext_is_named_with_its_fix() {
+        let f = check(&mask_trace(MaskChange::Same, &["__GI___sigprocmask", "swapcontext", "main"]));
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].what, "200,000 × rt_sigprocmask (100% sets the mask it has)");
+        assert!(f[0].why.contains("swapcontext"), "{}", f[0].why);
+        assert!(f[0].fixes[0].text.contains("_setjmp/_longjmp"));
+        assert_eq!(f[0].saving_ns, 20_000_000);
+    }
+
+    #[test]
+    fn sigsetjmp_gets_the_zero_flag_fix() {
+        let f = check(&mask_trace(MaskChange::Query, &["__GI___sigprocmask", "__sigjmp_save", "main"]));
+        assert!(f[0].fixes.iter().any(|x| x.text.contains("sigsetjmp(env, 0)")));
+    }
+
+    #[test]
+    fn a_query_loop_is_told_to_keep_the_mask() {
+        let f = check(&mask_trace(MaskChange::Query, &["__GI___sigprocmask", "main"]));
+        assert!(f[0].fixes[0].text.contains("keep it in a variable"));
+        assert!(f[0].why.starts_with("100% of the calls change no signal mask"));
+    }
+
+    #[test]
+    fn real_changes_save_nothing_without_a_known_source() {
+        let f = check(&mask_trace(MaskChange::Block, &["__GI___sigprocmask", "main"]));
+        assert_eq!(f[0].saving_ns, 0);
+        assert!(f[0].fixes[0].text.contains("block signals once around the loop"));
+    }
+
+    #[test]
+    fn no_mask_calls_no_finding() {
+        assert!(check(&trace(1, &[("read", 5, 5)])).is_empty());
+    }
+}

@@ -1,0 +1,68 @@
+//! sync-per-op: fsync/fdatasync (and friends) at a high rate: a flush to
+//! stable storage per record or per statement. Each waits for the device;
+//! batching many operations into one flush (a transaction) keeps the
+//! durability of the batch at a fraction of the cost.
+
+use super::{Evidence, Finding, Fix};
+use crate::model::Trace;
+use crate::report::format::thousands;
+
+pub const ID: &str = "sync-per-op";
+
+const SYNCS: &[&str] = &["fsync", "fdatasync", "sync_file_range", "msync", "syncfs", "sync"];
+/// Flushes per second that mean "per operation" rather than "per batch".
+const HIGH_RATE: f64 = 10.0;
+
+pub fn check(trace: &Trace) -> Vec<Finding> {
+    let secs = trace.run.duration_ns as f64 / 1e9;
+    let mut out = Vec::new();
+    for p in &trace.processes {
+        let syncs: Vec<_> = p.syscalls.iter().filter(|s| SYNCS.contains(&s.name.as_str())).collect();
+        let calls: u64 = syncs.iter().map(|s| s.calls).sum();
+        let ns: u64 = syncs.iter().map(|s| s.total_ns).sum();
+        if calls < 2 || (secs > 0.0 && (calls as f64 / secs) < HIGH_RATE) {
+            continue;
+        }
+        let writes: u64 = p.syscalls.iter().filter(|s| s.name.contains("write")).map(|s| s.calls).sum();
+        let per_write = if writes > 0 { format!(", one per {:.1} writes", writes as f64 / calls as f64) } else { String::new() };
+        let names: Vec<String> = syncs.iter().map(|s| format!("{} × {}", thousands(s.calls), s.name)).collect();
+        out.push(Finding {
+            id: ID.into(),
+            what: names.join(", "),
+            pid: Some(p.pid),
+            evidence: Evidence::new(trace, &syncs[0].name, calls, ns),
+            sites: syncs.iter().flat_map(|s| s.sites.clone()).collect(),
+            saving_ns: ns - ns / calls,
+            why: format!("a flush to stable storage {:.0} times a second{per_write}: each waits for the device", calls as f64 / secs.max(1e-9)),
+            fixes: vec![
+                Fix::code("batch: group many operations into one transaction (BEGIN … COMMIT) or one flush per batch"),
+                Fix::config("for databases: the commit/sync settings (e.g. SQLite PRAGMA synchronous=NORMAL with WAL, PostgreSQL commit_delay)"),
+            ],
+            tradeoff: Some("a crash loses the operations of the batch not yet flushed; each flush still makes everything before it durable".into()),
+            prove: None,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::testing::*;
+
+    #[test]
+    fn a_flush_per_write() {
+        let f = check(&trace(1_000_000_000, &[("write", 1000, 1_000_000), ("fdatasync", 1000, 500_000_000)]));
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].what, "1,000 × fdatasync");
+        assert!(f[0].why.contains("one per 1.0 writes"));
+        assert!(f[0].tradeoff.is_some());
+    }
+
+    #[test]
+    fn one_flush_at_the_end_is_fine() {
+        assert!(check(&trace(1_000_000_000, &[("write", 1000, 1_000_000), ("fsync", 1, 5_000_000)])).is_empty());
+        // A few flushes over a long run: a batch each, not per operation.
+        assert!(check(&trace(100_000_000_000, &[("fsync", 50, 5_000_000)])).is_empty());
+    }
+}

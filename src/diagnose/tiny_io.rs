@@ -1,0 +1,96 @@
+//! tiny-io: many reads or writes of a few bytes on one fd: unbuffered
+//! output (a write per line or per field), byte-at-a-time reads from a
+//! pipe. Buffering turns thousands of syscalls into a few.
+
+use super::{prove, Evidence, Finding, Fix};
+use crate::model::{Argument, Trace};
+use crate::report::format::{bytes, thousands};
+
+pub const ID: &str = "tiny-io";
+
+/// At most this many bytes moved per call, for 90% of the calls.
+const TINY: u64 = 64;
+
+pub fn check(trace: &Trace) -> Vec<Finding> {
+    let knobs = &trace.run.environment.knobs;
+    let mut out = Vec::new();
+    for a in &trace.arguments {
+        let Argument::Fd { fd } = a.argument else { continue };
+        let Some(moved) = a.typical_bytes() else { continue };
+        if a.calls < 2 || moved > TINY {
+            continue;
+        }
+        let writing = a.syscall.contains("write") || a.syscall.starts_with("send");
+        let mut fixes = vec![Fix::code(if writing {
+            "buffer the output (stdio with a full buffer, setvbuf, a BufWriter) and write in blocks"
+        } else {
+            "read in blocks (4 KiB or more) into a buffer and take the bytes from there"
+        })];
+        let mut variants = Vec::new();
+        // Knobs in the environment that turn buffering off.
+        if knobs.get("PYTHONUNBUFFERED").is_some_and(|v| !v.is_empty()) {
+            fixes.insert(0, Fix::env("PYTHONUNBUFFERED is set: unset it, and Python buffers its output again"));
+            variants.push("--unset-env PYTHONUNBUFFERED");
+        }
+        for k in ["_STDBUF_O", "_STDBUF_E", "_STDBUF_I"] {
+            if let Some(v) = knobs.get(k) {
+                fixes.insert(0, Fix::env(format!("{k}={v} is set (stdbuf): run it without stdbuf, or with a full buffer")));
+                variants.push(if k == "_STDBUF_O" { "--unset-env _STDBUF_O" } else { "" });
+            }
+        }
+        variants.retain(|v| !v.is_empty());
+        out.push(Finding {
+            id: ID.into(),
+            what: format!("{} × {}(fd {fd}) of ≤ {}", thousands(a.calls), a.syscall, bytes(moved)),
+            pid: Some(a.pid),
+            evidence: Evidence::new(trace, &a.syscall, a.calls, a.total_ns),
+            sites: a.sites.clone(),
+            // Block-sized calls would take about calls × moved / 4 KiB.
+            saving_ns: a.total_ns - a.total_ns * (moved.max(1)).min(4096) / 4096,
+            why: format!("each call moves at most {} (90% of them); every one pays a full syscall for it", bytes(moved)),
+            fixes,
+            tradeoff: writing.then(|| "buffered output reaches the reader later: flush where a line must be seen at once (prompts, logs before a crash)".into()),
+            prove: (!variants.is_empty()).then(|| prove(trace, &variants.join(" "))).flatten(),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::testing::*;
+    use crate::model::Histogram;
+
+    fn writes(size_bucket: usize, calls: u64) -> crate::model::Trace {
+        let mut t = trace(1_000_000_000, &[("write", calls, calls * 1000)]);
+        let mut buckets = vec![0; size_bucket + 1];
+        buckets[size_bucket] = calls;
+        argument(&mut t, "write", Argument::Fd { fd: 1 }, calls, calls * 1000).returned = Some(Histogram::from_buckets(buckets));
+        t
+    }
+
+    #[test]
+    fn one_byte_writes() {
+        let f = check(&writes(1, 3000));
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].what, "3,000 × write(fd 1) of ≤ 1 byte");
+        assert!(f[0].fixes[0].text.starts_with("buffer the output"));
+        assert_eq!(f[0].prove, None);
+    }
+
+    #[test]
+    fn a_buffering_knob_in_the_environment_is_named() {
+        let mut t = writes(1, 3000);
+        t.run.environment.knobs.insert("PYTHONUNBUFFERED".into(), "1".into());
+        let f = check(&t);
+        assert!(f[0].fixes[0].text.starts_with("PYTHONUNBUFFERED is set"));
+        assert_eq!(f[0].prove.as_deref(), Some("sysdiet compare --unset-env PYTHONUNBUFFERED -- ./app"));
+    }
+
+    #[test]
+    fn large_writes_are_fine() {
+        // bucket 14: up to 8 KiB
+        assert!(check(&writes(14, 3000)).is_empty());
+    }
+}

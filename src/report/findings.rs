@@ -1,0 +1,69 @@
+//! The findings part of the text report, in the shape of design.md:
+//!
+//! ```text
+//! [tz-unset] 1,000,000 × newfstatat("/etc/localtime") — 1.21 s in the kernel, of a 1.98 s run
+//!   by    use_localtime (timeloop.c:9) ← main (timeloop.c:61)
+//!   from  __tz_convert → tzset_internal → __tzfile_read → __GI___fstatat64
+//!   why   TZ is unset, so glibc checks /etc/localtime for a change on every localtime()
+//!   fix   start it with TZ=:/etc/localtime
+//!   prove sysdiet compare --env TZ=:/etc/localtime -- ./timeloop localtime 1000000
+//! ```
+
+use std::fmt::Write;
+
+use super::callsites::{by_chain, from_chain};
+use super::format::{duration, thousands};
+use crate::diagnose::{Finding, FixKind};
+use crate::model::Trace;
+
+pub fn section(out: &mut String, trace: &Trace, findings: &[Finding]) {
+    let run_ns = trace.run.duration_ns;
+    if findings.is_empty() {
+        let _ = writeln!(out, "\nno problems found");
+        return;
+    }
+    let saving: u64 = findings.iter().map(|f| f.saving_ns).sum();
+    let share = if run_ns > 0 { format!(", at least {:.0}% of the run's time", 100.0 * saving as f64 / run_ns as f64) } else { String::new() };
+    let n = findings.len();
+    let _ = writeln!(out, "\n{n} {}{share}", if n == 1 { "problem" } else { "problems" });
+    for f in findings {
+        let e = &f.evidence;
+        let pid = if trace.processes.len() > 1 { f.pid.map(|p| format!(" (pid {p})")).unwrap_or_default() } else { String::new() };
+        let _ = writeln!(
+            out,
+            "\n[{}] {}{pid} — {} in the kernel, of a {} run; {}/s, {:.0}% of all calls",
+            f.id,
+            f.what,
+            duration(e.kernel_ns),
+            duration(run_ns),
+            thousands(e.per_second.round() as u64),
+            100.0 * e.share_of_calls
+        );
+        if let Some(site) = f.sites.first().and_then(|s| trace.call_site(s)) {
+            if site.responsible.is_some() {
+                let _ = writeln!(out, "  by    {}", by_chain(site));
+            }
+            if !site.library_chain().is_empty() {
+                let _ = writeln!(out, "  from  {}", from_chain(site));
+            }
+        }
+        let _ = writeln!(out, "  why   {}", f.why);
+        for fix in &f.fixes {
+            let kind = match fix.kind {
+                FixKind::Environment => "env",
+                FixKind::Configuration => "config",
+                FixKind::Code => "code",
+            };
+            let _ = writeln!(out, "  fix   {} ({kind})", fix.text);
+        }
+        if let Some(t) = &f.tradeoff {
+            let _ = writeln!(out, "  but   {t}");
+        }
+        if let Some(p) = &f.prove {
+            let _ = writeln!(out, "  prove {p}");
+        }
+        if f.saving_ns > 0 {
+            let _ = writeln!(out, "  saves at least {} (the kernel time of the calls it removes)", duration(f.saving_ns));
+        }
+    }
+}
