@@ -48,6 +48,27 @@ pub enum Command {
         #[command(flatten)]
         report: ReportArgs,
     },
+    /// Audit the host without running anything: clocksource, TZ, processes without TZ
+    #[command(after_help = "Examples:\n  sysdiet check\n  sysdiet check --sample 5s\n\n\
+                            Lists the processes that have no TZ, with the fix for each (a systemd drop-in for services).\n\
+                            --sample counts their lookups of /etc/localtime with BPF; nothing is stopped.")]
+    Check {
+        #[command(flatten)]
+        args: CheckArgs,
+    },
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CheckArgs {
+    /// Also count, for this long, how often each process without TZ stats the zone file
+    #[arg(long, value_parser = parse_duration, value_name = "TIME")]
+    pub sample: Option<Duration>,
+    /// Write the audit as JSON
+    #[arg(long)]
+    pub json: bool,
+    /// Write it to FILE instead of stderr
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -29,6 +29,14 @@ fn dispatch(cli: Cli, started: Instant) -> Result<i32> {
     match cli.command {
         Command::Run { report, command } => run(&command, &options(report)?, started),
         Command::Attach { pids, duration, report } => attach(&pids, duration, &options(report)?, started),
+        Command::Check { args } => sysdiet::commands::check::check(
+            args.sample,
+            &ReportOptions {
+                format: if args.json { Format::Json } else { Format::Text },
+                output: args.output,
+                ..Default::default()
+            },
+        ),
     }
 }
 

@@ -55,7 +55,8 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, 16384);
+	__uint(max_entries, 65536); /* allocated as used: a shell script's
+				       processes open many paths each */
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct arg_key);
 	__type(value, struct arg_val);
@@ -63,7 +64,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
+	__uint(max_entries, 65536);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, __u64);
 	__type(value, struct path_val);
@@ -323,7 +324,7 @@ static __always_inline void take_sample(struct task_state *ts, struct pt_regs *r
 	e->stack_len = off;
 	e->_pad = 0;
 	/* Wake the reader in batches; it also polls on a timer. */
-	bpf_ringbuf_submit(e, bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) >= SAMPLES_BYTES / 4 ?
+	bpf_ringbuf_submit(e, bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) >= SAMPLES_BYTES / 16 ?
 				      BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 

@@ -62,7 +62,7 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
 /// by the kernel side at fork; a thread made meanwhile by one not yet armed
 /// shows up in the next look at /proc, so look until nothing is new.
 /// Returns the threads armed.
-fn arm_threads(tracer: &BpfTracer, pid: u32, mut threads: Vec<(u32, String)>) -> Result<Vec<u32>> {
+pub(super) fn arm_threads(tracer: &BpfTracer, pid: u32, mut threads: Vec<(u32, String)>) -> Result<Vec<u32>> {
     let ppid = target::parent_of(pid);
     let mut armed = std::collections::HashSet::new();
     loop {

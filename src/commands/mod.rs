@@ -1,6 +1,7 @@
 //! The commands: each wires target → trace → model → report.
 
 pub mod attach;
+pub mod check;
 pub mod run;
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};

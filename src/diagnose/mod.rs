@@ -4,6 +4,7 @@
 //! it). Rules look at behaviour, never at program names.
 
 mod finding;
+pub mod host;
 
 mod busy_poll;
 mod failing_calls;

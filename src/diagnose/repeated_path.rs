@@ -26,7 +26,8 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         let lookup = PATH_LOOKUPS.contains(&a.syscall.as_str());
         let open = PATH_OPENS.contains(&a.syscall.as_str());
         let Argument::Path { path: Some(path), .. } = &a.argument else { continue };
-        if !(lookup || open) || a.calls < 2 || (tz_unset && lookup && path == "/etc/localtime") {
+        // "" with AT_EMPTY_PATH is fstat of the dirfd: no path is looked up.
+        if path.is_empty() || !(lookup || open) || a.calls < 2 || (tz_unset && lookup && path == "/etc/localtime") {
             continue;
         }
         let mut fixes = Vec::new();
@@ -91,6 +92,7 @@ mod tests {
             argument(&mut t, "newfstatat", path(&format!("/usr/bin/x{i}")), 1, 1);
         }
         argument(&mut t, "newfstatat", path("/etc/localtime"), 900, 900);
+        argument(&mut t, "newfstatat", Argument::Path { path: Some(String::new()), dirfd: Some(3) }, 900, 900);
         assert!(check(&t).is_empty());
     }
 }

@@ -20,10 +20,15 @@ const CPU_CLOCKS: &[i64] = &[2, 3];
 /// Clock reads per second below which a CPU-time clock is not worth a word.
 const FREQUENT: f64 = 1000.0;
 
+/// Whether the vDSO can read the time from this clocksource.
+pub fn vdso_capable(source: &str) -> bool {
+    VDSO_CAPABLE.contains(&source)
+}
+
 pub fn check(trace: &Trace) -> Vec<Finding> {
     let env = &trace.run.environment;
     let source = env.clocksource.as_deref().unwrap_or("unknown");
-    let capable = VDSO_CAPABLE.contains(&source);
+    let capable = vdso_capable(source);
     let better: Vec<&str> = env.available_clocksources.iter().map(String::as_str).filter(|c| VDSO_CAPABLE.contains(c)).collect();
     let (why_source, fixes_source) = if capable {
         (

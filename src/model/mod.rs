@@ -122,7 +122,7 @@ impl Lost {
     pub fn nonzero(&self) -> Vec<(&'static str, u64)> {
         [
             ("syscalls uncounted: thread table full", self.syscall_map_full),
-            ("argument stats lost: table full", self.argument_map_full),
+            ("argument stats lost: no room in the table", self.argument_map_full),
             ("errno stats lost: table full", self.errno_map_full),
             ("task names lost: table full", self.task_map_full),
             ("paths unreadable", self.path_unreadable),

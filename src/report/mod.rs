@@ -1,6 +1,7 @@
 //! Renderers: they print a Trace and decide nothing.
 
 pub mod callsites;
+pub mod check;
 pub mod findings;
 pub mod flamegraph;
 pub mod folded;
@@ -50,6 +51,11 @@ pub fn write(trace: &Trace, findings: &[Finding], opts: &ReportOptions) -> Resul
         Format::Text => text::render(trace, findings, opts.per_thread),
         Format::Json => json::render(trace, findings),
     };
+    write_body(&body, opts)
+}
+
+/// Writes a rendered report where the options say: a file, or stderr.
+pub fn write_body(body: &str, opts: &ReportOptions) -> Result<()> {
     match &opts.output {
         Some(path) => write_file(path, body.as_bytes()),
         None => {

@@ -1,6 +1,7 @@
 //! The processes being traced: spawned held before exec (`run`) or found by
 //! pid (`attach`), and the events that end a trace.
 
+pub mod host;
 pub mod spawn;
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};

@@ -1,0 +1,250 @@
+//! Every rule on a victim that triggers it (with its call site and fix) and
+//! on one that is close but must not; ordinary commands find nothing.
+
+mod common;
+use common::*;
+use serde_json::Value;
+
+/// The findings of `sysdiet run --json` on a victim (TZ unset, unless `env`
+/// sets it).
+fn findings(name: &str, args: &[&str], env: &[(&str, &str)]) -> Vec<Value> {
+    let exe = victim(name);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("t.json");
+    let out = sysdiet()
+        .args(["run", "--json", "-o"])
+        .arg(&json)
+        .arg("--")
+        .arg(&exe)
+        .args(args)
+        .env_remove("TZ")
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    doc["findings"].as_array().cloned().unwrap_or_default().into_iter().map(|mut f| {
+        // Resolve the top site's blamed frame, for the assertions.
+        let blamed = f["sites"][0]["site"].as_u64().and_then(|i| {
+            let site = &doc["call_sites"][i as usize];
+            let frame = &site["frames"][site["responsible"].as_u64()? as usize];
+            Some(format!("{} {}:{}", frame["function"].as_str()?, frame["file"].as_str()?.rsplit('/').next()?, frame["line"]))
+        });
+        f["blamed"] = blamed.map_or(Value::Null, Value::String);
+        f
+    }).collect()
+}
+
+fn ids(f: &[Value]) -> Vec<&str> {
+    f.iter().map(|f| f["id"].as_str().unwrap()).collect()
+}
+
+fn only<'a>(f: &'a [Value], id: &str) -> &'a Value {
+    let found: Vec<&Value> = f.iter().filter(|x| x["id"] == id).collect();
+    assert_eq!(found.len(), 1, "one {id} finding in {:?}", ids(f));
+    found[0]
+}
+
+fn fixes(f: &Value) -> String {
+    f["fixes"].as_array().unwrap().iter().map(|x| x["text"].as_str().unwrap()).collect::<Vec<_>>().join(" | ")
+}
+
+#[test]
+fn tz_unset_localtime() {
+    let f = findings("timeloop", &["localtime", "20000"], &[]);
+    let tz = only(&f, "tz-unset");
+    assert_eq!(tz["what"], "19,999 × newfstatat(\"/etc/localtime\")");
+    assert_eq!(tz["blamed"], "use_localtime timeloop.c:9");
+    assert!(fixes(tz).contains("TZ=:/etc/localtime"));
+    assert!(tz["prove"].as_str().unwrap().starts_with("sysdiet compare --env TZ=:/etc/localtime -- "));
+    assert!(tz["tradeoff"].as_str().unwrap().contains("until it restarts"));
+    // Close, but not: localtime_r, and TZ set.
+    assert!(!ids(&findings("timeloop", &["localtime_r", "20000"], &[])).contains(&"tz-unset"));
+    assert!(!ids(&findings("timeloop", &["localtime", "20000"], &[("TZ", ":/etc/localtime")])).contains(&"tz-unset"));
+}
+
+#[test]
+fn signal_mask_churn_names_its_source() {
+    let ctx = findings("context", &["50000"], &[]);
+    let m = only(&ctx, "signal-mask-churn");
+    assert!(m["why"].as_str().unwrap().contains("swapcontext"), "{m}");
+    assert!(fixes(m).contains("_setjmp/_longjmp"));
+    let jmp = findings("sigjmp", &["50000", "1"], &[]);
+    let m = only(&jmp, "signal-mask-churn");
+    assert!(fixes(m).contains("sigsetjmp(env, 0)"), "{m}");
+    let q = findings("sigprocmask", &["50000"], &[]);
+    let m = only(&q, "signal-mask-churn");
+    assert!(m["what"].as_str().unwrap().contains("100% query only"), "{m}");
+    assert_eq!(m["blamed"], "main sigprocmask.c:12");
+    // sigsetjmp(env, 0) saves no mask: nothing to find.
+    assert!(!ids(&findings("sigjmp", &["50000", "0"], &[])).contains(&"signal-mask-churn"));
+}
+
+#[test]
+fn vdso_fallback_when_the_vdso_is_bypassed() {
+    let f = findings("clocks", &["raw", "20000"], &[]);
+    let v = only(&f, "vdso-fallback");
+    assert_eq!(v["what"], "20,000 × clock_gettime(CLOCK_MONOTONIC)");
+    let f = findings("clocks", &["cputime", "20000"], &[]);
+    assert!(fixes(only(&f, "vdso-fallback-cputime")).contains("CLOCK_MONOTONIC"));
+    // Through libc, the vDSO answers: no syscall, nothing to find.
+    let f = findings("clocks", &["vdso", "20000"], &[]);
+    assert!(!ids(&f).iter().any(|i| i.starts_with("vdso-fallback")), "{:?}", ids(&f));
+}
+
+#[test]
+fn repeated_path_and_open_churn() {
+    let f = findings("statloop", &["/etc/hostname", "5000"], &[]);
+    let r = only(&f, "repeated-path");
+    assert_eq!(r["what"], "5,000 × newfstatat(\"/etc/hostname\")");
+    assert!(r["blamed"].as_str().unwrap().starts_with("main statloop.c:"), "{r}");
+    let f = findings("openclose", &["/etc/hostname", "2000"], &[]);
+    assert!(only(&f, "repeated-path")["what"].as_str().unwrap().contains("and the reads and closes"));
+}
+
+#[test]
+fn tiny_io_and_its_fix() {
+    let f = findings("tinywrite", &["5000"], &[]);
+    let t = only(&f, "tiny-io");
+    assert_eq!(t["what"], "5,000 × write(fd 1) of ≤ 1 byte");
+    assert!(fixes(t).contains("buffer the output"));
+    // A knob that turns buffering off is named, with the line that proves it.
+    let f = findings("tinywrite", &["5000"], &[("PYTHONUNBUFFERED", "1")]);
+    let t = only(&f, "tiny-io");
+    assert!(fixes(t).starts_with("PYTHONUNBUFFERED is set"));
+    assert!(t["prove"].as_str().unwrap().contains("--unset-env PYTHONUNBUFFERED"));
+    assert!(!ids(&findings("tinywrite", &["5000", "8192"], &[])).contains(&"tiny-io"));
+}
+
+#[test]
+fn sync_per_operation() {
+    let f = findings("syncloop", &["each", "300"], &[]);
+    let s = only(&f, "sync-per-op");
+    assert!(s["what"].as_str().unwrap().contains("fdatasync"));
+    assert!(s["tradeoff"].as_str().unwrap().contains("crash"));
+    assert!(!ids(&findings("syncloop", &["end", "300"], &[])).contains(&"sync-per-op"));
+}
+
+#[test]
+fn busy_polls_and_yield_spins() {
+    let f = findings("pollzero", &["20000", "zero"], &[]);
+    assert_eq!(only(&f, "busy-poll")["what"], "20,000 × poll(timeout 0)");
+    let f = findings("pollzero", &["20000", "yield"], &[]);
+    assert_eq!(only(&f, "busy-poll")["what"], "20,000 × sched_yield");
+    // Polls that wait (and find data at once) are not a spin.
+    assert!(!ids(&findings("pollzero", &["20000", "wait"], &[])).contains(&"busy-poll"));
+}
+
+#[test]
+fn identity_calls() {
+    let f = findings("idloop", &["20000"], &[]);
+    assert_eq!(only(&f, "identity-calls")["what"], "20,000 × getpid");
+    assert!(!ids(&findings("clean", &[], &[])).contains(&"identity-calls"));
+}
+
+#[test]
+fn failing_calls() {
+    let f = findings("failing", &["500"], &[]);
+    let what: Vec<&str> = f.iter().filter(|x| x["id"] == "failing-calls").map(|x| x["what"].as_str().unwrap()).collect();
+    assert!(what.iter().any(|w| w.contains("ioctl") && w.ends_with("failing with ENOTTY")), "{what:?}");
+    assert!(what.iter().any(|w| w.contains("close") && w.ends_with("failing with EBADF")), "{what:?}");
+    assert!(what.iter().any(|w| w.contains("ENOENT")), "{what:?}");
+}
+
+#[test]
+fn memory_churn() {
+    let f = findings("churn", &["big", "1000"], &[]);
+    let m = only(&f, "memory-churn");
+    assert!(m["what"].as_str().unwrap().contains("mmap with"), "{m}");
+    assert!(m["prove"].as_str().unwrap().contains("--env MALLOC_MMAP_THRESHOLD_="));
+    assert!(!ids(&findings("churn", &["small", "1000"], &[])).contains(&"memory-churn"));
+}
+
+#[test]
+fn clean_programs_have_no_findings() {
+    assert!(findings("clean", &[], &[]).is_empty());
+    for argv in [&["true"][..], &["ls", "/"], &["python3", "-c", "pass"]] {
+        if which(argv[0]).is_none() {
+            eprintln!("{} not installed: skipped", argv[0]);
+            continue;
+        }
+        let out = sysdiet().args(["run", "--"]).args(argv).env_remove("TZ").output().unwrap();
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert!(text.contains("no problems found"), "{argv:?}: {text}");
+    }
+}
+
+#[test]
+fn all_shows_small_findings_too() {
+    // 30 stats of one path: a repeat, but a small one.
+    let exe = victim("statloop");
+    let quiet = sysdiet().args(["run", "--"]).arg(&exe).args(["/etc/hostname", "30"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&quiet.stderr).contains("no problems found"));
+    let all = sysdiet().args(["run", "--all", "--"]).arg(&exe).args(["/etc/hostname", "30"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&all.stderr).contains("[repeated-path] 30 × newfstatat(\"/etc/hostname\")"));
+}
+
+fn which(cmd: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join(cmd)).find(|p| p.is_file()))
+}
+
+/// `sysdiet check ARGS --json`, parsed.
+fn check_json(args: &[&str]) -> Value {
+    let out = sysdiet().arg("check").args(args).arg("--json").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stderr).expect("JSON on stderr")
+}
+
+fn row(audit: &Value, pid: u32) -> Option<&Value> {
+    audit["processes"].as_array().unwrap().iter().find(|p| p["pid"] == pid)
+}
+
+#[test]
+fn check_lists_processes_without_tz_and_samples_their_zone_stats() {
+    let exe = victim("timeloop");
+    let spawn = |tz: Option<&str>| {
+        let mut c = std::process::Command::new(&exe);
+        c.args(["localtime", "1000000000"]).env_remove("TZ");
+        if let Some(tz) = tz {
+            c.env("TZ", tz);
+        }
+        Running(c.stderr(std::process::Stdio::null()).spawn().unwrap())
+    };
+    let (unset, set) = (spawn(None), spawn(Some(":/etc/localtime")));
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let audit = check_json(&[]);
+    assert!(audit["clocksource"].is_string());
+    let r = row(&audit, unset.0.id()).expect("the process without TZ is listed");
+    assert!(r["fix"].as_str().unwrap().contains("TZ=:/etc/localtime"));
+    assert!(row(&audit, set.0.id()).is_none(), "a process with TZ is fine");
+    assert!(r["zone_stats_per_s"].is_null(), "not sampled");
+
+    let audit = check_json(&["--sample", "300ms"]);
+    let rate = row(&audit, unset.0.id()).unwrap()["zone_stats_per_s"].as_f64().unwrap();
+    assert!(rate > 1000.0, "the localtime loop stats the zone file: {rate}/s");
+    assert_eq!(audit["processes"][0]["pid"], unset.0.id(), "busiest first");
+    // Sampling stopped nothing.
+    let (mut a, mut b) = (unset, set);
+    assert!(a.0.try_wait().unwrap().is_none() && b.0.try_wait().unwrap().is_none());
+}
+
+#[test]
+fn check_text_and_bad_input() {
+    let out = sysdiet().arg("check").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(text.starts_with("sysdiet check\n  clocksource  "), "{text}");
+    assert!(text.contains("have no TZ"), "{text}");
+    let out = sysdiet().args(["check", "--sample", "soon"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a duration"));
+    let out = std::process::Command::new("setpriv")
+        .args(["--inh-caps=-all", "--bounding-set=-all", "--"])
+        .arg(env!("CARGO_BIN_EXE_sysdiet"))
+        .args(["check", "--sample", "100ms"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("CAP_BPF") && err.lines().count() == 1, "{err}");
+}
