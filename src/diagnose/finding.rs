@@ -17,8 +17,9 @@ pub struct Finding {
     /// Who made the calls (indexes into the Trace's call sites).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sites: Vec<SiteShare>,
-    /// Time the fix would save at least: the kernel time of the calls it
-    /// removes, as measured (user-space work around them comes on top).
+    /// Time the fix would save, estimated: the kernel time of the calls it
+    /// removes, measured while traced (user-space work around them comes on
+    /// top; tracing makes each call slower).
     pub saving_ns: u64,
     pub why: String,
     pub fixes: Vec<Fix>,

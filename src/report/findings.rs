@@ -23,7 +23,7 @@ pub fn section(out: &mut String, trace: &Trace, findings: &[Finding]) {
         return;
     }
     let saving: u64 = findings.iter().map(|f| f.saving_ns).sum();
-    let share = if run_ns > 0 { format!(", at least {:.0}% of the run's time", 100.0 * saving as f64 / run_ns as f64) } else { String::new() };
+    let share = if run_ns > 0 { format!(", about {:.0}% of the run's time", 100.0 * saving as f64 / run_ns as f64) } else { String::new() };
     let n = findings.len();
     let _ = writeln!(out, "\n{n} {}{share}", if n == 1 { "problem" } else { "problems" });
     for f in findings {
@@ -63,7 +63,7 @@ pub fn section(out: &mut String, trace: &Trace, findings: &[Finding]) {
             let _ = writeln!(out, "  prove {p}");
         }
         if f.saving_ns > 0 {
-            let _ = writeln!(out, "  saves at least {} (the kernel time of the calls it removes)", duration(f.saving_ns));
+            let _ = writeln!(out, "  saves ≈ {} (the kernel time of the calls it removes, measured while traced)", duration(f.saving_ns));
         }
     }
 }
