@@ -48,6 +48,53 @@ pub enum Command {
         #[command(flatten)]
         report: ReportArgs,
     },
+    /// Measure a fix: the command against variants, untraced, interleaved, with statistics
+    #[command(after_help = "Examples:\n  sysdiet compare --env TZ=:/etc/localtime -- ./timeloop localtime 1000000\n  \
+                            sysdiet compare --vs './app --buffered' -- ./app\n  \
+                            sysdiet compare --runs 20 --warmup 3 --check-output --export-markdown result.md --env PYTHONUNBUFFERED= -- python3 job.py\n\n\
+                            Timing runs are untraced; one more traced run of each variant gives the syscall diff.\n\
+                            Exit status 1 when --check-output finds a variant whose output differs.")]
+    Compare {
+        /// A variant with this environment variable set (repeatable; all of them form one variant)
+        #[arg(long = "env", value_name = "NAME=VALUE")]
+        env: Vec<String>,
+        /// ... or with this variable removed (repeatable)
+        #[arg(long = "unset-env", value_name = "NAME")]
+        unset_env: Vec<String>,
+        /// A variant that is another command line (repeatable)
+        #[arg(long = "vs", value_name = "'CMD'")]
+        vs: Vec<String>,
+        /// Timed runs per variant
+        #[arg(long, default_value_t = 10)]
+        runs: usize,
+        /// Untimed runs per variant first
+        #[arg(long, default_value_t = 1)]
+        warmup: usize,
+        /// Fail when a variant's stdout differs from the baseline's
+        #[arg(long)]
+        check_output: bool,
+        /// Replace matches of REGEX in outputs before comparing them (repeatable)
+        #[arg(long, value_name = "REGEX")]
+        normalize: Vec<String>,
+        /// Go on when the command exits non-zero
+        #[arg(long)]
+        ignore_failure: bool,
+        /// Skip the traced runs (no syscall diff)
+        #[arg(long)]
+        no_trace: bool,
+        /// Also write the result as a Markdown table
+        #[arg(long, value_name = "FILE")]
+        export_markdown: Option<PathBuf>,
+        /// Write the result as JSON
+        #[arg(long)]
+        json: bool,
+        /// Write it to FILE instead of stderr
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// The baseline command
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+        command: Vec<OsString>,
+    },
     /// Audit the host without running anything: clocksource, TZ, processes without TZ
     #[command(after_help = "Examples:\n  sysdiet check\n  sysdiet check --sample 5s\n\n\
                             Lists the processes that have no TZ, with the fix for each (a systemd drop-in for services).\n\

@@ -31,6 +31,9 @@ pub enum Error {
     #[error("loading the BPF tracer failed: {0} (run with SYSDIET_DEBUG=1 to see libbpf's log)")]
     Bpf(String),
 
+    #[error("variant {label} ({change}) exited with status {status}: fix it, or pass --ignore-failure to compare anyway")]
+    VariantFailed { label: String, change: String, status: i32 },
+
     #[error("{path}: {source}")]
     File { path: PathBuf, source: std::io::Error },
 

@@ -2,6 +2,7 @@
 //! makes them. Data flows target → trace (+ stacks) → model → report.
 
 pub mod commands;
+pub mod compare;
 pub mod diagnose;
 pub mod error;
 pub mod model;

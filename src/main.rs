@@ -29,6 +29,34 @@ fn dispatch(cli: Cli, started: Instant) -> Result<i32> {
     match cli.command {
         Command::Run { report, command } => run(&command, &options(report)?, started),
         Command::Attach { pids, duration, report } => attach(&pids, duration, &options(report)?, started),
+        Command::Compare {
+            env,
+            unset_env,
+            vs,
+            runs,
+            warmup,
+            check_output,
+            normalize,
+            ignore_failure,
+            no_trace,
+            export_markdown,
+            json,
+            output,
+            command,
+        } => sysdiet::commands::compare::run(sysdiet::commands::compare::CompareArgs {
+            command,
+            env,
+            unset_env,
+            vs,
+            runs,
+            warmup,
+            check_output,
+            normalize,
+            ignore_failure,
+            no_trace,
+            export_markdown,
+            report: ReportOptions { format: if json { Format::Json } else { Format::Text }, output, ..Default::default() },
+        }),
         Command::Check { args } => sysdiet::commands::check::check(
             args.sample,
             &ReportOptions {
@@ -48,6 +76,7 @@ fn options(r: ReportArgs) -> Result<TraceOptions> {
     }
     Ok(TraceOptions {
         stacks: !r.no_stacks,
+        quiet: false,
         filter: match &r.expr {
             Some(e) => SyscallSet::parse(e)?,
             None => SyscallSet::default(),

@@ -329,3 +329,31 @@ fn attach_covers_every_running_thread() {
         .count();
     assert_eq!(busy, 2, "both worker threads counted: {doc}");
 }
+
+/// The SigIgn mask of `grep` run under sysdiet, sysdiet itself started with
+/// SIGINT and SIGQUIT ignored (as a script's background job is) or not.
+fn ignored_under_sysdiet(ignore: bool) -> u64 {
+    use std::os::unix::process::CommandExt;
+    let mut c = sysdiet();
+    c.args(["run", "-o", "/dev/null", "--", "grep", "SigIgn", "/proc/self/status"]);
+    if ignore {
+        // SAFETY: only signal(2) between fork and exec.
+        unsafe {
+            c.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_IGN);
+                libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+    }
+    let out = c.output().unwrap();
+    let line = String::from_utf8_lossy(&out.stdout).into_owned();
+    u64::from_str_radix(line.trim().trim_start_matches("SigIgn:").trim(), 16).unwrap_or_else(|_| panic!("{line}"))
+}
+
+#[test]
+fn the_command_inherits_ignored_signals_not_sysdiets_handlers() {
+    let both = (1 << (libc::SIGINT - 1)) | (1 << (libc::SIGQUIT - 1));
+    assert_eq!(ignored_under_sysdiet(true) & both, both, "still ignored, though sysdiet catches them");
+    assert_eq!(ignored_under_sysdiet(false) & both, 0);
+}

@@ -7,27 +7,11 @@ fn check(name: &str, args: &[&str], skip: &[&str]) {
     let exe = victim(name);
     let mut argv = vec![exe.to_str().unwrap()];
     argv.extend_from_slice(args);
-    // strace itself has been seen, once, under a loaded CI machine, to
-    // count two rt_sigaction calls fewer in a posix_spawn child (120 for
-    // 122). A disagreement is therefore measured twice, both tools afresh;
-    // twice the same disagreement fails.
-    let mut first_error = None;
-    for _ in 0..2 {
-        let oracle = strace_counts(&[], &argv);
-        let (doc, out) = sysdiet_json(&[], &argv);
-        assert!(out.status.success(), "{name}: sysdiet failed: {}", String::from_utf8_lossy(&out.stderr));
-        assert_eq!(doc["lost"]["syscall_map_full"], 0);
-        match same_counts(name, &oracle, &counts_of(&doc), skip) {
-            Ok(()) => {
-                if let Some(e) = first_error {
-                    eprintln!("{name}: counts agreed on the second try; the first: {e}");
-                }
-                return;
-            }
-            Err(e) if first_error.is_none() => first_error = Some(e),
-            Err(e) => panic!("{e}\n(and the first time: {})", first_error.unwrap()),
-        }
-    }
+    let oracle = strace_counts(&[], &argv);
+    let (doc, out) = sysdiet_json(&[], &argv);
+    assert!(out.status.success(), "{name}: sysdiet failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(doc["lost"]["syscall_map_full"], 0);
+    assert_same_counts(name, &oracle, &counts_of(&doc), skip);
 }
 
 #[test]

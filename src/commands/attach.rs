@@ -54,7 +54,8 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
         readout_ns: 0,
         environment: target::environment_of_process(pids[0]),
     };
-    finish(&mut tracer, stacks, run, ended, opts)?;
+    let (trace, findings) = finish(&mut tracer, stacks, run, ended, opts)?;
+    crate::report::write(&trace, &findings, &opts.report)?;
     Ok(0)
 }
 

@@ -2,12 +2,14 @@
 
 pub mod attach;
 pub mod check;
+pub mod compare;
 pub mod run;
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::error::Result;
 use crate::model::builder::TraceBuilder;
+use crate::diagnose::Finding;
 use crate::model::{RunInfo, Trace};
 use crate::report::ReportOptions;
 use crate::stacks::collector::Collector;
@@ -21,6 +23,8 @@ pub struct TraceOptions {
     pub filter: SyscallSet,
     /// Sample stacks to find call sites.
     pub stacks: bool,
+    /// The command's stdin, stdout and stderr go to /dev/null.
+    pub quiet: bool,
     pub report: ReportOptions,
 }
 
@@ -47,7 +51,7 @@ fn finish(
     mut run: RunInfo,
     ended: Instant,
     opts: &TraceOptions,
-) -> Result<Trace> {
+) -> Result<(Trace, Vec<Finding>)> {
     let mut builder = TraceBuilder::default();
     // This stops sampling too, so the collector's last pass gets it all.
     let lost = tracer.read_into(&mut builder)?;
@@ -58,6 +62,5 @@ fn finish(
     run.readout_ns = ended.elapsed().as_nanos() as u64;
     let trace = builder.finish(run, lost);
     let findings = crate::diagnose::diagnose(&trace, opts.report.all);
-    crate::report::write(&trace, &findings, &opts.report)?;
-    Ok(trace)
+    Ok((trace, findings))
 }

@@ -9,24 +9,39 @@ use nix::unistd::Pid;
 
 use super::{finish, start_stacks, unix_now, TraceOptions, BACKEND};
 use crate::error::{Error, Result};
-use crate::model::RunInfo;
+use crate::diagnose::Finding;
+use crate::model::{RunInfo, Trace};
 use crate::target::{self, spawn, Event};
 use crate::trace::bpf::BpfTracer;
 
-/// Runs `command` traced; returns the status sysdiet should exit with: the
-/// command's own (128 + N when killed by signal N).
+/// Runs `command` traced, reports, and returns the status sysdiet should
+/// exit with: the command's own (128 + N when killed by signal N).
 pub fn run(command: &[OsString], opts: &TraceOptions, started: Instant) -> Result<i32> {
+    let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    let traced = trace_command(command, &env, opts, started)?;
+    crate::report::write(&traced.trace, &traced.findings, &opts.report)?;
+    Ok(traced.status)
+}
+
+/// A traced run: its Trace, the findings, and the shell's exit status.
+pub struct Traced {
+    pub trace: Trace,
+    pub findings: Vec<Finding>,
+    pub status: i32,
+}
+
+/// Runs `command` with environment `env`, traced to its end.
+pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &TraceOptions, started: Instant) -> Result<Traced> {
     let Some(name) = command.first() else {
         return Err(Error::Usage("no command given: sysdiet run -- COMMAND [ARGS...]".into()));
     };
     // Cheap errors first: a typo should not wait for BPF to load.
     let program = spawn::resolve_program(name)?;
-    let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
 
     let (tx, rx) = mpsc::channel();
     target::watch_signals(tx.clone())?;
     let mut tracer = BpfTracer::load(&opts.filter, opts.stacks)?;
-    let held = spawn::spawn_held(&program, command, &env)?;
+    let held = spawn::spawn_held(&program, command, env, opts.quiet)?;
     tracer.add_target(held.pid(), true)?;
     // Before its execve, so that the mappings of the new program are seen.
     let stacks = start_stacks(&tracer, opts, &[held.pid()], Vec::new())?;
@@ -71,8 +86,8 @@ pub fn run(command: &[OsString], opts: &TraceOptions, started: Instant) -> Resul
         interrupted: exit.is_none(),
         setup_ns,
         readout_ns: 0,
-        environment: target::environment_of_command(&env),
+        environment: target::environment_of_command(env),
     };
-    finish(&mut tracer, stacks, run, ended, opts)?;
-    Ok(exit.map_or(128 + libc::SIGINT, |e| e.shell_status()))
+    let (trace, findings) = finish(&mut tracer, stacks, run, ended, opts)?;
+    Ok(Traced { trace, findings, status: exit.map_or(128 + libc::SIGINT, |e| e.shell_status()) })
 }

@@ -2,6 +2,7 @@
 
 pub mod callsites;
 pub mod check;
+pub mod compare;
 pub mod findings;
 pub mod flamegraph;
 pub mod folded;

@@ -122,7 +122,7 @@ fn arguments(out: &mut String, trace: &Trace) {
     }
     let _ = writeln!(out, "\nmost repeated arguments");
     let w = thousands(repeated[0].calls).len();
-    let lines: Vec<(String, &ArgumentStats)> = repeated.iter().map(|a| (describe(a), *a)).collect();
+    let lines: Vec<(String, &ArgumentStats)> = repeated.iter().map(|a| (describe_argument(a), *a)).collect();
     let dw = lines.iter().map(|(d, _)| d.chars().count()).max().unwrap_or(0);
     for (d, a) in lines {
         let pid = if trace.processes.len() > 1 { format!("  pid {}", a.pid) } else { String::new() };
@@ -140,7 +140,7 @@ fn arguments(out: &mut String, trace: &Trace) {
 }
 
 /// `newfstatat("/etc/localtime")`, `write(fd 1) of ≤ 16 bytes`.
-fn describe(a: &ArgumentStats) -> String {
+pub fn describe_argument(a: &ArgumentStats) -> String {
     let mut s = match &a.argument {
         Argument::Path { path, dirfd } => {
             let path = path.as_deref().map_or_else(|| "(unreadable)".to_string(), quoted);

@@ -2,6 +2,7 @@
 //! pid (`attach`), and the events that end a trace.
 
 pub mod host;
+pub mod inherited;
 pub mod spawn;
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -50,6 +51,7 @@ pub fn watch_child(pid: u32, tx: Sender<Event>) {
 
 /// Catches the signals that would end sysdiet, so it can report first.
 pub fn watch_signals(tx: Sender<Event>) -> Result<()> {
+    inherited::remember();
     let mut signals = SignalsInfo::<WithOrigin>::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])?;
     std::thread::spawn(move || {
         for info in signals.forever() {

@@ -56,7 +56,9 @@ pub struct HeldChild {
 }
 
 /// Forks a child that will execve(program, argv, env) once released.
-pub fn spawn_held(program: &Path, argv: &[OsString], env: &[(OsString, OsString)]) -> Result<HeldChild> {
+/// `quiet`: the command's stdin, stdout and stderr are /dev/null (compare's
+/// traced runs), not sysdiet's own.
+pub fn spawn_held(program: &Path, argv: &[OsString], env: &[(OsString, OsString)], quiet: bool) -> Result<HeldChild> {
     let cstr = |s: &[u8]| CString::new(s).map_err(|_| Error::Usage("arguments cannot contain NUL bytes".into()));
     let path = cstr(program.as_os_str().as_bytes())?;
     let args: Vec<CString> = argv.iter().map(|a| cstr(a.as_bytes())).collect::<Result<_>>()?;
@@ -72,17 +74,22 @@ pub fn spawn_held(program: &Path, argv: &[OsString], env: &[(OsString, OsString)
     let (wait_r, go_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io_err)?;
     let (err_r, err_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io_err)?;
 
+    let null = if quiet { Some(std::fs::OpenOptions::new().read(true).write(true).open("/dev/null")?) } else { None };
+    super::inherited::remember();
     // SAFETY: the child only makes async-signal-safe calls on memory
     // prepared above, then execs or _exits.
     match unsafe { fork() }.map_err(io_err)? {
         ForkResult::Child => unsafe {
             libc::close(go_w.as_raw_fd());
             libc::close(err_r.as_raw_fd());
-            // Rust ignores SIGPIPE; the command must get the default back.
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-            let mut empty: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut empty);
-            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            // The command gets the signal state sysdiet was given, not
+            // sysdiet's own handlers.
+            super::inherited::restore_in_child();
+            if let Some(null) = &null {
+                for fd in 0..3 {
+                    libc::dup2(null.as_raw_fd(), fd);
+                }
+            }
             let mut byte = 0u8;
             // One byte: go. EOF: sysdiet is gone; run anyway.
             while libc::read(wait_r.as_raw_fd(), (&mut byte as *mut u8).cast(), 1) < 0

@@ -1,0 +1,335 @@
+//! compare: runs a command and its variants (environment changes, other
+//! command lines) untraced, interleaved (A B A B, the order alternating),
+//! after warm-ups, and measures each run; then traces one run of each to
+//! say which syscalls and findings the change removed.
+
+pub mod stats;
+mod timing;
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+
+use serde::{Deserialize, Serialize};
+
+use crate::commands::run::trace_command;
+use crate::commands::TraceOptions;
+use crate::error::{Error, Result};
+use crate::model::Trace;
+use stats::Summary;
+pub use timing::RunTiming;
+
+/// One thing to run: the baseline or a variant.
+#[derive(Debug, Clone)]
+pub struct Variant {
+    /// `A`, `B`, ...
+    pub label: String,
+    /// How it differs from the baseline, as given (`--env TZ=:/etc/localtime`).
+    pub change: String,
+    pub command: Vec<OsString>,
+    pub env: Vec<(OsString, OsString)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct CompareOptions {
+    pub runs: usize,
+    pub warmup: usize,
+    pub check_output: bool,
+    /// Replaced by `<normalized>` in outputs before they are compared.
+    pub normalize: Vec<regex::Regex>,
+    pub ignore_failure: bool,
+    /// Trace one run of each variant for the syscall diff.
+    pub trace: bool,
+    pub progress: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Comparison {
+    pub runs: usize,
+    pub warmup: usize,
+    pub variants: Vec<VariantResult>,
+    /// Why there are no syscall counts, when there are none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_error: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct VariantResult {
+    pub label: String,
+    pub change: String,
+    pub command: Vec<String>,
+    pub runs: Vec<RunTiming>,
+    /// Seconds.
+    pub wall: Summary,
+    pub user: Summary,
+    pub sys: Summary,
+    pub max_rss_kib: u64,
+    /// Indices of runs flagged as outliers (wall time).
+    pub outliers: Vec<usize>,
+    /// Against the baseline (absent for the baseline itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vs_baseline: Option<VsBaseline>,
+    /// With --check-output: how this variant's output differs from the
+    /// baseline's, if it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_differs: Option<String>,
+    /// Runs that exited non-zero (with --ignore-failure).
+    pub failed_runs: usize,
+    /// From the traced run: calls per syscall, per repeated argument, and
+    /// the findings (`id: what`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub syscalls: BTreeMap<String, u64>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub arguments: BTreeMap<String, u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct VsBaseline {
+    /// Median wall time of this variant over the baseline's.
+    pub ratio: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
+    pub verdict: Verdict,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Faster,
+    Slower,
+    NoSignificantDifference,
+}
+
+/// Differences smaller than this are not called faster or slower even when
+/// the interval excludes 1: on a shared machine that is drift, not a fix.
+const MIN_EFFECT: f64 = 0.05;
+/// Fewer runs than this are too few to call any of them an outlier.
+const MIN_RUNS_FOR_OUTLIERS: usize = 5;
+
+pub fn verdict(ratio: f64, lo: f64, hi: f64) -> Verdict {
+    if hi < 1.0 && ratio < 1.0 - MIN_EFFECT {
+        Verdict::Faster
+    } else if lo > 1.0 && ratio > 1.0 + MIN_EFFECT {
+        Verdict::Slower
+    } else {
+        Verdict::NoSignificantDifference
+    }
+}
+
+pub fn compare(variants: &[Variant], opts: &CompareOptions) -> Result<Comparison> {
+    if opts.runs == 0 {
+        return Err(Error::Usage("--runs must be at least 1".into()));
+    }
+    // Every command must start before any is timed.
+    for v in variants {
+        let name = v.command.first().ok_or_else(|| Error::Usage(format!("variant {} has no command", v.label)))?;
+        crate::target::spawn::resolve_program(name)?;
+    }
+    let n = variants.len();
+    let mut runs: Vec<Vec<RunTiming>> = vec![Vec::new(); n];
+    let mut outputs: Vec<Option<Vec<u8>>> = vec![None; n];
+    let total = (opts.warmup + opts.runs) * n;
+    let mut done = 0;
+    for round in 0..opts.warmup + opts.runs {
+        // Interleaved, the order alternating, so drift hits all alike.
+        let order: Vec<usize> = if round % 2 == 0 { (0..n).collect() } else { (0..n).rev().collect() };
+        for i in order {
+            let v = &variants[i];
+            if opts.progress {
+                eprint!("\rsysdiet compare: run {}/{total} ({}){:10}", done + 1, v.label, "");
+            }
+            let (t, out) = timing::run_once(v, opts.check_output)?;
+            done += 1;
+            if t.status != 0 && !opts.ignore_failure {
+                if opts.progress {
+                    eprintln!();
+                }
+                return Err(Error::VariantFailed { label: v.label.clone(), change: v.change.clone(), status: t.status });
+            }
+            if outputs[i].is_none() {
+                outputs[i] = out;
+            }
+            if round >= opts.warmup {
+                runs[i].push(t);
+            }
+        }
+    }
+    if opts.progress {
+        eprint!("\r{:70}\r", "");
+    }
+    let normalized: Vec<Option<String>> =
+        outputs.iter().map(|o| o.as_ref().map(|b| normalize(&String::from_utf8_lossy(b), &opts.normalize))).collect();
+    let base_wall: Vec<f64> = runs[0].iter().map(|r| r.wall_s).collect();
+    let mut result = Comparison { runs: opts.runs, warmup: opts.warmup, ..Default::default() };
+    for (i, v) in variants.iter().enumerate() {
+        let wall: Vec<f64> = runs[i].iter().map(|r| r.wall_s).collect();
+        let vs_baseline = (i > 0).then(|| {
+            let (ratio, lo, hi) = stats::ratio_interval(&base_wall, &wall);
+            VsBaseline { ratio, ci_low: lo, ci_high: hi, verdict: verdict(ratio, lo, hi) }
+        });
+        let mut rss: Vec<f64> = runs[i].iter().map(|r| r.max_rss_kib as f64).collect();
+        rss.sort_by(f64::total_cmp);
+        result.variants.push(VariantResult {
+            label: v.label.clone(),
+            change: v.change.clone(),
+            command: v.command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
+            wall: stats::summarize(&wall),
+            user: stats::summarize(&runs[i].iter().map(|r| r.user_s).collect::<Vec<_>>()),
+            sys: stats::summarize(&runs[i].iter().map(|r| r.sys_s).collect::<Vec<_>>()),
+            max_rss_kib: stats::median(&rss) as u64,
+            outliers: if wall.len() >= MIN_RUNS_FOR_OUTLIERS { stats::outliers(&wall) } else { Vec::new() },
+            vs_baseline,
+            output_differs: (i > 0 && opts.check_output).then(|| first_difference(&normalized[0], &normalized[i])).flatten(),
+            failed_runs: runs[i].iter().filter(|r| r.status != 0).count(),
+            runs: std::mem::take(&mut runs[i]),
+            ..Default::default()
+        });
+    }
+    if opts.trace {
+        if let Err(e) = trace_each(variants, &mut result) {
+            result.trace_error = Some(e.to_string());
+        }
+    }
+    Ok(result)
+}
+
+/// One traced run per variant: its syscall counts and findings.
+fn trace_each(variants: &[Variant], result: &mut Comparison) -> Result<()> {
+    let opts = TraceOptions { stacks: false, quiet: true, ..Default::default() };
+    for (v, r) in variants.iter().zip(&mut result.variants) {
+        let traced = trace_command(&v.command, &v.env, &opts, std::time::Instant::now())?;
+        fill_counts(&traced.trace, r);
+        r.findings = traced.findings.iter().map(|f| format!("[{}] {}", f.id, f.what)).collect();
+    }
+    Ok(())
+}
+
+fn fill_counts(trace: &Trace, r: &mut VariantResult) {
+    r.syscalls = trace.syscalls.iter().map(|s| (s.name.clone(), s.calls)).collect();
+    for a in trace.arguments.iter().filter(|a| a.calls > 1) {
+        *r.arguments.entry(crate::report::text::describe_argument(a)).or_default() += a.calls;
+    }
+}
+
+fn normalize(text: &str, patterns: &[regex::Regex]) -> String {
+    patterns.iter().fold(text.to_string(), |t, re| re.replace_all(&t, "<normalized>").into_owned())
+}
+
+/// Where two outputs first differ, said in one line; None if they agree.
+fn first_difference(a: &Option<String>, b: &Option<String>) -> Option<String> {
+    let (a, b) = (a.as_deref().unwrap_or(""), b.as_deref().unwrap_or(""));
+    if a == b {
+        return None;
+    }
+    let mut la = a.lines();
+    let mut lb = b.lines();
+    for n in 1.. {
+        match (la.next(), lb.next()) {
+            (Some(x), Some(y)) if x == y => continue,
+            (x, y) => {
+                let show = |l: Option<&str>| l.map_or_else(|| "(end of output)".to_string(), |l| format!("{:?}", truncate(l, 60)));
+                return Some(format!("line {n}: baseline {} vs {}", show(x), show(y)));
+            }
+        }
+    }
+    unreachable!("the outputs differ somewhere")
+}
+
+fn truncate(s: &str, n: usize) -> &str {
+    s.char_indices().nth(n).map_or(s, |(i, _)| &s[..i])
+}
+
+/// Splits a command line given as one string (`--vs './app --fast'`) into
+/// words, honouring single and double quotes and backslashes, as a shell
+/// would for plain words.
+pub fn split_words(s: &str) -> Result<Vec<OsString>> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(c) => cur.push(c),
+                        None => return Err(Error::Usage(format!("unclosed ' in `{s}`"))),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        // Inside double quotes a backslash escapes only
+                        // these; before anything else it stays.
+                        Some('\\') => match chars.next() {
+                            Some(c @ ('"' | '\\' | '$' | '`')) => cur.push(c),
+                            Some(c) => {
+                                cur.push('\\');
+                                cur.push(c);
+                            }
+                            None => return Err(Error::Usage(format!("unclosed \" in `{s}`"))),
+                        },
+                        Some(c) => cur.push(c),
+                        None => return Err(Error::Usage(format!("unclosed \" in `{s}`"))),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                cur.extend(chars.next());
+            }
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(OsString::from(std::mem::take(&mut cur)));
+                    in_word = false;
+                }
+            }
+            c => {
+                in_word = true;
+                cur.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(OsString::from(cur));
+    }
+    Ok(words)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words() {
+        let w = |s: &str| split_words(s).unwrap().into_iter().map(|o| o.into_string().unwrap()).collect::<Vec<_>>();
+        assert_eq!(w("./app --fast"), vec!["./app", "--fast"]);
+        assert_eq!(w(r#"sh -c 'echo "a b"' x\ y"#), vec!["sh", "-c", "echo \"a b\"", "x y"]);
+        assert_eq!(w(r#"printf "%s\n" ''"#), vec!["printf", r"%s\n", ""], "as a shell keeps it");
+        assert!(split_words("echo 'oops").is_err());
+    }
+
+    #[test]
+    fn verdicts_need_the_interval_and_an_effect() {
+        assert_eq!(verdict(0.5, 0.45, 0.55), Verdict::Faster);
+        assert_eq!(verdict(1.5, 1.4, 1.6), Verdict::Slower);
+        assert_eq!(verdict(0.9, 0.8, 1.05), Verdict::NoSignificantDifference);
+        assert_eq!(verdict(0.97, 0.965, 0.975), Verdict::NoSignificantDifference, "3% is drift");
+    }
+
+    #[test]
+    fn output_differences() {
+        let s = |t: &str| Some(t.to_string());
+        assert_eq!(first_difference(&s("a\nb\n"), &s("a\nb\n")), None);
+        assert_eq!(first_difference(&s("a\nb\n"), &s("a\nc\n")).unwrap(), "line 2: baseline \"b\" vs \"c\"");
+        assert_eq!(first_difference(&s("a\n"), &s("a\nb\n")).unwrap(), "line 2: baseline (end of output) vs \"b\"");
+        let re = vec![regex::Regex::new(r"\d+ ms").unwrap()];
+        assert_eq!(normalize("took 12 ms", &re), normalize("took 9 ms", &re));
+    }
+}

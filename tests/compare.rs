@@ -1,0 +1,105 @@
+//! sysdiet compare: a fix measured, an A/A run, outputs checked, bad input.
+
+mod common;
+use common::*;
+use serde_json::Value;
+
+fn compare(args: &[&str], command: &[&str]) -> (Option<i32>, Value, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("c.json");
+    let out = sysdiet()
+        .arg("compare")
+        .args(args)
+        .args(["--json", "-o"])
+        .arg(&json)
+        .arg("--")
+        .args(command)
+        .env_remove("TZ")
+        .output()
+        .unwrap();
+    let doc = std::fs::read_to_string(&json).ok().map_or(Value::Null, |t| serde_json::from_str(&t).unwrap());
+    (out.status.code(), doc, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn the_tz_fix_is_measured_faster_and_its_stats_are_gone() {
+    let exe = victim("timeloop");
+    let (code, doc, err) = compare(&["--runs", "5", "--env", "TZ=:/etc/localtime"], &[exe.to_str().unwrap(), "localtime", "100000"]);
+    assert_eq!(code, Some(0), "{err}");
+    let (a, b) = (&doc["variants"][0], &doc["variants"][1]);
+    assert_eq!(a["runs"].as_array().unwrap().len(), 5);
+    assert_eq!(b["change"], "--env TZ=:/etc/localtime");
+    assert_eq!(b["vs_baseline"]["verdict"], "faster", "{doc}");
+    assert!(b["vs_baseline"]["ci_high"].as_f64().unwrap() < 1.0);
+    let zone = "newfstatat(\"/etc/localtime\")";
+    assert_eq!(a["arguments"][zone], 99_999);
+    assert!(b["arguments"].get(zone).is_none(), "gone with TZ set: {}", b["arguments"]);
+    assert!(a["findings"].as_array().unwrap().iter().any(|f| f.as_str().unwrap().starts_with("[tz-unset]")));
+    assert!(b["findings"].as_array().is_none_or(|f| f.is_empty()), "{b}");
+}
+
+#[test]
+fn the_same_command_twice_is_no_significant_difference() {
+    let exe = victim("timeloop");
+    let cmd = format!("{} localtime_r 300000", exe.display());
+    let (code, doc, err) = compare(&["--runs", "10", "--no-trace", "--vs", &cmd], &[exe.to_str().unwrap(), "localtime_r", "300000"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(doc["variants"][1]["vs_baseline"]["verdict"], "no_significant_difference", "{doc}");
+}
+
+#[test]
+fn a_variant_that_prints_something_else_is_caught() {
+    let (code, doc, _) = compare(&["--runs", "2", "--no-trace", "--check-output", "--vs", "echo 2 apples"], &["echo", "1 apple"]);
+    assert_eq!(code, Some(1), "a fix that changes the output fails");
+    assert_eq!(doc["variants"][1]["output_differs"], "line 1: baseline \"1 apple\" vs \"2 apples\"");
+    // Normalized away, the outputs agree.
+    let (code, doc, _) = compare(
+        &["--runs", "2", "--no-trace", "--check-output", "--normalize", "[0-9]+ apples?", "--vs", "echo 2 apples"],
+        &["echo", "1 apple"],
+    );
+    assert_eq!(code, Some(0));
+    assert!(doc["variants"][1].get("output_differs").is_none());
+}
+
+#[test]
+fn text_and_markdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("r.md");
+    let out = sysdiet()
+        .args(["compare", "--runs", "3", "--export-markdown"])
+        .arg(&md)
+        .args(["--env", "TZ=:/etc/localtime", "--"])
+        .arg(victim("timeloop"))
+        .args(["localtime", "20000"])
+        .env_remove("TZ")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(text.starts_with("sysdiet compare: 2 variants, 3 runs each after 1 warm-up, interleaved, untraced"), "{text}");
+    assert!(text.contains("B vs A: "), "{text}");
+    assert!(text.contains("gone in B: [tz-unset]"), "{text}");
+    assert!(!text.contains("loop_ns="), "the commands' own output stays out of the report");
+    let table = std::fs::read_to_string(&md).unwrap();
+    assert!(table.starts_with("| variant | change |") && table.contains("| B | `--env TZ=:/etc/localtime` |"), "{table}");
+}
+
+#[test]
+fn bad_input_is_refused_clearly() {
+    let (code, _, err) = compare(&["--vs", "no-such-command-here"], &["true"]);
+    assert_eq!(code, Some(127));
+    assert!(err.contains("no-such-command-here: command not found"), "{err}");
+    let (code, _, err) = compare(&["--runs", "0", "--env", "A=1"], &["true"]);
+    assert_eq!((code, err.trim()), (Some(2), "sysdiet: --runs must be at least 1"));
+    let (code, _, err) = compare(&["--env", "FOO"], &["true"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("--env FOO: write it as NAME=VALUE"), "{err}");
+    let (code, _, err) = compare(&[], &["true"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("nothing to compare with"), "{err}");
+    let (code, _, err) = compare(&["--runs", "2", "--vs", "false"], &["true"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("variant B (--vs false) exited with status 1") && err.contains("--ignore-failure"), "{err}");
+    let (code, doc, _) = compare(&["--runs", "2", "--no-trace", "--ignore-failure", "--vs", "false"], &["true"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(doc["variants"][1]["failed_runs"], 2);
+}
