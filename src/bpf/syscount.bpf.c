@@ -360,13 +360,12 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 {
 	struct task_state *ts;
 	struct syscall_spec spec;
-	bool prev_change;
+	__u32 prev_nr;
 
 	ts = bpf_task_storage_get(&states, bpf_get_current_task_btf(), 0, 0);
 	if (!ts || stopped)
 		return 0;
-	prev_change = ts->nr == NR_RT_SIGPROCMASK && ts->key.nr == NR_RT_SIGPROCMASK &&
-		      ts->key.fd >= MASK_BLOCK;
+	prev_nr = ts->nr;
 	if (ts->state != TARGET_ACTIVE) {
 		/* Held child: nothing counts before its execve. */
 		if (id != NR_EXECVE && id != NR_EXECVEAT)
@@ -398,7 +397,9 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 			if (spec.kind == ARG_CLOCK)
 				ts->key.fd = (int)arg;
 			else if (spec.kind == ARG_SIGMASK)
-				ts->key.fd = classify_mask(regs, prev_change);
+				/* The key still holds the previous call's class. */
+				ts->key.fd = classify_mask(regs, prev_nr == NR_RT_SIGPROCMASK &&
+								 ts->key.fd >= MASK_BLOCK);
 			else
 				ts->key.fd = classify_timeout(spec.kind, arg);
 		} else {

@@ -35,10 +35,11 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         for k in ["_STDBUF_O", "_STDBUF_E", "_STDBUF_I"] {
             if let Some(v) = knobs.get(k) {
                 fixes.insert(0, Fix::env(format!("{k}={v} is set (stdbuf): run it without stdbuf, or with a full buffer")));
-                variants.push(if k == "_STDBUF_O" { "--unset-env _STDBUF_O" } else { "" });
             }
         }
-        variants.retain(|v| !v.is_empty());
+        if knobs.contains_key("_STDBUF_O") {
+            variants.push("--unset-env _STDBUF_O");
+        }
         out.push(Finding {
             id: ID.into(),
             what: format!("{} × {}(fd {fd}) of ≤ {}", thousands(a.calls), a.syscall, bytes(moved)),

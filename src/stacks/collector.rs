@@ -144,11 +144,14 @@ fn collect(
         let t = Instant::now();
         for s in &batch {
             let (stack, facts) = out.unwinder.unwind(s);
-            let next = index.len();
-            let id = *index.entry(stack.clone()).or_insert_with(|| {
-                out.stacks.push(stack);
-                next
-            });
+            let id = match index.get(&stack) {
+                Some(&id) => id,
+                None => {
+                    index.insert(stack.clone(), out.stacks.len());
+                    out.stacks.push(stack);
+                    out.stacks.len() - 1
+                }
+            };
             out.stack_bytes_copied = out.stack_bytes_copied.max(s.stack.len() as u64);
             out.facts.push(facts);
             out.samples.push(CollectedSample {
