@@ -336,15 +336,16 @@ fn ignored_under_sysdiet(ignore: bool) -> u64 {
     use std::os::unix::process::CommandExt;
     let mut c = sysdiet();
     c.args(["run", "-o", "/dev/null", "--", "grep", "SigIgn", "/proc/self/status"]);
-    if ignore {
-        // SAFETY: only signal(2) between fork and exec.
-        unsafe {
-            c.pre_exec(|| {
-                libc::signal(libc::SIGINT, libc::SIG_IGN);
-                libc::signal(libc::SIGQUIT, libc::SIG_IGN);
-                Ok(())
-            });
-        }
+    // Set either way: the test itself may run with them ignored (CI runs
+    // as a background job).
+    let how = if ignore { libc::SIG_IGN } else { libc::SIG_DFL };
+    // SAFETY: only signal(2) between fork and exec.
+    unsafe {
+        c.pre_exec(move || {
+            libc::signal(libc::SIGINT, how);
+            libc::signal(libc::SIGQUIT, how);
+            Ok(())
+        });
     }
     let out = c.output().unwrap();
     let line = String::from_utf8_lossy(&out.stdout).into_owned();
