@@ -46,6 +46,15 @@ struct {
 	__type(value, struct sys_val);
 } sys_stats SEC(".maps");
 
+/* A thread's rt_sigprocmask calls by class (in sys_key.nr), moved here
+ * from its task storage when it exits, like sys_stats. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct sys_key);
+	__type(value, __u64);
+} mask_stats SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, 8192);
@@ -256,6 +265,11 @@ static __always_inline bool account(struct task_state *ts, long ret, __u64 ns)
 	}
 	if (ts->kind == ARG_NONE)
 		return false;
+	if (ts->kind == ARG_SIGMASK) {
+		__u64 class = ts->key.fd;
+
+		return class < MASK_CLASSES && ++ts->mask_calls[class] == 1;
+	}
 	if (ts->kind == ARG_PATH && !ts->path_ok) {
 		/* The kernel has just copied the string in, so its page is
 		 * resident now even if it was not at entry. */
@@ -515,6 +529,13 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 		return 0;
 	/* The thread's counts outlive it here; its storage goes with it. */
 	bpf_loop(MAX_SYSCALLS, flush_one, &c, 0);
+	for (int i = 0; i < MASK_CLASSES; i++) {
+		struct sys_key k = { .tgid = c.tgid, .tid = c.tid, .nr = i };
+
+		if (c.ts->mask_calls[i] &&
+		    bpf_map_update_elem(&mask_stats, &k, &c.ts->mask_calls[i], BPF_ANY))
+			count_lost(LOST_ARG_MAP_FULL);
+	}
 	info = bpf_map_lookup_elem(&tasks, &c.tid);
 	if (!info) {
 		note_task(p, p->real_parent->tgid);

@@ -36,6 +36,7 @@ enum mask_change {
 	MASK_UNBLOCK = 3,
 	MASK_SET = 4,    /* SIG_SETMASK to another mask */
 	MASK_UNDO = 5,   /* a change right after a change, nothing between */
+	MASK_CLASSES = 6,
 };
 
 /* Set per syscall number from user space before load. */
@@ -127,6 +128,9 @@ struct task_state {
 	char path[PATH_LEN];
 	struct sys_val stats[MAX_SYSCALLS];
 	struct sampler samplers[MAX_SYSCALLS];
+	/* rt_sigprocmask calls by enum mask_change: kept here, not in
+	 * arg_stats, so that the hot path makes no hash lookup for them. */
+	__u64 mask_calls[MASK_CLASSES];
 };
 
 struct arg_val {

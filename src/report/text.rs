@@ -130,7 +130,8 @@ fn arguments(out: &mut String, trace: &Trace) {
             out,
             "  {:>w$} × {d:<dw$}  {:>9}{pid}",
             thousands(a.calls),
-            duration(a.total_ns)
+            // Not timed per argument (the mask-change classes): no "0 ns".
+            if a.total_ns > 0 { duration(a.total_ns) } else { "-".into() }
         );
         // The main site, when several made the calls or it is the only one.
         if let Some(site) = a.sites.first().and_then(|s| trace.call_site(s)).filter(|s| s.responsible.is_some()) {

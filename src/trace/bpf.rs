@@ -39,6 +39,7 @@ const ARG_SIGMASK: u8 = 7;
 const TARGET_PENDING_EXEC: u32 = 1;
 const TARGET_ACTIVE: u32 = 2;
 const AT_FDCWD: i64 = -100;
+const NR_RT_SIGPROCMASK: u32 = 14;
 /// The path hash the kernel side gives a path it could not read.
 const UNREADABLE_PATH: u64 = 1;
 
@@ -146,6 +147,9 @@ impl BpfTracer {
             for (nr, s) in state.stats.iter().enumerate().filter(|(_, s)| s.calls > 0) {
                 out.add_syscall(t.tgid, *tid, syscall_stats(nr as u32, s));
             }
+            for (class, &n) in state.mask_calls.iter().enumerate().filter(|(_, n)| **n > 0) {
+                out.add_argument(mask_stats(t.tgid, class as i64, n));
+            }
             read_live.insert(*tid);
         }
         for k in maps.sys_stats.keys() {
@@ -153,6 +157,13 @@ impl BpfTracer {
             let (k, v): (sys_key, sys_val) = (from_bytes(&k), from_bytes(&v));
             if !read_live.contains(&k.tid) {
                 out.add_syscall(k.tgid, k.tid, syscall_stats(k.nr, &v));
+            }
+        }
+        for k in maps.mask_stats.keys() {
+            let Some(v) = maps.mask_stats.lookup(&k, MapFlags::ANY).map_err(bpf_error)? else { continue };
+            let k: sys_key = from_bytes(&k);
+            if !read_live.contains(&k.tid) {
+                out.add_argument(mask_stats(k.tgid, k.nr as i64, from_bytes(&v)));
             }
         }
         for k in maps.errno_stats.keys() {
@@ -238,6 +249,24 @@ fn syscall_stats(nr: u32, v: &sys_val) -> SyscallStats {
         min_ns: v.min_ns,
         max_ns: v.max_ns,
         ..SyscallStats::new(nr)
+    }
+}
+
+/// rt_sigprocmask calls of one class, counted in task storage (no time or
+/// errors per class: the syscall's own stats have those).
+fn mask_stats(tgid: u32, class: i64, calls: u64) -> ArgumentStats {
+    let key = arg_key { tgid, nr: NR_RT_SIGPROCMASK, fd: class, path_hash: 0 };
+    ArgumentStats {
+        pid: tgid,
+        syscall: syscalls::name(NR_RT_SIGPROCMASK),
+        nr: NR_RT_SIGPROCMASK,
+        argument: argument_of(&key, &Default::default()),
+        calls,
+        errors: 0,
+        total_ns: 0,
+        requested: None,
+        returned: None,
+        sites: Vec::new(),
     }
 }
 
