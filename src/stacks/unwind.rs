@@ -59,13 +59,15 @@ impl Unwinder {
 
     pub fn unwind(&mut self, s: &StackSample) -> (RawStack, UnwindFacts) {
         let mut facts = UnwindFacts::default();
-        let Some((epoch, maps)) = self.spaces.at(s.tgid, s.time_ns) else {
+        // Disjoint borrows: the mappings are read while images and
+        // unwinders are updated, without copying them per sample.
+        let Unwinder { spaces, images, unwinders, cache } = self;
+        let Some((epoch, maps)) = spaces.at(s.tgid, s.time_ns) else {
             facts.unmapped_frames = 1;
             return (RawStack { frames: vec![RawFrame { image: None, addr: s.ip }], complete: false }, facts);
         };
-        let maps = maps.to_vec();
-        let entry = self.unwinders.entry((s.tgid, epoch)).or_insert_with(|| (UnwinderX86_64::new(), 0));
-        add_modules(&mut self.images, entry, &maps);
+        let entry = unwinders.entry((s.tgid, epoch)).or_insert_with(|| (UnwinderX86_64::new(), 0));
+        add_modules(images, entry, maps);
 
         let (sp, end) = (s.sp, s.sp + s.stack.len() as u64);
         let mut read = |addr: u64| {
@@ -79,7 +81,7 @@ impl Unwinder {
         };
         let mut addrs = Vec::new();
         let mut complete = false;
-        let mut frames = entry.0.iter_frames(s.ip, UnwindRegsX86_64::new(s.ip, s.sp, s.bp), &mut self.cache, &mut read);
+        let mut frames = entry.0.iter_frames(s.ip, UnwindRegsX86_64::new(s.ip, s.sp, s.bp), cache, &mut read);
         while addrs.len() < MAX_FRAMES {
             match frames.next() {
                 Ok(Some(f)) => addrs.push(f.address_for_lookup()),
@@ -96,7 +98,7 @@ impl Unwinder {
         let frames = addrs
             .into_iter()
             .map(|a| {
-                let placed = spaces::find(&maps, a).and_then(|m| place(&mut self.images, m, a));
+                let placed = spaces::find(maps, a).and_then(|m| place(images, m, a));
                 placed.unwrap_or_else(|| {
                     facts.unmapped_frames += 1;
                     RawFrame { image: None, addr: a }
