@@ -55,45 +55,10 @@ pub enum Command {
                             Timing runs are untraced; one more traced run of each variant gives the syscall diff.\n\
                             Exit status 1 when --check-output finds a variant whose output differs.")]
     Compare {
-        /// A variant with this environment variable set (repeatable; all of them form one variant)
-        #[arg(long = "env", value_name = "NAME=VALUE")]
-        env: Vec<String>,
-        /// ... or with this variable removed (repeatable)
-        #[arg(long = "unset-env", value_name = "NAME")]
-        unset_env: Vec<String>,
-        /// A variant that is another command line (repeatable)
-        #[arg(long = "vs", value_name = "'CMD'")]
-        vs: Vec<String>,
-        /// Timed runs per variant
-        #[arg(long, default_value_t = 10)]
-        runs: usize,
-        /// Untimed runs per variant first
-        #[arg(long, default_value_t = 1)]
-        warmup: usize,
-        /// Fail when a variant's stdout differs from the baseline's
-        #[arg(long)]
-        check_output: bool,
-        /// Replace matches of REGEX in outputs before comparing them (repeatable)
-        #[arg(long, value_name = "REGEX")]
-        normalize: Vec<String>,
-        /// Go on when the command exits non-zero
-        #[arg(long)]
-        ignore_failure: bool,
-        /// Skip the traced runs (no syscall diff)
-        #[arg(long)]
-        no_trace: bool,
-        /// Also write the result as a Markdown table
-        #[arg(long, value_name = "FILE")]
-        export_markdown: Option<PathBuf>,
-        /// Write the result as JSON
-        #[arg(long)]
-        json: bool,
-        /// Write it to FILE instead of stderr
-        #[arg(short = 'o', long = "output", value_name = "FILE")]
-        output: Option<PathBuf>,
-        /// The baseline command
-        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
-        command: Vec<OsString>,
+        #[command(flatten)]
+        args: sysdiet::commands::compare::CompareArgs,
+        #[command(flatten)]
+        out: OutputArgs,
     },
     /// Audit the host without running anything: clocksource, TZ, processes without TZ
     #[command(after_help = "Examples:\n  sysdiet check\n  sysdiet check --sample 5s\n\n\
@@ -110,7 +75,14 @@ pub struct CheckArgs {
     /// Also count, for this long, how often each process without TZ stats the zone file
     #[arg(long, value_parser = parse_duration, value_name = "TIME")]
     pub sample: Option<Duration>,
-    /// Write the audit as JSON
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+/// Where and how a report is written: every command takes these.
+#[derive(Args, Debug, Clone)]
+pub struct OutputArgs {
+    /// Write the result as JSON (schema: docs/json.md)
     #[arg(long)]
     pub json: bool,
     /// Write it to FILE instead of stderr
@@ -123,12 +95,8 @@ pub struct ReportArgs {
     /// Count only these syscalls, as strace: trace=open,read  trace=%file  trace=!write  trace=/^rt_
     #[arg(short = 'e', value_name = "EXPR")]
     pub expr: Option<String>,
-    /// Write the whole trace as JSON (schema: docs/json.md)
-    #[arg(long)]
-    pub json: bool,
-    /// Write the report to FILE instead of stderr
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
-    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub out: OutputArgs,
     /// Break the counts down per process and per thread
     #[arg(long)]
     pub per_thread: bool,

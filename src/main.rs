@@ -4,7 +4,7 @@ use clap::Parser;
 
 mod cli;
 
-use cli::{Cli, Command, ReportArgs, WeightArg};
+use cli::{Cli, Command, OutputArgs, ReportArgs, WeightArg};
 use sysdiet::commands::{attach::attach, run::run, TraceOptions};
 use sysdiet::report::{Format, ReportOptions, Weight};
 use sysdiet::trace::filter::SyscallSet;
@@ -29,42 +29,8 @@ fn dispatch(cli: Cli, started: Instant) -> Result<i32> {
     match cli.command {
         Command::Run { report, command } => run(&command, &options(report)?, started),
         Command::Attach { pids, duration, report } => attach(&pids, duration, &options(report)?, started),
-        Command::Compare {
-            env,
-            unset_env,
-            vs,
-            runs,
-            warmup,
-            check_output,
-            normalize,
-            ignore_failure,
-            no_trace,
-            export_markdown,
-            json,
-            output,
-            command,
-        } => sysdiet::commands::compare::run(sysdiet::commands::compare::CompareArgs {
-            command,
-            env,
-            unset_env,
-            vs,
-            runs,
-            warmup,
-            check_output,
-            normalize,
-            ignore_failure,
-            no_trace,
-            export_markdown,
-            report: ReportOptions { format: if json { Format::Json } else { Format::Text }, output, ..Default::default() },
-        }),
-        Command::Check { args } => sysdiet::commands::check::check(
-            args.sample,
-            &ReportOptions {
-                format: if args.json { Format::Json } else { Format::Text },
-                output: args.output,
-                ..Default::default()
-            },
-        ),
+        Command::Compare { args, out } => sysdiet::commands::compare::run(args, &report_options(out)),
+        Command::Check { args } => sysdiet::commands::check::check(args.sample, &report_options(args.out)),
     }
 }
 
@@ -82,8 +48,6 @@ fn options(r: ReportArgs) -> Result<TraceOptions> {
             None => SyscallSet::default(),
         },
         report: ReportOptions {
-            format: if r.json { Format::Json } else { Format::Text },
-            output: r.output,
             per_thread: r.per_thread,
             all: r.all,
             folded: r.folded,
@@ -92,6 +56,11 @@ fn options(r: ReportArgs) -> Result<TraceOptions> {
                 WeightArg::Count => Weight::Count,
                 WeightArg::Time => Weight::Time,
             },
+            ..report_options(r.out)
         },
     })
+}
+
+fn report_options(out: OutputArgs) -> ReportOptions {
+    ReportOptions { format: if out.json { Format::Json } else { Format::Text }, output: out.output, ..Default::default() }
 }

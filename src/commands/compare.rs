@@ -8,19 +8,43 @@ use crate::compare::{compare as measure, split_words, CompareOptions, Variant};
 use crate::error::{Error, Result};
 use crate::report::{Format, ReportOptions};
 
+/// What `sysdiet compare` takes (besides where to write), as the command
+/// line gives it.
+#[derive(clap::Args, Debug, Clone)]
 pub struct CompareArgs {
-    pub command: Vec<OsString>,
+    /// A variant with this environment variable set (repeatable; all of them form one variant)
+    #[arg(long = "env", value_name = "NAME=VALUE")]
     pub env: Vec<String>,
+    /// ... or with this variable removed (repeatable)
+    #[arg(long = "unset-env", value_name = "NAME")]
     pub unset_env: Vec<String>,
+    /// A variant that is another command line (repeatable)
+    #[arg(long = "vs", value_name = "'CMD'")]
     pub vs: Vec<String>,
+    /// Timed runs per variant
+    #[arg(long, default_value_t = 10)]
     pub runs: usize,
+    /// Untimed runs per variant first
+    #[arg(long, default_value_t = 1)]
     pub warmup: usize,
+    /// Fail when a variant's stdout differs from the baseline's
+    #[arg(long)]
     pub check_output: bool,
+    /// Replace matches of REGEX in outputs before comparing them (repeatable)
+    #[arg(long, value_name = "REGEX")]
     pub normalize: Vec<String>,
+    /// Go on when the command exits non-zero
+    #[arg(long)]
     pub ignore_failure: bool,
+    /// Skip the traced runs (no syscall diff)
+    #[arg(long)]
     pub no_trace: bool,
+    /// Also write the result as a Markdown table
+    #[arg(long, value_name = "FILE")]
     pub export_markdown: Option<PathBuf>,
-    pub report: ReportOptions,
+    /// The baseline command
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
 }
 
 /// The variants: the baseline A, then B with the environment changes (if
@@ -63,10 +87,7 @@ pub fn variants(a: &CompareArgs) -> Result<Vec<Variant>> {
     Ok(out)
 }
 
-pub fn run(a: CompareArgs) -> Result<i32> {
-    if a.runs == 0 {
-        return Err(Error::Usage("--runs must be at least 1".into()));
-    }
+pub fn run(a: CompareArgs, report: &ReportOptions) -> Result<i32> {
     let normalize = a
         .normalize
         .iter()
@@ -86,11 +107,11 @@ pub fn run(a: CompareArgs) -> Result<i32> {
     if let Some(path) = &a.export_markdown {
         std::fs::write(path, crate::report::compare::markdown(&result)).map_err(|source| Error::File { path: path.clone(), source })?;
     }
-    let body = match a.report.format {
+    let body = match report.format {
         Format::Json => serde_json::to_string_pretty(&result).expect("serializes") + "\n",
         Format::Text => crate::report::compare::render(&result),
     };
-    crate::report::write_body(&body, &a.report)?;
+    crate::report::write_body(&body, report)?;
     // A fix that changes the output is not a fix: say so in the status too.
     Ok(if result.variants.iter().any(|v| v.output_differs.is_some()) { 1 } else { 0 })
 }
