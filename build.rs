@@ -1,5 +1,6 @@
 //! Builds the BPF programs under src/bpf/ into skeletons (libbpf-cargo), with
 //! a vmlinux.h dumped from this kernel's BTF by bpftool: the bpftop way.
+//! Also compiles the C kernels `sysdiet bench` times (the cc crate).
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -7,7 +8,7 @@ use std::process::Command;
 
 use libbpf_cargo::SkeletonBuilder;
 
-const PROGRAMS: &[&str] = &["syscount"];
+const PROGRAMS: &[&str] = &["syscount", "tally"];
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR is set by cargo"));
@@ -30,6 +31,11 @@ fn main() {
         println!("cargo:rerun-if-changed={src}");
     }
     println!("cargo:rerun-if-changed=src/bpf/syscount.h");
+    println!("cargo:rerun-if-changed=src/bpf/tally.h");
+
+    // -O2 and nothing clever: each kernel must make its call every time.
+    cc::Build::new().file("src/bench/kernels.c").opt_level(2).warnings(true).compile("sysdiet_kernels");
+    println!("cargo:rerun-if-changed=src/bench/kernels.c");
     println!("cargo:rerun-if-env-changed=SYSDIET_VMLINUX_H");
 }
 

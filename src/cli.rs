@@ -60,6 +60,26 @@ pub enum Command {
         #[command(flatten)]
         out: OutputArgs,
     },
+    /// What each time and signal call costs on this host, in time and in syscalls
+    #[command(after_help = "Examples:\n  sysdiet bench\n  \
+                            sysdiet bench --only localtime,localtime_r --threads 1,2,4 --svg scaling.svg\n  \
+                            sysdiet bench --only none,localtime,gettimeofday --iterations 1000000\n  \
+                            sysdiet bench --json -o bench.json\n\n\
+                            Each kernel calls one function in a loop, in a process of its own.\n\
+                            Syscalls per call are counted with BPF (as root); without the rights, only times are shown.\n\
+                            The table goes to stdout; Ctrl-C prints what was measured so far.")]
+    Bench {
+        #[command(flatten)]
+        args: sysdiet::commands::bench::BenchArgs,
+        #[command(flatten)]
+        out: OutputArgs,
+    },
+    /// Runs one bench kernel (sysdiet bench starts these itself)
+    #[command(name = "__bench-worker", hide = true)]
+    BenchWorker {
+        #[arg(allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Audit the host without running anything: clocksource, TZ, processes without TZ
     #[command(after_help = "Examples:\n  sysdiet check\n  sysdiet check --sample 5s\n\n\
                             Lists the processes that have no TZ, with the fix for each (a systemd drop-in for services).\n\

@@ -1,6 +1,7 @@
 //! sysdiet: find the system calls a program makes for nothing, and who
 //! makes them. Data flows target → trace (+ stacks) → model → report.
 
+pub mod bench;
 pub mod commands;
 pub mod compare;
 pub mod diagnose;

@@ -30,6 +30,11 @@ fn dispatch(cli: Cli, started: Instant) -> Result<i32> {
         Command::Run { report, command } => run(&command, &options(report)?, started),
         Command::Attach { pids, duration, report } => attach(&pids, duration, &options(report)?, started),
         Command::Compare { args, out } => sysdiet::commands::compare::run(args, &report_options(out)),
+        Command::Bench { args, out } => sysdiet::commands::bench::run(args, &report_options(out)),
+        Command::BenchWorker { args } => match sysdiet::bench::worker::Job::parse(&args) {
+            Some(job) => Ok(sysdiet::bench::worker::work(job)),
+            None => Err(sysdiet::Error::Usage("__bench-worker is run by `sysdiet bench`, not by hand".into())),
+        },
         Command::Check { args } => sysdiet::commands::check::check(args.sample, &report_options(args.out)),
     }
 }

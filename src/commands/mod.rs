@@ -1,6 +1,7 @@
 //! The commands: each wires target → trace → model → report.
 
 pub mod attach;
+pub mod bench;
 pub mod check;
 pub mod compare;
 pub mod run;

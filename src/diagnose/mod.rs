@@ -15,7 +15,7 @@ mod signal_mask;
 mod sync_per_op;
 mod tiny_io;
 mod tz_unset;
-mod vdso_fallback;
+pub mod vdso_fallback;
 
 pub use finding::{prove, shell_quote, Evidence, Finding, Fix, FixKind};
 

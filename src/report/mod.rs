@@ -1,5 +1,6 @@
 //! Renderers: they print a Trace and decide nothing.
 
+pub mod bench;
 pub mod callsites;
 pub mod check;
 pub mod compare;
@@ -8,6 +9,7 @@ pub mod flamegraph;
 pub mod folded;
 pub mod format;
 pub mod json;
+pub mod plot;
 pub mod text;
 
 pub use folded::Weight;
@@ -63,6 +65,19 @@ pub fn write_body(body: &str, opts: &ReportOptions) -> Result<()> {
             let mut err = std::io::stderr().lock();
             // A closed stderr is not worth failing the run for.
             let _ = err.write_all(body.as_bytes());
+            Ok(())
+        }
+    }
+}
+
+/// Writes a result that is the command's own output (bench): stdout, or
+/// the file the options name.
+pub fn write_result(body: &str, opts: &ReportOptions) -> Result<()> {
+    match &opts.output {
+        Some(path) => write_file(path, body.as_bytes()),
+        None => {
+            // A closed pipe (`| head`) is not an error worth reporting.
+            let _ = std::io::stdout().lock().write_all(body.as_bytes());
             Ok(())
         }
     }

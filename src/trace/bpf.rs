@@ -22,7 +22,7 @@ use skel::{SyscountSkel, SyscountSkelBuilder};
 
 /// Where the kernel publishes its BTF; `SYSDIET_KERNEL_BTF` overrides it so
 /// that the no-BTF error can be tested on a kernel that has BTF.
-fn kernel_btf_path() -> std::path::PathBuf {
+pub(super) fn kernel_btf_path() -> std::path::PathBuf {
     std::env::var_os("SYSDIET_KERNEL_BTF")
         .map(Into::into)
         .unwrap_or_else(|| "/sys/kernel/btf/vmlinux".into())
@@ -321,7 +321,7 @@ fn argument_stats(key: &arg_key, v: &arg_val, path_of: &std::collections::HashMa
 }
 
 /// The kernel's map error, said for humans: EPERM means missing rights.
-fn bpf_error(e: libbpf_rs::Error) -> Error {
+pub(super) fn bpf_error(e: libbpf_rs::Error) -> Error {
     if e.kind() == libbpf_rs::ErrorKind::PermissionDenied {
         return Error::NoBpfRights;
     }
@@ -334,7 +334,7 @@ fn c_string(bytes: &[u8]) -> String {
 }
 
 /// Reads a map key or value. The generated types are plain C structs.
-fn from_bytes<T: Copy>(bytes: &[u8]) -> T {
+pub(super) fn from_bytes<T: Copy>(bytes: &[u8]) -> T {
     assert!(bytes.len() >= std::mem::size_of::<T>(), "map entry smaller than its type");
     // SAFETY: T is a repr(C) plain-data type generated from the BPF
     // object's BTF (or u64); any bit pattern is valid; length checked.

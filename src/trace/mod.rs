@@ -7,6 +7,7 @@ pub mod filter;
 pub mod mappings;
 pub mod samples;
 pub mod syscalls;
+pub mod tally;
 
 const CLOCKSOURCE: &str = "/sys/devices/system/clocksource/clocksource0";
 

@@ -1,0 +1,208 @@
+//! `sysdiet bench`: what each time and signal call costs on this host.
+//! C kernels × thread counts ──► Measurements ──► report (table, JSON, SVG).
+//!
+//! Every kernel runs in a process of its own (sysdiet run again as a
+//! worker) with the TZ it needs. First each kernel's syscalls per call are
+//! counted, then the counter is unloaded and each kernel is timed, so that
+//! no probe is attached while anything is timed.
+
+pub mod count;
+pub mod host;
+pub mod kernels;
+pub mod worker;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde::{Deserialize, Serialize};
+
+use crate::compare::stats::{summarize, Summary};
+use crate::error::{Error, Result};
+use crate::trace::tally::Tally;
+use host::Host;
+use kernels::{Tz, KERNELS, TZ_SET};
+use worker::{Job, Timed};
+
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    /// Kernel names or ids; all when None.
+    pub only: Option<Vec<String>>,
+    /// Thread counts, each run in turn.
+    pub threads: Vec<usize>,
+    /// Calls per thread per run; calibrated to ~40 ms a run when None.
+    pub iterations: Option<u64>,
+    pub runs: usize,
+}
+
+/// A bench's results.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Measurements {
+    pub host: Host,
+    pub threads: Vec<usize>,
+    pub runs: usize,
+    /// Fixed by --iterations; None when each kernel was calibrated.
+    pub iterations: Option<u64>,
+    pub kernels: Vec<KernelCost>,
+    /// Why syscalls were not counted, when they were not.
+    pub syscalls_not_counted: Option<String>,
+    /// Syscalls the counter had no room for (0 unless its table filled).
+    pub syscalls_lost: u64,
+    /// Ctrl-C stopped the bench: what was measured before is here.
+    pub interrupted: bool,
+}
+
+/// What one call of one kernel costs.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct KernelCost {
+    /// `name` or `name:variant`, what --only takes.
+    pub id: String,
+    pub name: String,
+    pub label: String,
+    /// TZ in the kernel's process; None: unset.
+    pub tz: Option<String>,
+    /// One per thread count, in the order asked.
+    pub times: Vec<CallTime>,
+    pub syscalls: Option<SyscallsPerCall>,
+}
+
+/// Nanoseconds per call, with `threads` threads calling at once.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CallTime {
+    pub threads: usize,
+    /// Calls per thread in each run.
+    pub iterations: u64,
+    /// Over the runs; each run's figure is the mean of its threads'.
+    pub ns_per_call: Summary,
+    pub runs_ns_per_call: Vec<f64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SyscallsPerCall {
+    pub total: f64,
+    /// Largest first.
+    pub by_syscall: Vec<SyscallShare>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SyscallShare {
+    pub name: String,
+    pub per_call: f64,
+}
+
+/// Where the bench is: `done` of `total` steps, now on `label`.
+pub struct Progress<'a> {
+    pub done: usize,
+    pub total: usize,
+    pub label: &'a str,
+}
+
+/// Runs the bench. `stop` is set by Ctrl-C: the bench ends after the step
+/// under way, with what it has.
+pub fn measure(opts: &BenchOptions, stop: &AtomicBool, progress: &mut dyn FnMut(Progress)) -> Result<Measurements> {
+    let selected = kernels::select(opts.only.as_deref()).map_err(Error::Usage)?;
+    let mut m = Measurements {
+        host: host::facts(),
+        threads: opts.threads.clone(),
+        runs: opts.runs,
+        iterations: opts.iterations,
+        kernels: selected.iter().map(|&i| cost_of(i)).collect(),
+        ..Default::default()
+    };
+    let total = selected.len() * (1 + opts.threads.len());
+    let mut done = 0;
+
+    match Tally::load() {
+        Ok(tally) => {
+            for (cost, &i) in m.kernels.iter_mut().zip(&selected) {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                progress(Progress { done, total, label: KERNELS[i].label });
+                match count::syscalls_per_call(&tally, i) {
+                    Ok(s) => cost.syscalls = Some(s),
+                    // Ctrl-C reached the worker too.
+                    Err(_) if stop.load(Ordering::Relaxed) => break,
+                    Err(e) => return Err(e),
+                }
+                done += 1;
+            }
+            m.syscalls_lost = tally.lost();
+        }
+        // Timings need no rights; the table says what is missing.
+        Err(e @ (Error::NoBpfRights | Error::NoBtf(_))) => {
+            m.syscalls_not_counted = Some(e.to_string());
+            done += selected.len();
+        }
+        Err(e) => return Err(e),
+    }
+
+    'kernels: for (cost, &i) in m.kernels.iter_mut().zip(&selected) {
+        for &threads in &opts.threads {
+            if stop.load(Ordering::Relaxed) {
+                break 'kernels;
+            }
+            progress(Progress { done, total, label: KERNELS[i].label });
+            let job = Job { kernel: i, threads, iterations: opts.iterations.unwrap_or(0), runs: opts.runs, count: false };
+            match time(&job, stop)? {
+                Some(t) => cost.times.push(CallTime {
+                    threads,
+                    iterations: t.iterations,
+                    ns_per_call: summarize(&t.ns_per_call),
+                    runs_ns_per_call: t.ns_per_call,
+                }),
+                None => break 'kernels,
+            }
+            done += 1;
+        }
+    }
+    m.interrupted = stop.load(Ordering::Relaxed);
+    Ok(m)
+}
+
+fn cost_of(i: usize) -> KernelCost {
+    let k = &KERNELS[i];
+    KernelCost {
+        id: k.id(),
+        name: k.name.into(),
+        label: k.label.into(),
+        tz: (k.tz == Tz::Set).then(|| TZ_SET.into()),
+        ..Default::default()
+    }
+}
+
+/// Times a job in a worker process; None when Ctrl-C ended it.
+fn time(job: &Job, stop: &AtomicBool) -> Result<Option<Timed>> {
+    let mut cmd = Command::new(self_exe()?);
+    cmd.args(job.args()).env_clear().envs(worker_env(KERNELS[job.kernel].tz));
+    let out = cmd.stdin(Stdio::null()).stderr(Stdio::piped()).output()?;
+    if stop.load(Ordering::Relaxed) {
+        return Ok(None);
+    }
+    if !out.status.success() {
+        let why = String::from_utf8_lossy(&out.stderr).lines().next().unwrap_or("").to_string();
+        return Err(worker_failed(job.kernel, &format!("{} {why}", out.status)));
+    }
+    serde_json::from_slice(&out.stdout)
+        .map(Some)
+        .map_err(|e| worker_failed(job.kernel, &format!("unreadable answer: {e}")))
+}
+
+/// sysdiet's own executable, which runs the kernels.
+fn self_exe() -> Result<PathBuf> {
+    std::env::current_exe().map_err(|e| Error::Usage(format!("cannot find sysdiet's own executable to run the kernels: {e}")))
+}
+
+/// sysdiet's environment with TZ as the kernel needs it.
+fn worker_env(tz: Tz) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = std::env::vars_os().filter(|(k, _)| k != "TZ").collect();
+    if tz == Tz::Set {
+        env.push(("TZ".into(), TZ_SET.into()));
+    }
+    env
+}
+
+fn worker_failed(kernel: usize, how: &str) -> Error {
+    Error::KernelFailed { kernel: KERNELS[kernel].label.into(), how: how.trim().into() }
+}

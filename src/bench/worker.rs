@@ -1,0 +1,144 @@
+//! The child side of `sysdiet bench`: one process per kernel, so each runs
+//! with its own environment (TZ) and nothing of the parent's. It times the
+//! kernel and prints one JSON line; or, to be counted, just runs it.
+
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::kernels::{Kernel, KERNELS};
+
+/// How long one timed run lasts when the iterations are calibrated.
+const RUN_TARGET: Duration = Duration::from_millis(40);
+
+/// What a worker was asked to do.
+#[derive(Debug, Clone, Copy)]
+pub struct Job {
+    pub kernel: usize,
+    pub threads: usize,
+    /// Calls per thread per run; 0 means calibrate to RUN_TARGET.
+    pub iterations: u64,
+    pub runs: usize,
+    /// Only make the calls, untimed, on the main thread: the parent counts
+    /// the process's syscalls.
+    pub count: bool,
+}
+
+impl Job {
+    pub fn args(&self) -> Vec<String> {
+        let mut a = vec![
+            WORKER_COMMAND.to_string(),
+            self.kernel.to_string(),
+            self.threads.to_string(),
+            self.iterations.to_string(),
+            self.runs.to_string(),
+        ];
+        if self.count {
+            a.push("count".into());
+        }
+        a
+    }
+
+    pub fn parse(args: &[String]) -> Option<Job> {
+        let [kernel, threads, iterations, runs, rest @ ..] = args else { return None };
+        let job = Job {
+            kernel: kernel.parse().ok().filter(|&k| k < KERNELS.len())?,
+            threads: threads.parse().ok().filter(|&t| t > 0)?,
+            iterations: iterations.parse().ok()?,
+            runs: runs.parse().ok().filter(|&r| r > 0)?,
+            count: rest == ["count"],
+        };
+        (rest.is_empty() || job.count).then_some(job)
+    }
+}
+
+/// The hidden command the parent runs itself with.
+pub const WORKER_COMMAND: &str = "__bench-worker";
+
+/// The worker's answer: calls per thread per run, and each run's
+/// nanoseconds per call (the mean over its threads).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Timed {
+    pub iterations: u64,
+    pub ns_per_call: Vec<f64>,
+}
+
+/// Runs `job` in this process; prints the timings for a timed job.
+pub fn work(job: Job) -> i32 {
+    let kernel = &KERNELS[job.kernel];
+    if job.count {
+        kernel.run(job.iterations);
+        return 0;
+    }
+    let timed = time(kernel, &job);
+    println!("{}", serde_json::to_string(&timed).expect("serializes"));
+    0
+}
+
+fn time(kernel: &'static Kernel, job: &Job) -> Timed {
+    let iterations = if job.iterations > 0 { job.iterations } else { calibrate(kernel) };
+    // All threads start each run together, so they contend as they would.
+    let start = Arc::new(Barrier::new(job.threads));
+    let threads: Vec<_> = (0..job.threads)
+        .map(|_| {
+            let start = Arc::clone(&start);
+            let runs = job.runs;
+            std::thread::spawn(move || {
+                kernel.run((iterations / 20).max(1)); // warm: first-call costs out
+                (0..runs)
+                    .map(|_| {
+                        start.wait();
+                        let t0 = Instant::now();
+                        kernel.run(iterations);
+                        t0.elapsed().as_nanos() as f64 / iterations as f64
+                    })
+                    .collect::<Vec<f64>>()
+            })
+        })
+        .collect();
+    let per_thread: Vec<Vec<f64>> = threads.into_iter().map(|t| t.join().expect("kernel thread")).collect();
+    let ns_per_call = (0..job.runs)
+        .map(|r| per_thread.iter().map(|t| t[r]).sum::<f64>() / job.threads as f64)
+        .collect();
+    Timed { iterations, ns_per_call }
+}
+
+/// Calls per run so that one run lasts about RUN_TARGET on one thread.
+fn calibrate(kernel: &Kernel) -> u64 {
+    let mut n = 1u64;
+    loop {
+        let t0 = Instant::now();
+        kernel.run(n);
+        let took = t0.elapsed();
+        if took >= RUN_TARGET / 8 || n >= 1 << 40 {
+            let scale = RUN_TARGET.as_secs_f64() / took.as_secs_f64().max(1e-9);
+            return ((n as f64 * scale) as u64).max(1);
+        }
+        n *= 4;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jobs_round_trip_and_bad_ones_are_refused() {
+        let job = Job { kernel: 3, threads: 2, iterations: 0, runs: 5, count: true };
+        let back = Job::parse(&job.args()[1..]).unwrap();
+        assert_eq!((back.kernel, back.threads, back.iterations, back.runs, back.count), (3, 2, 0, 5, true));
+        let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(Job::parse(&s(&["999", "1", "0", "5"])).is_none());
+        assert!(Job::parse(&s(&["0", "0", "0", "5"])).is_none());
+        assert!(Job::parse(&s(&["0", "1", "0", "5", "extra"])).is_none());
+    }
+
+    #[test]
+    fn timing_gives_one_figure_per_run() {
+        let t = time(&KERNELS[0], &Job { kernel: 0, threads: 2, iterations: 1000, runs: 3, count: false });
+        assert_eq!(t.iterations, 1000);
+        assert_eq!(t.ns_per_call.len(), 3);
+        assert!(t.ns_per_call.iter().all(|&ns| ns >= 0.0));
+    }
+}

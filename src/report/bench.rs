@@ -1,0 +1,182 @@
+//! The table of `sysdiet bench`, and its list of kernels.
+
+use std::fmt::Write;
+
+use super::format::thousands;
+use crate::bench::{KernelCost, Measurements, SyscallsPerCall};
+
+/// Nanoseconds with three significant digits: 0.312, 21.4, 412, 1,712.
+pub fn ns(v: f64) -> String {
+    match v {
+        v if v >= 999.5 => thousands(v.round() as u64),
+        v if v >= 99.95 => format!("{v:.0}"),
+        v if v >= 9.995 => format!("{v:.1}"),
+        v if v >= 0.9995 => format!("{v:.2}"),
+        v => format!("{v:.3}"),
+    }
+}
+
+/// "0", "<0.01", "1.00", with the syscalls when there are any.
+pub fn syscalls(s: &SyscallsPerCall) -> String {
+    let total = match s.total {
+        t if t == 0.0 => return format!("{:>5}", 0),
+        t if t < 0.005 => "<0.01".to_string(),
+        t => format!("{t:.2}"),
+    };
+    let shown: Vec<_> = s.by_syscall.iter().filter(|x| x.per_call >= 0.005).collect();
+    let names = match shown.as_slice() {
+        [] => String::new(),
+        [one] => one.name.clone(),
+        many => many.iter().map(|x| format!("{} {:.2}", x.name, x.per_call)).collect::<Vec<_>>().join(", "),
+    };
+    if names.is_empty() {
+        return format!("{total:>5}");
+    }
+    format!("{total:>5}  {names}")
+}
+
+pub fn render(m: &Measurements) -> String {
+    let mut out = String::new();
+    header(&mut out, m);
+    let width = m.kernels.iter().map(|k| k.label.chars().count()).max().unwrap_or(6).max(6);
+    let multi = m.threads.len() > 1;
+    if multi {
+        let _ = write!(out, "\n  {:<width$}", "");
+        let _ = writeln!(out, "  ns per call, by threads calling at once");
+        let _ = write!(out, "  {:<width$}", "kernel");
+        for t in &m.threads {
+            let _ = write!(out, " {:>9}", t);
+        }
+        let _ = writeln!(out, " {:>8}   syscalls/call", "growth");
+    } else {
+        let _ = writeln!(out, "\n  {:<width$} {:>9} {:>21}   syscalls/call", "kernel", "ns/call", "min … max");
+    }
+    for k in &m.kernels {
+        let _ = write!(out, "  {:<width$}", k.label);
+        if multi {
+            for t in &m.threads {
+                let cell = k.times.iter().find(|c| c.threads == *t).map_or("-".into(), |c| ns(c.ns_per_call.median));
+                let _ = write!(out, " {cell:>9}");
+            }
+            let _ = write!(out, " {:>8}", growth(k).unwrap_or_default());
+        } else {
+            match k.times.first() {
+                Some(c) => {
+                    let s = &c.ns_per_call;
+                    let _ = write!(out, " {:>9} {:>21}", ns(s.median), format!("{} … {}", ns(s.min), ns(s.max)));
+                }
+                None => {
+                    let _ = write!(out, " {:>9} {:>21}", "-", "");
+                }
+            }
+        }
+        let count = k.syscalls.as_ref().map_or_else(|| "    ?".to_string(), syscalls);
+        let _ = writeln!(out, "   {count}");
+    }
+    footer(&mut out, m);
+    out
+}
+
+/// ns per call at the most threads over at one thread: "×3.9".
+fn growth(k: &KernelCost) -> Option<String> {
+    let first = k.times.first()?;
+    let last = k.times.last().filter(|l| l.threads != first.threads)?;
+    (first.ns_per_call.median > 0.0).then(|| format!("×{:.2}", last.ns_per_call.median / first.ns_per_call.median))
+}
+
+fn header(out: &mut String, m: &Measurements) {
+    let h = &m.host;
+    let _ = writeln!(out, "sysdiet bench: what one call costs on this host");
+    let _ = writeln!(out, "  cpu          {} ({} CPU{})", h.cpu, h.cpus, if h.cpus == 1 { "" } else { "s" });
+    let _ = writeln!(out, "  kernel       {} {}, glibc {}", h.kernel, h.machine, h.glibc);
+    let source = h.clocksource.as_deref().unwrap_or("unknown");
+    let vdso = if h.vdso_clock {
+        "the vDSO reads it: clock calls stay in user space"
+    } else {
+        "the vDSO cannot read it: every clock call enters the kernel"
+    };
+    let _ = writeln!(out, "  clocksource  {source} ({vdso})");
+    let tz = match &h.tz {
+        Some(tz) => format!("TZ={tz} here"),
+        None => "TZ unset here".into(),
+    };
+    let zone = h.zone.as_deref().map(|z| format!(", /etc/localtime is {z}")).unwrap_or_default();
+    let _ = writeln!(out, "  tz           {tz}{zone}; each kernel runs with TZ unset unless its name says otherwise");
+    let calls = match m.iterations {
+        Some(n) => format!("{} calls per thread each", thousands(n)),
+        None => "about 40 ms each".into(),
+    };
+    let _ = writeln!(out, "  runs         {} per kernel, {calls}; ns/call is the median run", m.runs);
+}
+
+fn footer(out: &mut String, m: &Measurements) {
+    out.push('\n');
+    match &m.syscalls_not_counted {
+        Some(why) => {
+            let _ = writeln!(out, "  syscalls/call not counted (?): {why}");
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "  syscalls/call: counted by the kernel (BPF) over {} and {} calls, the difference divided by {}",
+                thousands(crate::bench::count::CALLS),
+                thousands(2 * crate::bench::count::CALLS),
+                thousands(crate::bench::count::CALLS)
+            );
+        }
+    }
+    if m.syscalls_lost > 0 {
+        let _ = writeln!(out, "  lost: {} syscalls not counted (the counter's table was full)", thousands(m.syscalls_lost));
+    }
+    if let Some(&most) = m.threads.iter().max().filter(|&&t| t > m.host.cpus) {
+        let _ = writeln!(
+            out,
+            "  note: {most} threads on {} CPUs: beyond {} they take turns, so ns/call grows even without contention",
+            m.host.cpus, m.host.cpus
+        );
+    }
+    if m.interrupted {
+        let timed = m.kernels.iter().filter(|k| !k.times.is_empty()).count();
+        let counted = m.kernels.iter().filter(|k| k.syscalls.is_some()).count();
+        let _ = writeln!(out, "  interrupted: {} kernels; {counted} counted, {timed} timed", m.kernels.len());
+    }
+}
+
+/// `--list`: every kernel's id and what it calls.
+pub fn list<'a>(kernels: impl Iterator<Item = (String, &'a str)>) -> String {
+    let rows: Vec<(String, &str)> = kernels.collect();
+    let width = rows.iter().map(|(id, _)| id.len()).max().unwrap_or(0);
+    let mut out = String::from("kernels (--only takes a name for all its variants, or name:variant):\n");
+    for (id, label) in rows {
+        let _ = writeln!(out, "  {id:<width$}  {label}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::SyscallShare;
+
+    #[test]
+    fn numbers_keep_three_digits() {
+        assert_eq!(ns(0.3124), "0.312");
+        assert_eq!(ns(1.917), "1.92");
+        assert_eq!(ns(21.44), "21.4");
+        assert_eq!(ns(412.4), "412");
+        assert_eq!(ns(1712.3), "1,712");
+    }
+
+    #[test]
+    fn syscall_counts_name_the_calls() {
+        let share = |name: &str, per_call| SyscallShare { name: name.into(), per_call };
+        assert_eq!(syscalls(&SyscallsPerCall::default()), "    0");
+        let one = SyscallsPerCall { total: 1.0, by_syscall: vec![share("newfstatat", 1.0)] };
+        assert_eq!(syscalls(&one), " 1.00  newfstatat");
+        let two = SyscallsPerCall { total: 2.0, by_syscall: vec![share("rt_sigprocmask", 1.5), share("getpid", 0.5)] };
+        assert_eq!(syscalls(&two), " 2.00  rt_sigprocmask 1.50, getpid 0.50");
+        let rare = SyscallsPerCall { total: 0.0002, by_syscall: vec![share("read", 0.0002)] };
+        assert_eq!(syscalls(&rare), "<0.01");
+        assert_eq!(ns(0.0), "0.000");
+    }
+}
