@@ -91,11 +91,11 @@ pub struct SyscallShare {
     pub per_call: f64,
 }
 
-/// Where the bench is: `done` of `total` steps, now on `label`.
-pub struct Progress<'a> {
+/// Where the bench is: `done` of `total` steps, now on `step`.
+pub struct Progress {
     pub done: usize,
     pub total: usize,
-    pub label: &'a str,
+    pub step: String,
 }
 
 /// Runs the bench. `stop` is set by Ctrl-C: the bench ends after the step
@@ -119,7 +119,7 @@ pub fn measure(opts: &BenchOptions, stop: &AtomicBool, progress: &mut dyn FnMut(
                 if stop.load(Ordering::Relaxed) {
                     break;
                 }
-                progress(Progress { done, total, label: KERNELS[i].label });
+                progress(Progress { done, total, step: format!("counting {}", KERNELS[i].label) });
                 match count::syscalls_per_call(&tally, i) {
                     Ok(s) => cost.syscalls = Some(s),
                     // Ctrl-C reached the worker too.
@@ -143,7 +143,8 @@ pub fn measure(opts: &BenchOptions, stop: &AtomicBool, progress: &mut dyn FnMut(
             if stop.load(Ordering::Relaxed) {
                 break 'kernels;
             }
-            progress(Progress { done, total, label: KERNELS[i].label });
+            let on = if threads == 1 { String::new() } else { format!(" on {threads} threads") };
+            progress(Progress { done, total, step: format!("timing {}{on}", KERNELS[i].label) });
             let job = Job { kernel: i, threads, iterations: opts.iterations.unwrap_or(0), runs: opts.runs, count: false };
             match time(&job, stop)? {
                 Some(t) => cost.times.push(CallTime {

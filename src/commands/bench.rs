@@ -61,7 +61,7 @@ pub fn run(a: BenchArgs, report: &ReportOptions) -> Result<i32> {
         if let Some(bar) = &bar {
             bar.set_length(p.total as u64);
             bar.set_position(p.done as u64);
-            bar.set_message(p.label.to_string());
+            bar.set_message(p.step);
         }
     };
     let result = measure(&opts, &stop, &mut show);
