@@ -47,7 +47,8 @@ pub fn render(m: &Measurements) -> String {
         for t in &m.threads {
             let _ = write!(out, " {:>9}", t);
         }
-        let _ = writeln!(out, " {:>8}   syscalls/call", "growth");
+        let span = format!("{}→{}", m.threads[0], m.threads[m.threads.len() - 1]);
+        let _ = writeln!(out, " {span:>8}   syscalls/call");
     } else {
         let _ = writeln!(out, "\n  {:<width$} {:>9} {:>21}   syscalls/call", "kernel", "ns/call", "min … max");
     }
@@ -77,7 +78,7 @@ pub fn render(m: &Measurements) -> String {
     out
 }
 
-/// ns per call at the most threads over at one thread: "×3.9".
+/// ns per call at the last thread count over at the first: "×3.90".
 fn growth(k: &KernelCost) -> Option<String> {
     let first = k.times.first()?;
     let last = k.times.last().filter(|l| l.threads != first.threads)?;
