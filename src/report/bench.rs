@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::format::thousands;
+use super::format::{duration, thousands};
 use crate::bench::{KernelCost, Measurements, SyscallsPerCall};
 
 /// Nanoseconds with three significant digits: 0.312, 21.4, 412, 1,712.
@@ -50,7 +50,12 @@ pub fn render(m: &Measurements) -> String {
         let span = format!("{}→{}", m.threads[0], m.threads[m.threads.len() - 1]);
         let _ = writeln!(out, " {span:>8}   syscalls/call");
     } else {
-        let _ = writeln!(out, "\n  {:<width$} {:>9} {:>21}   syscalls/call", "kernel", "ns/call", "min … max");
+        let _ = write!(out, "\n  {:<width$} {:>9} {:>21}", "kernel", "ns/call", "min … max");
+        // With --iterations, what timeloop printed: the time for all the calls.
+        if m.iterations.is_some() {
+            let _ = write!(out, " {:>9}", "per run");
+        }
+        let _ = writeln!(out, "   syscalls/call");
     }
     for k in &m.kernels {
         let _ = write!(out, "  {:<width$}", k.label);
@@ -65,9 +70,15 @@ pub fn render(m: &Measurements) -> String {
                 Some(c) => {
                     let s = &c.ns_per_call;
                     let _ = write!(out, " {:>9} {:>21}", ns(s.median), format!("{} … {}", ns(s.min), ns(s.max)));
+                    if m.iterations.is_some() {
+                        let _ = write!(out, " {:>9}", duration((s.median * c.iterations as f64) as u64));
+                    }
                 }
                 None => {
                     let _ = write!(out, " {:>9} {:>21}", "-", "");
+                    if m.iterations.is_some() {
+                        let _ = write!(out, " {:>9}", "");
+                    }
                 }
             }
         }
