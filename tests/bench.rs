@@ -110,7 +110,7 @@ fn the_table_shows_the_host_and_the_seeds_three_cases() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
-    for want in ["cpu ", "kernel ", "glibc 2.", "clocksource ", "tz ", "20,000 calls per thread"] {
+    for want in ["cpu ", "kernel ", "glibc 2.", "clocksource ", "tz ", "20,000 calls per thread", "per run"] {
         assert!(text.contains(want), "{want:?} in\n{text}");
     }
     let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("  none") || l.starts_with("  localtime") || l.starts_with("  gettimeofday")).collect();

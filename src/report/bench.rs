@@ -19,7 +19,7 @@ pub fn ns(v: f64) -> String {
 /// "0", "<0.01", "1.00", with the syscalls when there are any.
 pub fn syscalls(s: &SyscallsPerCall) -> String {
     let total = match s.total {
-        t if t == 0.0 => return format!("{:>5}", 0),
+        0.0 => return format!("{:>5}", 0),
         t if t < 0.005 => "<0.01".to_string(),
         t => format!("{t:.2}"),
     };
