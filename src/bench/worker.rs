@@ -71,20 +71,28 @@ pub fn work(job: Job) -> i32 {
         kernel.run(job.iterations);
         return 0;
     }
-    let timed = time(kernel, &job);
-    println!("{}", serde_json::to_string(&timed).expect("serializes"));
-    0
+    match time(kernel, &job) {
+        Ok(timed) => {
+            println!("{}", serde_json::to_string(&timed).expect("serializes"));
+            0
+        }
+        // The parent shows this line in its error.
+        Err(e) => {
+            eprintln!("cannot start {} threads: {e}", job.threads);
+            1
+        }
+    }
 }
 
-fn time(kernel: &'static Kernel, job: &Job) -> Timed {
+fn time(kernel: &'static Kernel, job: &Job) -> std::io::Result<Timed> {
     let iterations = if job.iterations > 0 { job.iterations } else { calibrate(kernel) };
     // All threads start each run together, so they contend as they would.
     let start = Arc::new(Barrier::new(job.threads));
-    let threads: Vec<_> = (0..job.threads)
+    let threads = (0..job.threads)
         .map(|_| {
             let start = Arc::clone(&start);
             let runs = job.runs;
-            std::thread::spawn(move || {
+            std::thread::Builder::new().spawn(move || {
                 kernel.run((iterations / 20).max(1)); // warm: first-call costs out
                 (0..runs)
                     .map(|_| {
@@ -96,12 +104,12 @@ fn time(kernel: &'static Kernel, job: &Job) -> Timed {
                     .collect::<Vec<f64>>()
             })
         })
-        .collect();
+        .collect::<std::io::Result<Vec<_>>>()?;
     let per_thread: Vec<Vec<f64>> = threads.into_iter().map(|t| t.join().expect("kernel thread")).collect();
     let ns_per_call = (0..job.runs)
         .map(|r| per_thread.iter().map(|t| t[r]).sum::<f64>() / job.threads as f64)
         .collect();
-    Timed { iterations, ns_per_call }
+    Ok(Timed { iterations, ns_per_call })
 }
 
 /// Calls per run so that one run lasts about RUN_TARGET on one thread.
@@ -136,7 +144,7 @@ mod tests {
 
     #[test]
     fn timing_gives_one_figure_per_run() {
-        let t = time(&KERNELS[0], &Job { kernel: 0, threads: 2, iterations: 1000, runs: 3, count: false });
+        let t = time(&KERNELS[0], &Job { kernel: 0, threads: 2, iterations: 1000, runs: 3, count: false }).unwrap();
         assert_eq!(t.iterations, 1000);
         assert_eq!(t.ns_per_call.len(), 3);
         assert!(t.ns_per_call.iter().all(|&ns| ns >= 0.0));
