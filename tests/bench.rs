@@ -182,6 +182,20 @@ fn without_bpf_rights_times_are_shown_and_counts_say_why_not() {
     let row = text.lines().find(|l| l.starts_with("  getpid")).unwrap();
     assert!(row.trim_end().ends_with('?'), "{row}");
     assert!(text.contains("not counted") && text.contains("CAP_BPF"), "{text}");
+
+    // No kernel BTF: the same, with that reason.
+    let (code, doc, err) = {
+        let out = sysdiet()
+            .args(["bench", "--only", "getpid", "--iterations", "1000", "--runs", "1", "--json"])
+            .env("SYSDIET_KERNEL_BTF", "/no/such/btf")
+            .output()
+            .unwrap();
+        (out.status.code(), serde_json::from_slice::<Value>(&out.stdout).unwrap(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    assert_eq!(code, Some(0), "{err}");
+    assert!(doc["syscalls_not_counted"].as_str().unwrap().contains("no BTF"), "{doc}");
+    assert!(kernel(&doc, "getpid")["syscalls"].is_null());
+    assert_eq!(kernel(&doc, "getpid")["times"][0]["iterations"], 1000);
 }
 
 #[test]

@@ -22,7 +22,22 @@ use skel::{SyscountSkel, SyscountSkelBuilder};
 
 /// Where the kernel publishes its BTF; `SYSDIET_KERNEL_BTF` overrides it so
 /// that the no-BTF error can be tested on a kernel that has BTF.
-pub(super) fn kernel_btf_path() -> std::path::PathBuf {
+/// What loading a skeleton needs first: the kernel's BTF (else a clear
+/// error), libbpf quiet unless SYSDIET_DEBUG, and the storage of the object.
+/// The skeleton borrows that object for as long as it lives, the whole run:
+/// one small leak per load.
+pub(super) fn object_storage() -> Result<&'static mut MaybeUninit<libbpf_rs::OpenObject>> {
+    let btf = kernel_btf_path();
+    if !Path::new(&btf).exists() {
+        return Err(Error::NoBtf(btf));
+    }
+    if std::env::var_os("SYSDIET_DEBUG").is_none() {
+        libbpf_rs::set_print(None);
+    }
+    Ok(Box::leak(Box::new(MaybeUninit::uninit())))
+}
+
+fn kernel_btf_path() -> std::path::PathBuf {
     std::env::var_os("SYSDIET_KERNEL_BTF")
         .map(Into::into)
         .unwrap_or_else(|| "/sys/kernel/btf/vmlinux".into())
@@ -57,17 +72,7 @@ impl BpfTracer {
     /// Loads and attaches the programs. Nothing is counted until a target
     /// is added.
     pub fn load(filter: &SyscallSet, sample_stacks: bool) -> Result<BpfTracer> {
-        let btf = kernel_btf_path();
-        if !Path::new(&btf).exists() {
-            return Err(Error::NoBtf(btf));
-        }
-        if std::env::var_os("SYSDIET_DEBUG").is_none() {
-            libbpf_rs::set_print(None);
-        }
-        // The skeleton borrows its object for as long as it lives: the
-        // whole run. One small leak per process.
-        let object = Box::leak(Box::new(MaybeUninit::uninit()));
-        let mut open = SyscountSkelBuilder::default().open(object).map_err(bpf_error)?;
+        let mut open = SyscountSkelBuilder::default().open(object_storage()?).map_err(bpf_error)?;
         let rodata = open.maps.rodata_data.as_deref_mut().expect("rodata is mmapped");
         for (nr, spec) in rodata.specs.iter_mut().enumerate().take(MAX_SYSCALLS) {
             *spec = spec_for(nr as u32, filter);

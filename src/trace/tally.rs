@@ -3,14 +3,12 @@
 //! syscalls with it.
 
 use std::collections::BTreeMap;
-use std::mem::MaybeUninit;
-use std::path::Path;
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags};
 
-use super::bpf::{bpf_error, from_bytes, kernel_btf_path};
-use crate::error::{Error, Result};
+use super::bpf::{bpf_error, from_bytes, object_storage};
+use crate::error::Result;
 
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/tally.skel.rs"));
@@ -26,16 +24,7 @@ impl Tally {
     /// Loads and attaches the counter; nothing is counted until a process
     /// is watched.
     pub fn load() -> Result<Tally> {
-        let btf = kernel_btf_path();
-        if !Path::new(&btf).exists() {
-            return Err(Error::NoBtf(btf));
-        }
-        if std::env::var_os("SYSDIET_DEBUG").is_none() {
-            libbpf_rs::set_print(None);
-        }
-        // As for the tracer: the skeleton borrows its object for its life.
-        let object = Box::leak(Box::new(MaybeUninit::uninit()));
-        let open = TallySkelBuilder::default().open(object).map_err(bpf_error)?;
+        let open = TallySkelBuilder::default().open(object_storage()?).map_err(bpf_error)?;
         let mut skel = open.load().map_err(bpf_error)?;
         skel.attach().map_err(bpf_error)?;
         Ok(Tally { skel })
