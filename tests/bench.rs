@@ -100,6 +100,13 @@ fn threads_give_one_time_per_count() {
         let threads: Vec<u64> = kernel(&doc, id)["times"].as_array().unwrap().iter().map(|t| t["threads"].as_u64().unwrap()).collect();
         assert_eq!(threads, [1, 2], "{doc}");
     }
+    // Counted again on two threads: getpid still makes its one call (the
+    // futex waits contention may add vary, and are not asserted).
+    let contended = &kernel(&doc, "getpid")["contended_syscalls"][0];
+    assert_eq!(contended["threads"], 2, "{doc}");
+    let getpid = contended["syscalls"]["by_syscall"].as_array().unwrap().iter().find(|s| s["name"] == "getpid").unwrap();
+    assert!(about(getpid["per_call"].as_f64().unwrap(), 1.0), "{doc}");
+    assert_eq!(kernel(&doc, "getpid")["contended_syscalls"].as_array().unwrap().len(), 1);
 }
 
 #[test]

@@ -18,11 +18,14 @@ use crate::trace::tally::Tally;
 /// Calls in the shorter of the two runs.
 pub const CALLS: u64 = 5000;
 
-/// Counts kernel `index`'s syscalls per call.
-pub fn syscalls_per_call(tally: &Tally, index: usize) -> Result<SyscallsPerCall> {
-    let once = run_counted(tally, index, CALLS)?;
-    let twice = run_counted(tally, index, 2 * CALLS)?;
-    Ok(per_call(&once, &twice, CALLS))
+/// Counts kernel `index`'s syscalls per call, with `threads` threads each
+/// making `calls` calls, then twice as many. With one thread the count is
+/// exact; with more, what contention adds (futex waits on a lock) varies
+/// from run to run.
+pub fn syscalls_per_call(tally: &Tally, index: usize, threads: usize, calls: u64) -> Result<SyscallsPerCall> {
+    let once = run_counted(tally, index, threads, calls)?;
+    let twice = run_counted(tally, index, threads, 2 * calls)?;
+    Ok(per_call(&once, &twice, calls * threads as u64))
 }
 
 /// (twice − once) / calls, per syscall, largest first.
@@ -43,9 +46,10 @@ fn per_call(once: &std::collections::BTreeMap<u32, u64>, twice: &std::collection
     SyscallsPerCall { total: by_syscall.iter().fold(0.0, |sum, s| sum + s.per_call), by_syscall }
 }
 
-/// Runs the kernel `calls` times in a counted process; its syscalls.
-fn run_counted(tally: &Tally, index: usize, calls: u64) -> Result<std::collections::BTreeMap<u32, u64>> {
-    let job = Job { kernel: index, threads: 1, iterations: calls, runs: 1, count: true };
+/// Runs the kernel `calls` times on each of `threads` threads in a counted
+/// process; its syscalls.
+fn run_counted(tally: &Tally, index: usize, threads: usize, calls: u64) -> Result<std::collections::BTreeMap<u32, u64>> {
+    let job = Job { kernel: index, threads, iterations: calls, runs: 1, count: true };
     let exe = super::self_exe()?;
     let mut argv: Vec<OsString> = vec!["sysdiet".into()];
     argv.extend(job.args().into_iter().map(OsString::from));

@@ -64,7 +64,17 @@ pub struct KernelCost {
     pub tz: Option<String>,
     /// One per thread count, in the order asked.
     pub times: Vec<CallTime>,
+    /// Counted with one thread.
     pub syscalls: Option<SyscallsPerCall>,
+    /// Counted with each thread count above one, when --threads asks; the
+    /// calls per thread are a quarter of a timed run's (at least 5,000).
+    pub contended_syscalls: Vec<ContendedSyscalls>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ContendedSyscalls {
+    pub threads: usize,
+    pub syscalls: SyscallsPerCall,
 }
 
 /// Nanoseconds per call, with `threads` threads calling at once.
@@ -110,41 +120,41 @@ pub fn measure(opts: &BenchOptions, stop: &AtomicBool, progress: &mut dyn FnMut(
         kernels: selected.iter().map(|&i| cost_of(i)).collect(),
         ..Default::default()
     };
-    let total = selected.len() * (1 + opts.threads.len());
-    let mut done = 0;
+    let contended: Vec<usize> = opts.threads.iter().copied().filter(|&t| t > 1).collect();
+    let mut steps = Steps { done: 0, total: selected.len() * (1 + opts.threads.len() + contended.len()), progress };
+    let stopped = || stop.load(Ordering::Relaxed);
 
+    // 1. Syscalls per call on one thread: exact. The counter is unloaded
+    // at the end of this block, before anything is timed.
     match Tally::load() {
         Ok(tally) => {
             for (cost, &i) in m.kernels.iter_mut().zip(&selected) {
-                if stop.load(Ordering::Relaxed) {
+                if stopped() {
                     break;
                 }
-                progress(Progress { done, total, step: format!("counting {}", KERNELS[i].label) });
-                match count::syscalls_per_call(&tally, i) {
+                steps.next(format!("counting {}", KERNELS[i].label));
+                match count::syscalls_per_call(&tally, i, 1, count::CALLS) {
                     Ok(s) => cost.syscalls = Some(s),
                     // Ctrl-C reached the worker too.
-                    Err(_) if stop.load(Ordering::Relaxed) => break,
+                    Err(_) if stopped() => break,
                     Err(e) => return Err(e),
                 }
-                done += 1;
             }
-            m.syscalls_lost = tally.lost();
+            m.syscalls_lost += tally.lost();
         }
         // Timings need no rights; the table says what is missing.
-        Err(e @ (Error::NoBpfRights | Error::NoBtf(_))) => {
-            m.syscalls_not_counted = Some(e.to_string());
-            done += selected.len();
-        }
+        Err(e @ (Error::NoBpfRights | Error::NoBtf(_))) => m.syscalls_not_counted = Some(e.to_string()),
         Err(e) => return Err(e),
     }
 
+    // 2. Time per call, untraced.
     'kernels: for (cost, &i) in m.kernels.iter_mut().zip(&selected) {
         for &threads in &opts.threads {
-            if stop.load(Ordering::Relaxed) {
+            if stopped() {
                 break 'kernels;
             }
             let on = if threads == 1 { String::new() } else { format!(" on {threads} threads") };
-            progress(Progress { done, total, step: format!("timing {}{on}", KERNELS[i].label) });
+            steps.next(format!("timing {}{on}", KERNELS[i].label));
             let job = Job { kernel: i, threads, iterations: opts.iterations.unwrap_or(0), runs: opts.runs, count: false };
             match time(&job, stop)? {
                 Some(t) => cost.times.push(CallTime {
@@ -155,11 +165,45 @@ pub fn measure(opts: &BenchOptions, stop: &AtomicBool, progress: &mut dyn FnMut(
                 }),
                 None => break 'kernels,
             }
-            done += 1;
         }
     }
-    m.interrupted = stop.load(Ordering::Relaxed);
+
+    // 3. What contention adds (futex waits on a lock), counted with the
+    // threads calling long enough to overlap as they did when timed.
+    if !contended.is_empty() && m.syscalls_not_counted.is_none() && !stopped() {
+        let tally = Tally::load()?;
+        'contended: for (cost, &i) in m.kernels.iter_mut().zip(&selected) {
+            let runs: Vec<(usize, u64)> = cost.times.iter().filter(|t| t.threads > 1).map(|t| (t.threads, t.iterations)).collect();
+            for (threads, iterations) in runs {
+                if stopped() {
+                    break 'contended;
+                }
+                steps.next(format!("counting {} on {threads} threads", KERNELS[i].label));
+                match count::syscalls_per_call(&tally, i, threads, (iterations / 4).max(count::CALLS)) {
+                    Ok(s) => cost.contended_syscalls.push(ContendedSyscalls { threads, syscalls: s }),
+                    Err(_) if stopped() => break 'contended,
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        m.syscalls_lost += tally.lost();
+    }
+    m.interrupted = stopped();
     Ok(m)
+}
+
+/// Counts the bench's steps for the progress bar.
+struct Steps<'a> {
+    done: usize,
+    total: usize,
+    progress: &'a mut dyn FnMut(Progress),
+}
+
+impl Steps<'_> {
+    fn next(&mut self, step: String) {
+        (self.progress)(Progress { done: self.done, total: self.total, step });
+        self.done += 1;
+    }
 }
 
 fn cost_of(i: usize) -> KernelCost {

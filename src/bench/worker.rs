@@ -20,7 +20,8 @@ pub struct Job {
     /// Calls per thread per run; 0 means calibrate to RUN_TARGET.
     pub iterations: u64,
     pub runs: usize,
-    /// Only make the calls, untimed, on the main thread: the parent counts
+    /// Only make the calls, untimed (`iterations` per thread, the threads
+    /// started together): the parent counts
     /// the process's syscalls.
     pub count: bool,
 }
@@ -68,8 +69,13 @@ pub struct Timed {
 pub fn work(job: Job) -> i32 {
     let kernel = &KERNELS[job.kernel];
     if job.count {
-        kernel.run(job.iterations);
-        return 0;
+        return match calls(kernel, &job) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("cannot start {} threads: {e}", job.threads);
+                1
+            }
+        };
     }
     match time(kernel, &job) {
         Ok(timed) => {
@@ -110,6 +116,29 @@ fn time(kernel: &'static Kernel, job: &Job) -> std::io::Result<Timed> {
         .map(|r| per_thread.iter().map(|t| t[r]).sum::<f64>() / job.threads as f64)
         .collect();
     Ok(Timed { iterations, ns_per_call })
+}
+
+/// The calls alone, from `job.threads` threads at once (one: this one).
+fn calls(kernel: &'static Kernel, job: &Job) -> std::io::Result<()> {
+    if job.threads == 1 {
+        kernel.run(job.iterations);
+        return Ok(());
+    }
+    let start = Arc::new(Barrier::new(job.threads));
+    let iterations = job.iterations;
+    let threads = (0..job.threads)
+        .map(|_| {
+            let start = Arc::clone(&start);
+            std::thread::Builder::new().spawn(move || {
+                start.wait();
+                kernel.run(iterations);
+            })
+        })
+        .collect::<std::io::Result<Vec<_>>>()?;
+    for t in threads {
+        t.join().expect("kernel thread");
+    }
+    Ok(())
 }
 
 /// Calls per run so that one run lasts about RUN_TARGET on one thread.

@@ -84,9 +84,23 @@ pub fn render(m: &Measurements) -> String {
         }
         let count = k.syscalls.as_ref().map_or_else(|| "    ?".to_string(), syscalls);
         let _ = writeln!(out, "   {count}");
+        // Contention can add syscalls of its own (futex waits on a lock).
+        for c in k.contended_syscalls.iter().filter(|c| differs(k.syscalls.as_ref(), &c.syscalls)) {
+            let cells = " ".repeat(10 * m.threads.len() + 9);
+            let _ = writeln!(out, "  {:<width$}{cells}   {}", format!("    on {} threads", c.threads), syscalls(&c.syscalls));
+        }
     }
     footer(&mut out, m);
     out
+}
+
+/// Whether a count with more threads shows a syscall the one-thread count
+/// does not, or another rate of one, as the table rounds them.
+fn differs(one: Option<&SyscallsPerCall>, more: &SyscallsPerCall) -> bool {
+    let rate = |s: Option<&SyscallsPerCall>, name: &str| {
+        s.and_then(|s| s.by_syscall.iter().find(|x| x.name == name)).map_or(0.0, |x| x.per_call)
+    };
+    more.by_syscall.iter().any(|x| (x.per_call - rate(one, &x.name)).abs() >= 0.005)
 }
 
 /// ns per call at the last thread count over at the first: "×3.90".
@@ -139,6 +153,12 @@ fn footer(out: &mut String, m: &Measurements) {
     }
     if m.syscalls_lost > 0 {
         let _ = writeln!(out, "  lost: {} syscalls not counted (the counter's table was full)", thousands(m.syscalls_lost));
+    }
+    if m.kernels.iter().any(|k| k.contended_syscalls.iter().any(|c| differs(k.syscalls.as_ref(), &c.syscalls))) {
+        let _ = writeln!(
+            out,
+            "  on N threads: syscalls/call counted with N threads calling at once, where contention changes them; they vary from run to run"
+        );
     }
     if let Some(&most) = m.threads.iter().max().filter(|&&t| t > m.host.cpus) {
         let _ = writeln!(
