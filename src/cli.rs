@@ -105,7 +105,7 @@ pub struct OutputArgs {
     /// Write the result as JSON (schema: docs/json.md)
     #[arg(long)]
     pub json: bool,
-    /// Write it to FILE instead of stderr
+    /// Write it to FILE instead (of stderr; for bench, of stdout)
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
 }
