@@ -27,8 +27,8 @@ use worker::{Job, Timed};
 
 #[derive(Debug, Clone)]
 pub struct BenchOptions {
-    /// Kernel names or ids; all when None.
-    pub only: Option<Vec<String>>,
+    /// Indices into KERNELS, in table order (`kernels::select`).
+    pub kernels: Vec<usize>,
     /// Thread counts, each run in turn.
     pub threads: Vec<usize>,
     /// Calls per thread per run; calibrated to ~40 ms a run when None.
@@ -111,7 +111,7 @@ pub struct Progress {
 /// Runs the bench. `stop` is set by Ctrl-C: the bench ends after the step
 /// under way, with what it has.
 pub fn measure(opts: &BenchOptions, stop: &AtomicBool, progress: &mut dyn FnMut(Progress)) -> Result<Measurements> {
-    let selected = kernels::select(opts.only.as_deref()).map_err(Error::Usage)?;
+    let selected = &opts.kernels;
     let mut m = Measurements {
         host: host::facts(),
         threads: opts.threads.clone(),
@@ -128,7 +128,7 @@ pub fn measure(opts: &BenchOptions, stop: &AtomicBool, progress: &mut dyn FnMut(
     // at the end of this block, before anything is timed.
     match Tally::load() {
         Ok(tally) => {
-            for (cost, &i) in m.kernels.iter_mut().zip(&selected) {
+            for (cost, &i) in m.kernels.iter_mut().zip(selected) {
                 if stopped() {
                     break;
                 }
@@ -148,7 +148,7 @@ pub fn measure(opts: &BenchOptions, stop: &AtomicBool, progress: &mut dyn FnMut(
     }
 
     // 2. Time per call, untraced.
-    'kernels: for (cost, &i) in m.kernels.iter_mut().zip(&selected) {
+    'kernels: for (cost, &i) in m.kernels.iter_mut().zip(selected) {
         for &threads in &opts.threads {
             if stopped() {
                 break 'kernels;
@@ -172,7 +172,7 @@ pub fn measure(opts: &BenchOptions, stop: &AtomicBool, progress: &mut dyn FnMut(
     // threads calling long enough to overlap as they did when timed.
     if !contended.is_empty() && m.syscalls_not_counted.is_none() && !stopped() {
         let tally = Tally::load()?;
-        'contended: for (cost, &i) in m.kernels.iter_mut().zip(&selected) {
+        'contended: for (cost, &i) in m.kernels.iter_mut().zip(selected) {
             let runs: Vec<(usize, u64)> = cost.times.iter().filter(|t| t.threads > 1).map(|t| (t.threads, t.iterations)).collect();
             for (threads, iterations) in runs {
                 if stopped() {

@@ -68,20 +68,13 @@ pub struct Timed {
 /// Runs `job` in this process; prints the timings for a timed job.
 pub fn work(job: Job) -> i32 {
     let kernel = &KERNELS[job.kernel];
-    if job.count {
-        return match calls(kernel, &job) {
-            Ok(()) => 0,
-            Err(e) => {
-                eprintln!("cannot start {} threads: {e}", job.threads);
-                1
-            }
-        };
-    }
-    match time(kernel, &job) {
-        Ok(timed) => {
-            println!("{}", serde_json::to_string(&timed).expect("serializes"));
-            0
-        }
+    let done = if job.count {
+        calls(kernel, &job)
+    } else {
+        time(kernel, &job).map(|timed| println!("{}", serde_json::to_string(&timed).expect("serializes")))
+    };
+    match done {
+        Ok(()) => 0,
         // The parent shows this line in its error.
         Err(e) => {
             eprintln!("cannot start {} threads: {e}", job.threads);
@@ -90,29 +83,35 @@ pub fn work(job: Job) -> i32 {
     }
 }
 
-fn time(kernel: &'static Kernel, job: &Job) -> std::io::Result<Timed> {
-    let iterations = if job.iterations > 0 { job.iterations } else { calibrate(kernel) };
-    // All threads start each run together, so they contend as they would.
-    let start = Arc::new(Barrier::new(job.threads));
-    let threads = (0..job.threads)
+/// Runs `f` on `n` new threads that share one barrier, so that they can
+/// start together and contend as they would; their results, in order.
+fn on_threads<T: Send + 'static>(n: usize, f: impl Fn(&Barrier) -> T + Send + Sync + 'static) -> std::io::Result<Vec<T>> {
+    let start = Arc::new(Barrier::new(n));
+    let f = Arc::new(f);
+    let threads = (0..n)
         .map(|_| {
-            let start = Arc::clone(&start);
-            let runs = job.runs;
-            std::thread::Builder::new().spawn(move || {
-                kernel.run((iterations / 20).max(1)); // warm: first-call costs out
-                (0..runs)
-                    .map(|_| {
-                        start.wait();
-                        let t0 = Instant::now();
-                        kernel.run(iterations);
-                        t0.elapsed().as_nanos() as f64 / iterations as f64
-                    })
-                    .collect::<Vec<f64>>()
-            })
+            let (start, f) = (Arc::clone(&start), Arc::clone(&f));
+            std::thread::Builder::new().spawn(move || f(&start))
         })
         .collect::<std::io::Result<Vec<_>>>()?;
-    let per_thread: Vec<Vec<f64>> = threads.into_iter().map(|t| t.join().expect("kernel thread")).collect();
-    let ns_per_call = (0..job.runs)
+    Ok(threads.into_iter().map(|t| t.join().expect("kernel thread")).collect())
+}
+
+fn time(kernel: &'static Kernel, job: &Job) -> std::io::Result<Timed> {
+    let iterations = if job.iterations > 0 { job.iterations } else { calibrate(kernel) };
+    let runs = job.runs;
+    let per_thread = on_threads(job.threads, move |start| {
+        kernel.run((iterations / 20).max(1)); // warm: first-call costs out
+        (0..runs)
+            .map(|_| {
+                start.wait();
+                let t0 = Instant::now();
+                kernel.run(iterations);
+                t0.elapsed().as_nanos() as f64 / iterations as f64
+            })
+            .collect::<Vec<f64>>()
+    })?;
+    let ns_per_call = (0..runs)
         .map(|r| per_thread.iter().map(|t| t[r]).sum::<f64>() / job.threads as f64)
         .collect();
     Ok(Timed { iterations, ns_per_call })
@@ -124,20 +123,11 @@ fn calls(kernel: &'static Kernel, job: &Job) -> std::io::Result<()> {
         kernel.run(job.iterations);
         return Ok(());
     }
-    let start = Arc::new(Barrier::new(job.threads));
     let iterations = job.iterations;
-    let threads = (0..job.threads)
-        .map(|_| {
-            let start = Arc::clone(&start);
-            std::thread::Builder::new().spawn(move || {
-                start.wait();
-                kernel.run(iterations);
-            })
-        })
-        .collect::<std::io::Result<Vec<_>>>()?;
-    for t in threads {
-        t.join().expect("kernel thread");
-    }
+    on_threads(job.threads, move |start| {
+        start.wait();
+        kernel.run(iterations);
+    })?;
     Ok(())
 }
 

@@ -48,12 +48,12 @@ pub fn run(a: BenchArgs, report: &ReportOptions) -> Result<i32> {
     if let Some(&t) = a.threads.iter().find(|&&t| t == 0 || t > 1024) {
         return Err(Error::Usage(format!("--threads {t}: give thread counts from 1 to 1024")));
     }
-    crate::bench::kernels::select(a.only.as_deref()).map_err(Error::Usage)?;
+    let kernels = crate::bench::kernels::select(a.only.as_deref()).map_err(Error::Usage)?;
     // A path that cannot be written is said now, not after the whole bench.
     for path in [&a.svg, &report.output].into_iter().flatten() {
         std::fs::File::create(path).map_err(|source| Error::File { path: path.clone(), source })?;
     }
-    let opts = BenchOptions { only: a.only, threads: a.threads, iterations: a.iterations, runs: a.runs };
+    let opts = BenchOptions { kernels, threads: a.threads, iterations: a.iterations, runs: a.runs };
 
     // Ctrl-C: the step under way ends (its worker gets the signal too) and
     // the report shows what was measured.
