@@ -8,7 +8,7 @@ use std::process::Command;
 
 use libbpf_cargo::SkeletonBuilder;
 
-const PROGRAMS: &[&str] = &["syscount", "tally"];
+const PROGRAMS: &[&str] = &["syscount", "tally", "floor"];
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR is set by cargo"));

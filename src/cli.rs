@@ -80,6 +80,15 @@ pub enum Command {
         #[arg(allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Runs a command with empty syscall hooks attached (bench/overhead's floor)
+    #[command(name = "__floor", hide = true)]
+    Floor {
+        /// enter, exit or both
+        #[arg(long, value_parser = ["enter", "exit", "both"])]
+        hooks: String,
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<OsString>,
+    },
     /// Audit the host without running anything: clocksource, TZ, processes without TZ
     #[command(after_help = "Examples:\n  sysdiet check\n  sysdiet check --sample 5s\n\n\
                             Lists the processes that have no TZ, with the fix for each (a systemd drop-in for services).\n\
@@ -132,6 +141,10 @@ pub struct ReportArgs {
     /// Count only: take no stack samples, find no call sites
     #[arg(long)]
     pub no_stacks: bool,
+    /// Measure every call's wall time, entry to exit, like strace -c -w (a
+    /// second hook: costs more); by default syscall time is CPU time, sampled
+    #[arg(long)]
+    pub latency: bool,
     /// Report small findings too (a few calls, under 1% of the run)
     #[arg(long)]
     pub all: bool,

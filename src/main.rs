@@ -1,3 +1,4 @@
+use std::ffi::OsString;
 use std::time::Instant;
 
 use clap::Parser;
@@ -35,8 +36,22 @@ fn dispatch(cli: Cli, started: Instant) -> Result<i32> {
             Some(job) => Ok(sysdiet::bench::worker::work(job)),
             None => Err(sysdiet::Error::Usage("__bench-worker is run by `sysdiet bench`, not by hand".into())),
         },
+        Command::Floor { hooks, command } => floor(&hooks, &command),
         Command::Check { args } => sysdiet::commands::check::check(args.sample, &report_options(args.out)),
     }
+}
+
+/// Runs `command` under empty hooks; its exit status is ours.
+fn floor(hooks: &str, command: &[OsString]) -> Result<i32> {
+    use sysdiet::trace::floor::{Floor, Hooks};
+    let hooks = match hooks {
+        "enter" => Hooks::Enter,
+        "exit" => Hooks::Exit,
+        _ => Hooks::Both,
+    };
+    let _floor = Floor::attach(hooks)?;
+    let status = std::process::Command::new(&command[0]).args(&command[1..]).status()?;
+    Ok(status.code().unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)))
 }
 
 fn options(r: ReportArgs) -> Result<TraceOptions> {
@@ -47,6 +62,7 @@ fn options(r: ReportArgs) -> Result<TraceOptions> {
     }
     Ok(TraceOptions {
         stacks: !r.no_stacks,
+        latency: r.latency,
         quiet: false,
         filter: match &r.expr {
             Some(e) => SyscallSet::parse(e)?,

@@ -312,7 +312,7 @@ fn long_paths_are_cut_and_the_report_says_so() {
     let out = sysdiet().args(["run", "--"]).arg(&exe).args([long.as_str(), "10"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "the victim fails: no such file");
     let err = stderr_of(&out);
-    assert!(err.contains("LOST (counts complete): 10 paths cut at 255 bytes"), "{err}");
+    assert!(err.contains("LOST (counts complete): 10 calls with paths cut at 255 bytes"), "{err}");
     assert!(err.contains(&format!("10 × newfstatat(\"/tmp/{}\"), 10 failed", "x".repeat(250))), "{err}");
     assert!(!err.contains("nothing lost"));
 }

@@ -111,12 +111,13 @@ fn repeated_path_and_open_churn() {
 
 #[test]
 fn tiny_io_and_its_fix() {
-    let f = findings("tinywrite", &["5000"], &[]);
+    // Enough calls for the sampled CPU time to see them.
+    let f = findings("tinywrite", &["50000"], &[]);
     let t = only(&f, "tiny-io");
-    assert_eq!(t["what"], "5,000 × write(fd 1) of ≤ 1 byte");
+    assert_eq!(t["what"], "50,000 × write(fd 1) of ≤ 1 byte");
     assert!(fixes(t).contains("buffer the output"));
     // A knob that turns buffering off is named, with the line that proves it.
-    let f = findings("tinywrite", &["5000"], &[("PYTHONUNBUFFERED", "1")]);
+    let f = findings("tinywrite", &["50000"], &[("PYTHONUNBUFFERED", "1")]);
     let t = only(&f, "tiny-io");
     assert!(fixes(t).starts_with("PYTHONUNBUFFERED is set"));
     assert!(t["prove"].as_str().unwrap().contains("--unset-env PYTHONUNBUFFERED"));

@@ -10,7 +10,8 @@ fn check(name: &str, args: &[&str], skip: &[&str]) {
     let oracle = strace_counts(&[], &argv);
     let (doc, out) = sysdiet_json(&[], &argv);
     assert!(out.status.success(), "{name}: sysdiet failed: {}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(doc["lost"]["syscall_map_full"], 0);
+    assert_eq!(doc["lost"]["exit_records"], 0);
+    assert_eq!(doc["lost"]["tasks_untraced"], 0);
     assert_same_counts(name, &oracle, &counts_of(&doc), skip);
 }
 

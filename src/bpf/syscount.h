@@ -1,5 +1,6 @@
 /* Shared by syscount.bpf.c and the Rust side (through the skeleton's
- * generated types): every struct here is a map key or value. */
+ * generated types): every struct here is a map key, a map value or a
+ * record sent through a ring buffer. */
 #ifndef SYSDIET_SYSCOUNT_H
 #define SYSDIET_SYSCOUNT_H
 
@@ -7,6 +8,8 @@
 #define PATH_LEN 256       /* like opensnoop's NAME_MAX + 1 */
 #define HIST_BUCKETS 32    /* byte-count buckets, see size_bucket() */
 #define COMM_LEN 16
+#define ARG_SLOTS 16       /* a thread's cache of argument keys (power of 2) */
+#define ERRNO_SLOTS 16     /* a thread's (syscall, errno) counts */
 
 /* What the fingerprint of one syscall's argument is. */
 enum arg_kind {
@@ -26,6 +29,10 @@ enum timeout_class {
 	TIMEOUT_FINITE = 1,
 	TIMEOUT_NONE = 2,       /* wait forever */
 	TIMEOUT_UNREADABLE = 3,
+	TIMEOUT_RAN_OUT = 4,    /* read at exit as zero after timing out: select,
+				   pselect6 and ppoll write the time left back,
+				   so zero and an expired finite timeout look
+				   alike (exact with --latency, read at entry) */
 };
 
 /* In arg_key.fd for rt_sigprocmask: what the call does to the mask. */
@@ -50,49 +57,31 @@ struct syscall_spec {
 enum target_state {
 	TARGET_PENDING_EXEC = 1, /* spawned, held: counts start at its execve */
 	TARGET_ACTIVE = 2,
+	TARGET_FORKED = 3,       /* new: its first exit is the return from the
+				    fork, which the parent's call counts */
 };
 
-/* Things that went unseen. Each is shown in every report. */
+/* Things that went unseen, each counted in what it cost (calls, unless
+ * said otherwise) and shown in every report. */
 enum lost_counter {
-	LOST_SYSCALL_MAP_FULL = 0,
-	LOST_ARG_MAP_FULL,
-	LOST_ERRNO_MAP_FULL,
-	LOST_TASK_MAP_FULL,
-	LOST_NO_TASK_STORAGE, /* a new task of a target got no state: untraced */
-	LOST_PATH_UNREADABLE,
-	LOST_PATH_TRUNCATED,
-	LOST_NR_OUT_OF_RANGE,
-	LOST_PATH_MAP_FULL,
+	LOST_NO_TASK_STORAGE = 0, /* tasks: a new task of a target got no state */
+	LOST_EXIT_RECORDS,    /* calls of exited threads: exit ring buffer full */
+	LOST_ARG_TABLE_FULL,  /* calls whose repeated argument had no room */
+	LOST_ARG_NOMEM,       /* calls whose argument entry could not be allocated */
+	LOST_ONCE_TABLE_FULL, /* calls summarised as one-shot unchecked */
+	LOST_ERRNO_TABLE_FULL,/* failed calls whose errno was not kept */
+	LOST_PATH_UNREADABLE, /* calls whose path could not be read */
+	LOST_PATH_TRUNCATED,  /* calls whose path was cut at 255 bytes */
+	LOST_PATH_STRING,     /* repeated paths whose string had no room */
+	LOST_COMPAT,          /* calls made through the i386 entry (int 0x80) */
+	LOST_NR_OUT_OF_RANGE, /* calls with a number beyond the table (x32) */
 	LOST_SAMPLES_DROPPED, /* stack samples: ring buffer full */
+	LOST_TICKS,           /* CPU-time ticks that found the state busy */
 	LOST__COUNT,
 };
 
-/* Per (process, thread, syscall): kept in the thread's own task storage
- * while it runs (no lookups, no contention), moved here when it exits. */
-struct sys_key {
-	__u32 tgid;
-	__u32 tid;
-	__u32 nr;
-	__u32 _pad;
-};
-
-struct sys_val {
-	__u64 calls;
-	__u64 errors;
-	__u64 total_ns;
-	__u64 min_ns;
-	__u64 max_ns;
-};
-
-struct errno_key {
-	__u32 tgid;
-	__u32 nr;
-	__u32 err;
-	__u32 _pad;
-};
-
-/* Per (process, syscall, argument fingerprint); per-CPU values. Paths are
- * keyed by a 64-bit hash of the string; the string is in `paths`. */
+/* Per (process, syscall, argument fingerprint). Paths are keyed by a
+ * 64-bit hash of the string; the string is in `paths`. */
 struct arg_key {
 	__u32 tgid;
 	__u32 nr;
@@ -100,71 +89,153 @@ struct arg_key {
 	__u64 path_hash; /* 0 for fd calls */
 };
 
-struct path_val {
-	char path[PATH_LEN];
-};
-
-/* Where a thread is in sampling one syscall's calls. The gaps between
- * samples are random, so that a program's own rhythm (two call sites
- * taking turns) cannot alias with the sampling. */
-struct sampler {
-	__u32 left; /* calls to let pass before the next sample */
-	__u32 last; /* the call count at the last sample */
-};
-
-/* One per traced thread, in task storage: its state, the syscall it is
- * in, and its counts. Created by sysdiet (run, attach) or at fork. */
-struct task_state {
-	__u32 state;    /* enum target_state */
-	__u32 nr;       /* the syscall in progress */
-	__u8 active;    /* between enter and exit */
-	__u8 kind;      /* enum arg_kind of nr */
-	__u8 path_ok;
-	__u8 _pad[5];
-	__u64 start_ns;
-	__u64 path_ptr; /* to re-read at exit if it faulted at entry */
-	__u64 requested;
-	struct arg_key key;
-	char path[PATH_LEN];
-	struct sys_val stats[MAX_SYSCALLS];
-	struct sampler samplers[MAX_SYSCALLS];
-	/* rt_sigprocmask calls by enum mask_change: kept here, not in
-	 * arg_stats, so that the hot path makes no hash lookup for them. */
-	__u64 mask_calls[MASK_CLASSES];
-};
-
 struct arg_val {
 	__u64 calls;
 	__u64 errors;
-	__u64 total_ns;
+	__u64 ns;
+};
+
+/* Byte counts asked for and returned, per read/write-family key. */
+struct io_hist {
 	__u64 requested[HIST_BUCKETS];
 	__u64 returned[HIST_BUCKETS];
 };
 
-/* Per thread (or process: tid == tgid). */
-struct task_info {
+/* A key seen once so far, with that call's facts, so that a second
+ * sighting promotes it to arg_stats with both calls counted. */
+struct once_val {
+	__u64 ns;
+	__u8 failed;
+	__u8 requested; /* size buckets, ARG_FD_IO only */
+	__u8 returned;
+	__u8 _pad[5];
+};
+
+/* Calls whose argument key was seen once only, per syscall. */
+struct once_summary {
+	__u64 keys;
+	__u64 errors;
+	__u64 ns;
+};
+
+struct path_val {
+	char path[PATH_LEN];
+};
+
+struct sys_val {
+	__u64 calls;
+	__u64 errors;
+	__u64 ns;     /* CPU time sampled, or wall time measured (--latency) */
+	__u64 min_ns; /* --latency only */
+	__u64 max_ns;
+};
+
+/* A repeated argument key held by a thread, with the calls it made since
+ * the key was last flushed to arg_stats. */
+struct arg_slot {
+	__u32 nr;   /* 0 with hash 0 and fd 0: empty (read(0) keys have hash 0
+		       too, so `used` tells) */
+	__u32 used;
+	__s64 fd;
+	__u64 path_hash;
+	__u64 calls;
+	__u64 errors;
+	__u64 ns;
+	__u32 requested[HIST_BUCKETS]; /* flushed long before they could wrap */
+	__u32 returned[HIST_BUCKETS];
+};
+
+struct errno_slot {
+	__u16 nr;
+	__u16 err;
+	__u32 _pad;
+	__u64 count;
+};
+
+/* One per traced thread, in task storage: its state, its counts and its
+ * cache of argument keys. Created by sysdiet (run, attach) or at fork. */
+struct task_state {
+	__u32 state;    /* enum target_state */
 	__u32 tgid;
-	__u32 ppid;      /* tgid of the parent */
-	__s32 exit_code; /* wait(2) status, valid when exited */
-	__u32 exited;
+	__u32 ppid;     /* tgid of the parent */
+	__u8 exited;    /* flushed: its counts are in an exit record */
+	__u8 mask_known;
+	__u8 in_call;   /* --latency: between enter and exit */
+	__u8 timeout_class; /* --latency: read at entry */
 	char comm[COMM_LEN];
+	__u64 seq;      /* syscalls counted */
+	__u64 start_ns; /* --latency: entry time of the call in progress */
+	__u64 ticks;    /* CPU ticks in the call in progress */
+	__u64 user_ticks;
+	__u64 mask;     /* the signal mask after the last change seen */
+	__u64 last_change; /* seq of the last rt_sigprocmask that changed it */
+	/* stack sampling: a sample every `gap` calls on average */
+	__u32 sample_left;
+	__u32 sample_gap;
+	__u64 since_sample;
+	__u64 last_sample_ns;
+	struct sys_val stats[MAX_SYSCALLS];
+	/* rt_sigprocmask calls by enum mask_change: kept here, so that the
+	 * hot path makes no hash lookup for them. */
+	__u64 mask_calls[MASK_CLASSES];
+	struct errno_slot errnos[ERRNO_SLOTS];
+	__u64 errnos_lost;
+	struct arg_slot slots[ARG_SLOTS];
+	char path[PATH_LEN];
+};
+
+/* What an exiting thread leaves: sent through the `exits` ring buffer, so
+ * that no fixed table bounds how many processes a run can have. */
+struct exit_entry {
+	__u32 nr;
+	__u32 _pad;
+	struct sys_val v;
+};
+
+enum record_kind {
+	RECORD_SLOT = 1,
+	RECORD_EXIT = 2,
+};
+
+/* An exiting thread's cached argument key with calls not yet flushed. */
+struct slot_record {
+	__u32 kind; /* RECORD_SLOT */
+	__u32 tgid;
+	__u32 tid;
+	__u32 _pad;
+	struct arg_slot slot;
+};
+
+struct exit_record {
+	__u32 kind; /* RECORD_EXIT */
+	__u32 tgid;
+	__u32 tid;
+	__u32 ppid;
+	__s32 exit_code;  /* wait(2) status */
+	__u32 leader;     /* tid == tgid: the process ended */
+	__u32 entries;
+	__u32 _pad;
+	char comm[COMM_LEN];
+	__u64 user_ticks;
+	__u64 mask_calls[MASK_CLASSES];
+	struct errno_slot errnos[ERRNO_SLOTS];
+	__u64 errnos_lost;
+	struct exit_entry e[MAX_SYSCALLS];
 };
 
 /* A stack sample, taken at syscall exit (the user registers and stack are
  * those of the call site) and sent through the `samples` ring buffer. The
  * counts stay exact; samples only share them out among call sites. */
 #define STACK_BYTES 16384
-#define SAMPLE_FIRST_OF_KEY 1 /* not a periodic sample: the first call of its
-				 (syscall, argument) on this CPU; weight 0 */
 
 struct stack_sample {
 	__u32 tgid;
 	__u32 tid;
 	__u32 nr;
 	__u32 flags;
-	__u64 period;    /* this sample stands for `period` calls: those since
-			    the thread's last sample of this syscall */
-	__u64 ns;        /* the call's time in the kernel */
+	__u64 period;    /* this sample stands for `period` calls: the
+			    thread's calls since its previous sample */
+	__u64 ns;        /* the call's time, with --latency; else 0 */
 	__u64 time_ns;   /* CLOCK_MONOTONIC at exit, to pick the mappings */
 	__s64 fd;        /* the argument key, as in struct arg_key */
 	__u64 path_hash;

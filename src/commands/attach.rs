@@ -19,7 +19,7 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
 
     let (tx, rx) = mpsc::channel();
     target::watch_signals(tx.clone())?;
-    let mut tracer = BpfTracer::load(&opts.filter, opts.stacks)?;
+    let mut tracer = BpfTracer::load(&opts.filter, opts.bpf())?;
     let mut armed = Vec::new();
     for (&pid, threads) in pids.iter().zip(threads) {
         armed.extend(arm_threads(&tracer, pid, threads)?);
@@ -52,6 +52,8 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
         interrupted,
         setup_ns,
         readout_ns: 0,
+        time: Default::default(),
+        user_cpu_ns: 0,
         environment: target::environment_of_process(pids[0]),
     };
     let (trace, findings) = finish(&mut tracer, stacks, run, ended, opts)?;
@@ -72,8 +74,7 @@ pub(super) fn arm_threads(tracer: &BpfTracer, pid: u32, mut threads: Vec<(u32, S
             return Ok(armed.into_iter().collect());
         }
         for (tid, comm) in new {
-            tracer.add_task(tid, pid, ppid, &comm)?;
-            match tracer.add_target(tid, false) {
+            match tracer.add_target(tid, false, pid, ppid, &comm) {
                 Ok(()) => {}
                 // A thread that ended in between has nothing to count; one
                 // that still runs but has no pidfd (Linux < 6.9) would be

@@ -47,7 +47,7 @@ pub fn check(sample: Option<Duration>, report: &ReportOptions) -> Result<i32> {
 fn sample_zone_lookups(processes: &[host::RunningProcess], d: Duration) -> Result<(u64, std::collections::HashMap<u32, u64>)> {
     let (tx, rx) = mpsc::channel();
     target::watch_signals(tx.clone())?;
-    let mut tracer = BpfTracer::load(&SyscallSet::parse(&format!("trace={ZONE_LOOKUPS}"))?, false)?;
+    let mut tracer = BpfTracer::load(&SyscallSet::parse(&format!("trace={ZONE_LOOKUPS}"))?, Default::default())?;
     for p in processes.iter().filter(|p| p.tz.is_none()) {
         match target::live_threads(p.pid).and_then(|threads| arm_threads(&tracer, p.pid, threads)) {
             Ok(_) => {}

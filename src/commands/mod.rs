@@ -14,7 +14,7 @@ use crate::diagnose::Finding;
 use crate::model::{RunInfo, Trace};
 use crate::report::ReportOptions;
 use crate::stacks::collector::Collector;
-use crate::trace::bpf::{BpfTracer, SAMPLE_SHIFT};
+use crate::trace::bpf::{BpfOptions, BpfTracer, SAMPLE_FIRST_GAP, SAMPLE_INTERVAL_NS};
 use crate::trace::filter::SyscallSet;
 use crate::trace::mappings::{MapEvent, MapEvents};
 
@@ -24,12 +24,20 @@ pub struct TraceOptions {
     pub filter: SyscallSet,
     /// Sample stacks to find call sites.
     pub stacks: bool,
+    /// Measure each call's wall time (two hooks) instead of sampling CPU time.
+    pub latency: bool,
     /// The command's stdin, stdout and stderr go to /dev/null.
     pub quiet: bool,
     pub report: ReportOptions,
 }
 
 pub const BACKEND: &str = "bpf";
+
+impl TraceOptions {
+    fn bpf(&self) -> BpfOptions {
+        BpfOptions { stacks: self.stacks, latency: self.latency }
+    }
+}
 
 fn unix_now() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
@@ -58,9 +66,10 @@ fn finish(
     let lost = tracer.read_into(&mut builder)?;
     if let Some(collector) = stacks {
         let collected = collector.finish();
-        crate::stacks::resolve(collected, SAMPLE_SHIFT, |nr, fd, hash| tracer.argument_for(nr, fd, hash), &mut builder);
+        crate::stacks::resolve(collected, (SAMPLE_FIRST_GAP, SAMPLE_INTERVAL_NS), |nr, fd, hash| tracer.argument_for(nr, fd, hash), &mut builder);
     }
     run.readout_ns = ended.elapsed().as_nanos() as u64;
+    run.time = tracer.time_kind();
     let trace = builder.finish(run, lost);
     let findings = crate::diagnose::diagnose(&trace, opts.report.all);
     Ok((trace, findings))

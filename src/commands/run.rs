@@ -40,9 +40,10 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
 
     let (tx, rx) = mpsc::channel();
     target::watch_signals(tx.clone())?;
-    let mut tracer = BpfTracer::load(&opts.filter, opts.stacks)?;
+    let mut tracer = BpfTracer::load(&opts.filter, opts.bpf())?;
     let held = spawn::spawn_held(&program, command, env, opts.quiet)?;
-    tracer.add_target(held.pid(), true)?;
+    let comm = program.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    tracer.add_target(held.pid(), true, held.pid(), std::process::id(), &comm)?;
     // Before its execve, so that the mappings of the new program are seen.
     let stacks = start_stacks(&tracer, opts, &[held.pid()], Vec::new())?;
 
@@ -86,6 +87,8 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
         interrupted: exit.is_none(),
         setup_ns,
         readout_ns: 0,
+        time: Default::default(),
+        user_cpu_ns: 0,
         environment: target::environment_of_command(env),
     };
     let (trace, findings) = finish(&mut tracer, stacks, run, ended, opts)?;

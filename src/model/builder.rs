@@ -1,7 +1,7 @@
 //! Assembles a Trace from per-thread records, whichever tracer made them.
 
 use super::*;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 #[derive(Debug, Default)]
 pub struct TraceBuilder {
@@ -12,10 +12,13 @@ pub struct TraceBuilder {
     /// tid -> what is known of the task
     tasks: BTreeMap<u32, TaskRecord>,
     arguments: Vec<ArgumentStats>,
+    /// nr -> calls whose argument was seen once
+    one_shot: BTreeMap<u32, OneShot>,
     /// (tgid, nr) -> the stack samples of those calls
     samples: BTreeMap<(u32, u32), Vec<SampleRecord>>,
     call_sites: Vec<CallSite>,
     sampling: Option<Sampling>,
+    user_cpu_ns: u64,
 }
 
 /// One stack sample, its stack already resolved to a call site.
@@ -27,8 +30,8 @@ pub struct SampleRecord {
     pub argument: Option<Argument>,
     /// Index into the call sites given to `set_call_sites`.
     pub site: usize,
-    /// How many calls the sample stands for; 0 for a first-of-its-argument
-    /// sample, which names a site but weighs nothing beside periodic ones.
+    /// How many calls the sample stands for: the thread's calls since its
+    /// previous sample.
     pub period: u64,
     /// The call's time in the kernel.
     pub ns: u64,
@@ -59,6 +62,18 @@ impl TraceBuilder {
         self.arguments.push(stats);
     }
 
+    pub fn add_one_shot(&mut self, nr: u32, calls: u64, errors: u64, total_ns: u64) {
+        let o = self.one_shot.entry(nr).or_insert_with(|| OneShot { syscall: crate::trace::syscalls::name(nr), nr, ..Default::default() });
+        o.calls += calls;
+        o.errors += errors;
+        o.total_ns += total_ns;
+    }
+
+    /// CPU time the traced tasks spent outside syscalls.
+    pub fn add_user_cpu(&mut self, ns: u64) {
+        self.user_cpu_ns += ns;
+    }
+
     pub fn add_sample(&mut self, sample: SampleRecord) {
         self.samples.entry((sample.tgid, sample.nr)).or_default().push(sample);
     }
@@ -68,7 +83,8 @@ impl TraceBuilder {
         self.sampling = Some(sampling);
     }
 
-    pub fn finish(self, run: RunInfo, lost: Lost) -> Trace {
+    pub fn finish(self, mut run: RunInfo, lost: Lost) -> Trace {
+        run.user_cpu_ns += self.user_cpu_ns;
         let mut processes: BTreeMap<u32, Process> = BTreeMap::new();
         for ((tgid, tid), by_nr) in self.threads {
             let task = self.tasks.get(&tid);
@@ -110,12 +126,20 @@ impl TraceBuilder {
 
         let mut arguments = merge_arguments(self.arguments);
         arguments.sort_by(|a, b| b.calls.cmp(&a.calls).then(b.total_ns.cmp(&a.total_ns)));
-        for a in &mut arguments {
-            if let Some(samples) = self.samples.get(&(a.pid, a.nr)) {
-                let mine = samples.iter().filter(|s| s.argument.as_ref() == Some(&a.argument));
-                a.sites = shares(a.calls, a.total_ns, mine);
+        // Each sample is looked at once: indexed by its full key, so the
+        // work grows with samples + arguments, not their product.
+        let mut by_argument: HashMap<(u32, u32, &Argument), Vec<&SampleRecord>> = HashMap::new();
+        for s in self.samples.values().flatten() {
+            if let Some(arg) = &s.argument {
+                by_argument.entry((s.tgid, s.nr, arg)).or_default().push(s);
             }
         }
+        for a in &mut arguments {
+            if let Some(mine) = by_argument.get(&(a.pid, a.nr, &a.argument)) {
+                a.sites = shares(a.calls, a.total_ns, mine.iter().copied());
+            }
+        }
+        let one_shot = self.one_shot.into_values().filter(|o| o.calls > 0).collect();
 
         Trace {
             run,
@@ -123,22 +147,23 @@ impl TraceBuilder {
             syscalls,
             processes: processes.into_values().collect(),
             arguments,
+            one_shot,
             call_sites: self.call_sites,
             sampling: self.sampling,
         }
     }
 }
 
-/// The call sites' shares of an exact count, from its samples: periodic
-/// samples by their periods; first-of-argument ones only when no periodic
-/// sample saw these calls.
+/// The call sites' shares of an exact count, from its samples, each
+/// weighing the calls it stands for.
 fn shares<'a>(calls: u64, total_ns: u64, samples: impl Iterator<Item = &'a SampleRecord>) -> Vec<SiteShare> {
-    let (periodic, first): (Vec<&SampleRecord>, Vec<&SampleRecord>) = samples.partition(|s| s.period > 0);
-    let weights: Vec<(usize, f64, f64)> = if periodic.is_empty() {
-        first.iter().map(|s| (s.site, 1.0, s.ns as f64)).collect()
-    } else {
-        periodic.iter().map(|s| (s.site, s.period as f64, (s.period * s.ns) as f64)).collect()
-    };
+    let weights: Vec<(usize, f64, f64)> = samples
+        .map(|s| {
+            #[cfg(test)]
+            tests::OPS.with(|n| n.set(n.get() + 1));
+            (s.site, s.period as f64, (s.period * s.ns) as f64)
+        })
+        .collect();
     callsite::apportion(calls, total_ns, &weights)
 }
 
@@ -172,6 +197,46 @@ fn merge_arguments(args: Vec<ArgumentStats>) -> Vec<ArgumentStats> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    thread_local! {
+        /// Samples weighed by `shares`: the builder's work, counted.
+        pub static OPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+
+    /// n distinct path arguments in one process, each with one sample.
+    fn walk(n: u64) -> u64 {
+        let mut b = TraceBuilder::default();
+        b.add_syscall(1, 1, stats(262, 2 * n, 0, 2 * n));
+        for i in 0..n {
+            let argument = Argument::Path { path: Some(format!("/d/{i}")), dirfd: None };
+            b.add_argument(ArgumentStats {
+                pid: 1,
+                syscall: "newfstatat".into(),
+                nr: 262,
+                argument: argument.clone(),
+                calls: 2,
+                errors: 0,
+                total_ns: 2,
+                requested: None,
+                returned: None,
+                sites: Vec::new(),
+            });
+            b.add_sample(SampleRecord { tgid: 1, nr: 262, argument: Some(argument), site: (i % 7) as usize, period: 2, ns: 1 });
+        }
+        OPS.with(|o| o.set(0));
+        let t = b.finish(RunInfo::default(), Lost::default());
+        assert_eq!(t.arguments.len() as u64, n);
+        OPS.with(|o| o.get())
+    }
+
+    #[test]
+    fn builder_work_grows_linearly() {
+        let (small, large) = (walk(2_000), walk(20_000));
+        // Each sample weighed for its argument and for its syscall: 2 per
+        // sample, whatever n is. A quadratic builder would do 100x more.
+        assert_eq!(small, 4_000);
+        assert_eq!(large, 40_000);
+    }
 
     fn stats(nr: u32, calls: u64, errors: u64, ns: u64) -> SyscallStats {
         SyscallStats { calls, errors, total_ns: ns, min_ns: ns / calls.max(1), max_ns: ns, ..SyscallStats::new(nr) }
@@ -230,7 +295,7 @@ mod tests {
         b.add_sample(sample(10, fd(3), 0, 4));
         b.add_sample(sample(10, fd(3), 0, 4));
         b.add_sample(sample(10, fd(5), 1, 8));
-        b.add_sample(sample(10, fd(7), 1, 0)); // names fd 7's site only
+        b.add_sample(sample(10, fd(7), 1, 1));
         b.add_sample(sample(20, fd(3), 2, 1));
         b.add_argument(ArgumentStats {
             pid: 10,
@@ -246,7 +311,7 @@ mod tests {
         });
         let t = b.finish(RunInfo::default(), Lost::default());
         let p = &t.processes[0].syscalls[0];
-        assert_eq!(p.sites.iter().map(|s| (s.site, s.calls)).collect::<Vec<_>>(), vec![(0, 750), (1, 750)]);
+        assert_eq!(p.sites.iter().map(|s| (s.site, s.calls)).collect::<Vec<_>>(), vec![(1, 794), (0, 706)]);
         let total = t.syscall("stat").unwrap();
         assert_eq!(total.sites.iter().map(|s| s.calls).sum::<u64>(), 1507);
         assert_eq!(total.sites.iter().find(|s| s.site == 2).unwrap().calls, 7);

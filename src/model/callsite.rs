@@ -97,11 +97,13 @@ pub struct SiteShare {
 /// How the stacks were sampled and what it cost.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Sampling {
-    /// Each thread's calls of one syscall: all sampled up to 2^(shift+1),
-    /// then 2^shift samples per doubling of the count.
-    pub shift: u32,
+    /// A thread starts at one sample per `first_gap` calls (random gaps);
+    /// the gap then doubles or halves to keep about one sample per
+    /// `interval_ns` of the thread's time: a budget per thread and second.
+    pub first_gap: u32,
+    pub interval_ns: u64,
     pub samples: u64,
-    /// The longest gap between two samples of one thread's syscall, in calls.
+    /// The longest gap between two samples of one thread, in calls.
     pub max_gap: u64,
     /// Samples whose unwinding reached the root of the stack.
     pub complete: u64,

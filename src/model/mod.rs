@@ -26,6 +26,10 @@ pub struct Trace {
     /// The code that made the calls; `sites` fields index into this.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub call_sites: Vec<CallSite>,
+    /// Calls whose argument key (path, fd, ...) was seen only once, per
+    /// syscall: a file-tree walk's paths, summarised, not listed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub one_shot: Vec<OneShot>,
     /// How stacks were sampled; `None` when they were not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampling: Option<Sampling>,
@@ -52,7 +56,27 @@ pub struct RunInfo {
     /// from the command's end to this Trace being read out of the kernel.
     pub setup_ns: u64,
     pub readout_ns: u64,
+    /// What the syscalls' time is.
+    #[serde(default)]
+    pub time: TimeKind,
+    /// The traced tasks' CPU time outside syscalls, sampled like syscall
+    /// time (0 with --latency, which does not sample).
+    #[serde(default)]
+    pub user_cpu_ns: u64,
     pub environment: Environment,
+}
+
+/// What `total_ns` and the other times of a Trace measure.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TimeKind {
+    /// CPU time in the kernel, sampled: a timer tick every `tick_ns` on each
+    /// CPU is charged to the syscall the traced thread it interrupts is in
+    /// (`strace -c`'s "system time"). Blocked time counts nothing.
+    CpuSampled { tick_ns: u64 },
+    /// Wall time from entry to exit of every call, measured (`strace -c -w`).
+    #[default]
+    Wall,
 }
 
 /// Facts about the target's environment that rules need.
@@ -96,23 +120,35 @@ impl Exit {
     }
 }
 
+/// What went unseen. Each counter is in calls unless its doc says otherwise;
+/// all zero when everything was counted.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Lost {
-    /// Syscalls not counted per thread because the table was full.
-    pub syscall_map_full: u64,
-    pub argument_map_full: u64,
-    pub errno_map_full: u64,
-    pub task_map_full: u64,
-    /// Path arguments that could not be read from the target's memory.
+    /// New tasks of a target left untraced: no memory for their state (tasks).
+    pub tasks_untraced: u64,
+    /// Calls of exited threads that could not be handed over (ring buffer full).
+    pub exit_records: u64,
+    /// Calls of repeated arguments with no room in the argument table.
+    pub argument_table_full: u64,
+    /// Calls whose argument entry could not be allocated.
+    pub argument_alloc_failed: u64,
+    /// Calls summarised as one-shot without checking for repeats: the table
+    /// of keys seen once was full.
+    pub once_table_full: u64,
+    /// Failed calls whose errno was not kept.
+    pub errno_table_full: u64,
+    /// Calls whose path could not be read from the target's memory.
     pub path_unreadable: u64,
-    /// Paths longer than sysdiet keeps (255 bytes), shown cut.
+    /// Calls whose path was longer than sysdiet keeps (255 bytes), shown cut.
     pub path_truncated: u64,
-    /// New tasks of a target left untraced: no memory for their state.
-    pub no_task_storage: u64,
+    /// Repeated paths whose string had no room: they show with no path (keys).
+    pub path_strings: u64,
+    /// Calls made through the i386 entry (`int 0x80`, 32-bit programs): not
+    /// counted under x86_64 names.
+    pub compat_syscalls: u64,
+    /// Calls with a number beyond the x86_64 table (x32).
     pub syscall_nr_out_of_range: u64,
-    /// Path strings lost to a full table: their calls show with no path.
-    pub path_map_full: u64,
-    /// Stack samples dropped because sysdiet read them too slowly.
+    /// Stack samples dropped because sysdiet read them too slowly (samples).
     #[serde(default)]
     pub samples_dropped: u64,
 }
@@ -121,15 +157,17 @@ impl Lost {
     /// (name, count) of every non-zero counter, for reports.
     pub fn nonzero(&self) -> Vec<(&'static str, u64)> {
         [
-            ("syscalls uncounted: thread table full", self.syscall_map_full),
-            ("argument stats lost: no room in the table", self.argument_map_full),
-            ("errno stats lost: table full", self.errno_map_full),
-            ("task names lost: table full", self.task_map_full),
-            ("paths unreadable", self.path_unreadable),
-            ("paths cut at 255 bytes", self.path_truncated),
-            ("tasks untraced: no memory for their state", self.no_task_storage),
-            ("syscalls with unknown numbers", self.syscall_nr_out_of_range),
-            ("path strings lost: table full", self.path_map_full),
+            ("tasks untraced: no memory for their state", self.tasks_untraced),
+            ("calls of exited threads lost: ring buffer full", self.exit_records),
+            ("calls without argument stats: table full", self.argument_table_full),
+            ("calls without argument stats: allocation failed", self.argument_alloc_failed),
+            ("calls not checked for repeats: one-shot table full", self.once_table_full),
+            ("failed calls without errno: table full", self.errno_table_full),
+            ("calls with unreadable paths", self.path_unreadable),
+            ("calls with paths cut at 255 bytes", self.path_truncated),
+            ("repeated paths without their string: table full", self.path_strings),
+            ("i386 (int 0x80) calls not counted", self.compat_syscalls),
+            ("calls with unknown numbers (x32?) not counted", self.syscall_nr_out_of_range),
             ("stack samples dropped: ring buffer full", self.samples_dropped),
         ]
         .into_iter()
@@ -139,8 +177,26 @@ impl Lost {
 
     /// Lost counters that make call counts incomplete (not just details).
     pub fn counts_incomplete(&self) -> bool {
-        self.syscall_map_full + self.no_task_storage + self.syscall_nr_out_of_range > 0
+        self.tasks_untraced + self.exit_records + self.compat_syscalls + self.syscall_nr_out_of_range > 0
     }
+
+    /// Lost counters that make per-argument stats incomplete: findings that
+    /// read arguments (repeated paths, tiny I/O, ...) may be missing.
+    pub fn arguments_incomplete(&self) -> bool {
+        self.counts_incomplete()
+            || self.argument_table_full + self.argument_alloc_failed + self.once_table_full + self.path_strings > 0
+    }
+}
+
+/// The calls of one syscall whose argument was seen once only.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct OneShot {
+    pub syscall: String,
+    pub nr: u32,
+    /// Distinct arguments, each called once.
+    pub calls: u64,
+    pub errors: u64,
+    pub total_ns: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -149,8 +205,10 @@ pub struct SyscallStats {
     pub nr: u32,
     pub calls: u64,
     pub errors: u64,
-    /// Time in the kernel, entry to exit; exit and exit_group count none.
+    /// Time in the kernel (see `RunInfo::time`); exit and exit_group count none.
     pub total_ns: u64,
+    /// The shortest and longest call: measured with --latency; with sampled
+    /// time, min is 0 and max the most ticks one call took.
     pub min_ns: u64,
     pub max_ns: u64,
     /// errno name (ENOENT, ...) -> count.
@@ -227,6 +285,9 @@ pub enum Timeout {
     /// Waits until something happens.
     None,
     Unreadable,
+    /// Zero, or a finite timeout that ran out: select, pselect6 and ppoll
+    /// write the time left back, and sampled mode reads it at exit.
+    RanOut,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]

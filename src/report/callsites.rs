@@ -26,11 +26,11 @@ pub fn section(out: &mut String, trace: &Trace) {
     if by_calls.is_empty() {
         return;
     }
-    let rate = if sampling.max_gap > 1 {
-        format!(", gaps up to {} calls", thousands(sampling.max_gap))
-    } else {
-        String::new()
-    };
+    let rate = format!(
+        ", at most ~{}/s per thread{}",
+        thousands(1_000_000_000 / sampling.interval_ns.max(1)),
+        if sampling.max_gap > 1 { format!(", gaps up to {} calls", thousands(sampling.max_gap)) } else { String::new() }
+    );
     let _ = writeln!(
         out,
         "\ncall sites ({} stack samples{rate}; counts are exact, samples split them among sites)",

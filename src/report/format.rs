@@ -108,6 +108,7 @@ pub fn timeout(t: crate::model::Timeout) -> &'static str {
         Finite => "> 0",
         None => "none",
         Unreadable => "unreadable",
+        RanOut => "0 or ran out",
     }
 }
 

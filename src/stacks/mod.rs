@@ -21,7 +21,7 @@ use collector::Collected;
 /// into the argument the counts use.
 pub fn resolve(
     collected: Collected,
-    shift: u32,
+    budget: (u32, u64),
     argument_for: impl Fn(u32, i64, u64) -> Option<Argument>,
     out: &mut TraceBuilder,
 ) {
@@ -33,7 +33,8 @@ pub fn resolve(
     let mut used: Vec<u64> = collected.facts.iter().map(|f| f.bytes_used).collect();
     used.sort_unstable();
     let sampling = Sampling {
-        shift,
+        first_gap: budget.0,
+        interval_ns: budget.1,
         samples: n,
         max_gap: collected.samples.iter().map(|s| s.period).max().unwrap_or(0),
         complete: collected.samples.iter().filter(|s| sites[site_of[s.stack]].complete).count() as u64,

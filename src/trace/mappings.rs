@@ -5,9 +5,10 @@
 //! gone, which /proc/PID/maps read at the end could not do.
 
 use std::fs;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::perf::{self, online_cpus, PerfEventAttr, PERF_TYPE_SOFTWARE};
 use crate::error::{Error, Result};
 
 /// One change to a process's address space; `time` is CLOCK_MONOTONIC ns,
@@ -50,32 +51,6 @@ fn parse_maps_line(pid: u32, line: &str) -> Option<MapEvent> {
     Some(MapEvent::Mmap { pid, time: 0, start, len: end - start, pgoff: u64::from_str_radix(offset, 16).ok()?, path })
 }
 
-/// perf_event_attr up to PERF_ATTR_SIZE_VER5.
-#[repr(C)]
-#[derive(Default)]
-struct PerfEventAttr {
-    kind: u32,
-    size: u32,
-    config: u64,
-    sample_period: u64,
-    sample_type: u64,
-    read_format: u64,
-    flags: u64,
-    wakeup_events: u32,
-    bp_type: u32,
-    config1: u64,
-    config2: u64,
-    branch_sample_type: u64,
-    sample_regs_user: u64,
-    sample_stack_user: u32,
-    clockid: i32,
-    sample_regs_intr: u64,
-    aux_watermark: u32,
-    sample_max_stack: u16,
-    reserved: u16,
-}
-
-const PERF_TYPE_SOFTWARE: u32 = 1;
 const PERF_COUNT_SW_DUMMY: u64 = 9;
 const PERF_SAMPLE_TID: u64 = 1 << 1;
 const PERF_SAMPLE_TIME: u64 = 1 << 2;
@@ -88,7 +63,6 @@ const SAMPLE_ID_ALL: u64 = 1 << 18;
 const MMAP2: u64 = 1 << 23;
 const COMM_EXEC: u64 = 1 << 24;
 const USE_CLOCKID: u64 = 1 << 25;
-const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
 
 const RECORD_LOST: u32 = 2;
 const RECORD_COMM: u32 = 3;
@@ -168,15 +142,7 @@ impl Ring {
             clockid: libc::CLOCK_MONOTONIC,
             ..Default::default()
         };
-        // SAFETY: a valid attr; the kernel reads `size` bytes of it.
-        let fd = unsafe {
-            libc::syscall(libc::SYS_perf_event_open, &attr as *const PerfEventAttr, tid as i32, cpu, -1, PERF_FLAG_FD_CLOEXEC)
-        };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: a new fd we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        let fd = perf::open(&attr, tid as i32, cpu)?;
         let page = page_size();
         let len = page * (1 + DATA_PAGES);
         // SAFETY: mapping the event's ring buffer, as perf_event_open(2) says.
@@ -269,24 +235,6 @@ fn page_size() -> usize {
     unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
 }
 
-/// CPU numbers from /sys/devices/system/cpu/online ("0-3,5").
-fn online_cpus() -> Vec<i32> {
-    let text = fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
-    let cpus: Vec<i32> = text
-        .trim()
-        .split(',')
-        .filter_map(|part| match part.split_once('-') {
-            Some((a, b)) => Some((a.parse().ok()?..=b.parse().ok()?).collect::<Vec<i32>>()),
-            None => part.parse().ok().map(|c| vec![c]),
-        })
-        .flatten()
-        .collect();
-    if cpus.is_empty() {
-        (0..std::thread::available_parallelism().map_or(1, |n| n.get() as i32)).collect()
-    } else {
-        cpus
-    }
-}
 
 #[cfg(test)]
 mod tests {

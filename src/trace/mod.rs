@@ -3,8 +3,12 @@
 
 pub mod bpf;
 pub mod errno;
+pub mod exits;
 pub mod filter;
+pub mod floor;
 pub mod mappings;
+pub mod perf;
+pub mod readout;
 pub mod samples;
 pub mod syscalls;
 pub mod tally;

@@ -5,16 +5,12 @@ use std::mem::offset_of;
 
 use super::bpf::skel::types::stack_sample;
 
-/// Set in `flags` for a sample taken because it was the first call of its
-/// (syscall, argument) on a CPU, not by the periodic rule.
-const SAMPLE_FIRST_OF_KEY: u32 = 1;
-
 #[derive(Debug, Clone)]
 pub struct StackSample {
     pub tgid: u32,
     pub tid: u32,
     pub nr: u32,
-    /// Calls this sample stands for; 0 for a first-of-argument sample.
+    /// Calls this sample stands for: its thread's since the previous one.
     pub period: u64,
     pub ns: u64,
     /// CLOCK_MONOTONIC at the call's exit.
@@ -38,14 +34,13 @@ impl StackSample {
     pub fn parse(b: &[u8]) -> Option<StackSample> {
         let u32_at = |at| field::<4>(b, at).map(u32::from_ne_bytes);
         let u64_at = |at| field::<8>(b, at).map(u64::from_ne_bytes);
-        let flags = u32_at(offset_of!(stack_sample, flags))?;
         let len = u32_at(offset_of!(stack_sample, stack_len))? as usize;
         let stack_at = offset_of!(stack_sample, stack);
         Some(StackSample {
             tgid: u32_at(offset_of!(stack_sample, tgid))?,
             tid: u32_at(offset_of!(stack_sample, tid))?,
             nr: u32_at(offset_of!(stack_sample, nr))?,
-            period: if flags & SAMPLE_FIRST_OF_KEY != 0 { 0 } else { u64_at(offset_of!(stack_sample, period))? },
+            period: u64_at(offset_of!(stack_sample, period))?,
             ns: u64_at(offset_of!(stack_sample, ns))?,
             time_ns: u64_at(offset_of!(stack_sample, time_ns))?,
             fd: u64_at(offset_of!(stack_sample, fd))? as i64,
@@ -84,9 +79,6 @@ mod tests {
         assert_eq!(s.read_u64(0x1008), Some(0xdead));
         assert_eq!(s.read_u64(0x1009), None);
         assert_eq!(s.read_u64(0xff8), None);
-        // A first-of-argument sample weighs nothing.
-        put(&mut b, offset_of!(stack_sample, flags), &SAMPLE_FIRST_OF_KEY.to_ne_bytes());
-        assert_eq!(StackSample::parse(&b).unwrap().period, 0);
         // Cut short: refused.
         assert!(StackSample::parse(&b[..b.len() - 1]).is_none());
     }

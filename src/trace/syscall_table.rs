@@ -68,7 +68,9 @@ pub static TABLE: &[SyscallInfo] = &[
     s(56, "clone", &[Process], ArgKind::None),
     s(57, "fork", &[Process], ArgKind::None),
     s(58, "vfork", &[Process], ArgKind::None),
-    s(59, "execve", &[File, Process], ArgKind::Path(0)),
+    // No argument for execve(at): counted at exit, where the registers are
+    // already the new program's.
+    s(59, "execve", &[File, Process], ArgKind::None),
     s(60, "exit", &[Process], ArgKind::None),
     s(61, "wait4", &[Process], ArgKind::None),
     s(62, "kill", &[Signal], ArgKind::None),
@@ -331,7 +333,7 @@ pub static TABLE: &[SyscallInfo] = &[
     s(319, "memfd_create", &[Desc], ArgKind::None),
     s(320, "kexec_file_load", &[Desc], ArgKind::None),
     s(321, "bpf", &[Desc], ArgKind::None),
-    s(322, "execveat", &[Desc, File, Process], ArgKind::Path(1)),
+    s(322, "execveat", &[Desc, File, Process], ArgKind::None),
     s(323, "userfaultfd", &[Desc], ArgKind::None),
     s(324, "membarrier", &[], ArgKind::None),
     s(325, "mlock2", &[Memory], ArgKind::None),

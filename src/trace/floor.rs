@@ -1,0 +1,36 @@
+//! The floor: empty programs on the syscall hooks. They cost every task on
+//! the host what hooking syscalls costs at all; bench/overhead measures
+//! sysdiet's own work above them.
+
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+
+use super::bpf::{bpf_error, object_storage};
+use crate::error::Result;
+
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/floor.skel.rs"));
+}
+
+/// Which hooks to attach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hooks {
+    Enter,
+    Exit,
+    Both,
+}
+
+/// The empty programs, attached until this is dropped.
+pub struct Floor {
+    _skel: skel::FloorSkel<'static>,
+}
+
+impl Floor {
+    pub fn attach(hooks: Hooks) -> Result<Floor> {
+        let mut open = skel::FloorSkelBuilder::default().open(object_storage()?).map_err(bpf_error)?;
+        open.progs.floor_enter.set_autoload(hooks != Hooks::Exit);
+        open.progs.floor_exit.set_autoload(hooks != Hooks::Enter);
+        let mut skel = open.load().map_err(bpf_error)?;
+        skel.attach().map_err(bpf_error)?;
+        Ok(Floor { _skel: skel })
+    }
+}

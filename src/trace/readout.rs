@@ -1,0 +1,243 @@
+//! Reading the BPF tracer out at the end: live threads from their task
+//! storage, exited ones from their exit records, repeated arguments from
+//! arg_stats, one-shot ones from their summary, and what was lost.
+
+use std::collections::{HashMap, HashSet};
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use libbpf_rs::{MapCore, MapFlags};
+
+use super::bpf::skel::types::{arg_key, arg_slot, arg_val, io_hist, once_summary, task_state};
+use super::bpf::{bpf_error, c_string, from_bytes, BpfTracer, TICK_NS};
+use super::exits::{errnos_of, used, Record, ThreadCounts};
+use super::syscalls::{self, ArgKind};
+use crate::error::Result;
+use crate::model::builder::{TaskRecord, TraceBuilder};
+use crate::model::{Argument, ArgumentStats, Histogram, Lost, MaskChange, SyscallStats, Timeout};
+
+const TARGET_PENDING_EXEC: u32 = 1;
+const AT_FDCWD: i64 = -100;
+const NR_RT_SIGPROCMASK: u32 = 14;
+/// The path hash the kernel side gives a path it could not read.
+const UNREADABLE_PATH: u64 = 1;
+const BATCH: u32 = 4096;
+
+pub(super) fn read_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Result<Lost> {
+    // Freeze the counts, and let programs already running finish: what a
+    // live thread's storage holds now is all it will have.
+    if let Some(bss) = tracer.skel.maps.bss_data.as_deref_mut() {
+        bss.stopped = 1;
+    }
+    std::thread::sleep(Duration::from_millis(2));
+    let mut lost = read_lost(tracer)?;
+    let maps = &tracer.skel.maps;
+    for (k, v) in maps.paths.lookup_batch(BATCH, MapFlags::ANY, MapFlags::ANY).map_err(bpf_error)? {
+        tracer.path_of.insert(from_bytes::<u64>(&k), c_string(&v));
+    }
+    let path_of = &tracer.path_of;
+    let tick_ns = if tracer.options.latency { 0 } else { TICK_NS };
+
+    // Records read before the live threads are looked at always count;
+    // later ones are of threads that ended while we read, skipped if
+    // their storage was read (the same, frozen counts).
+    let exits = tracer.exits.take();
+    let checkpoint = exits.as_ref().map_or(0, |e| e.checkpoint());
+    let mut live = HashSet::new();
+    for tid in all_tids() {
+        let Some(pidfd) = crate::target::pidfd(tid) else { continue };
+        let Ok(Some(v)) = maps.states.lookup(&pidfd.as_raw_fd().to_ne_bytes(), MapFlags::ANY) else { continue };
+        let ts: Box<task_state> = Box::new(from_bytes(&v));
+        if ts.exited != 0 || ts.state == TARGET_PENDING_EXEC {
+            continue;
+        }
+        live.insert(tid);
+        let comm = std::fs::read_to_string(format!("/proc/{tid}/comm"))
+            .map(|c| c.trim_end_matches('\n').to_string())
+            .unwrap_or_else(|_| c_string(&ts.comm.map(|c| c as u8)));
+        let counts = ThreadCounts {
+            tgid: ts.tgid,
+            tid,
+            ppid: ts.ppid,
+            comm,
+            exit: None,
+            stats: used(&ts.stats),
+            mask_calls: ts.mask_calls,
+            errnos: errnos_of(&ts.errnos),
+            errnos_lost: ts.errnos_lost,
+            user_ticks: ts.user_ticks,
+        };
+        add_thread(out, &counts, tick_ns, &mut lost);
+        for s in ts.slots.iter().filter(|s| s.used != 0 && s.calls > 0) {
+            out.add_argument(slot_stats(ts.tgid, s, path_of));
+        }
+    }
+    for (i, r) in exits.map(|e| e.finish()).unwrap_or_default().into_iter().enumerate() {
+        if i >= checkpoint && live.contains(&r.tid()) {
+            continue;
+        }
+        match r {
+            Record::Thread(t) => add_thread(out, &t, tick_ns, &mut lost),
+            Record::Slot(tgid, _, s) => out.add_argument(slot_stats(tgid, &s, path_of)),
+        }
+    }
+
+    for (k, v) in maps.arg_stats.lookup_batch(BATCH, MapFlags::ANY, MapFlags::ANY).map_err(bpf_error)? {
+        let (key, v): (arg_key, arg_val) = (from_bytes(&k), from_bytes(&v));
+        let hist = match syscalls::by_nr(key.nr).map(|s| s.arg) {
+            Some(ArgKind::FdIo { .. }) => maps.io_hists.lookup(&k, MapFlags::ANY).map_err(bpf_error)?.map(|h| from_bytes::<io_hist>(&h)),
+            _ => None,
+        };
+        out.add_argument(ArgumentStats {
+            requested: hist.map(|h| Histogram::from_buckets(h.requested.to_vec())),
+            returned: hist.map(|h| Histogram::from_buckets(h.returned.to_vec())),
+            ..argument_stats(key.tgid, key.nr, key.fd, key.path_hash, v.calls, v.errors, v.ns, path_of)
+        });
+    }
+    for k in maps.errno_stats.keys() {
+        let Some(per_cpu) = maps.errno_stats.lookup_percpu(&k, MapFlags::ANY).map_err(bpf_error)? else { continue };
+        let [tgid, nr, err, _]: [u32; 4] = from_bytes(&k);
+        let n: u64 = per_cpu.iter().map(|v| from_bytes::<u64>(v)).sum();
+        out.add_errno(tgid, nr, &super::errno::name(err), n);
+    }
+    for nr in 0..super::filter::MAX_SYSCALLS as u32 {
+        let Some(per_cpu) = maps.once_summary.lookup_percpu(&nr.to_ne_bytes(), MapFlags::ANY).map_err(bpf_error)? else { continue };
+        // Per-CPU parts may wrap (a promotion undoes a key on another CPU);
+        // their sum does not.
+        let sum = per_cpu.iter().map(|v| from_bytes::<once_summary>(v)).fold((0u64, 0u64, 0u64), |a, o| {
+            (a.0.wrapping_add(o.keys), a.1.wrapping_add(o.errors), a.2.wrapping_add(o.ns))
+        });
+        if sum.0 > 0 {
+            out.add_one_shot(nr, sum.0, sum.1, sum.2);
+        }
+    }
+    Ok(lost)
+}
+
+fn add_thread(out: &mut TraceBuilder, t: &ThreadCounts, tick_ns: u64, lost: &mut Lost) {
+    for (nr, v) in &t.stats {
+        out.add_syscall(
+            t.tgid,
+            t.tid,
+            SyscallStats { calls: v.calls, errors: v.errors, total_ns: v.ns, min_ns: v.min_ns, max_ns: v.max_ns, ..SyscallStats::new(*nr) },
+        );
+    }
+    for (class, &n) in t.mask_calls.iter().enumerate().filter(|(_, n)| **n > 0) {
+        out.add_argument(mask_stats(t.tgid, class as i64, n));
+    }
+    for &(nr, err, n) in &t.errnos {
+        out.add_errno(t.tgid, nr, &super::errno::name(err), n);
+    }
+    lost.errno_table_full += t.errnos_lost;
+    out.add_user_cpu(t.user_ticks * tick_ns);
+    out.add_task(t.tid, TaskRecord { tgid: t.tgid, ppid: t.ppid, comm: t.comm.clone(), exit: t.exit });
+}
+
+/// Every thread id on the host now, from /proc.
+fn all_tids() -> Vec<u32> {
+    let numbers = |dir: &str| -> Vec<u32> {
+        std::fs::read_dir(dir)
+            .map(|d| d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
+            .unwrap_or_default()
+    };
+    numbers("/proc").into_iter().flat_map(|pid| numbers(&format!("/proc/{pid}/task"))).collect()
+}
+
+fn read_lost(tracer: &BpfTracer) -> Result<Lost> {
+    let lost = &tracer.skel.maps.lost;
+    let get = |i: u32| -> Result<u64> {
+        Ok(lost
+            .lookup_percpu(&i.to_ne_bytes(), MapFlags::ANY)
+            .map_err(bpf_error)?
+            .map_or(0, |cpus| cpus.iter().map(|v| from_bytes::<u64>(v)).sum()))
+    };
+    // Order of enum lost_counter in syscount.h.
+    Ok(Lost {
+        tasks_untraced: get(0)?,
+        exit_records: get(1)?,
+        argument_table_full: get(2)?,
+        argument_alloc_failed: get(3)?,
+        once_table_full: get(4)?,
+        errno_table_full: get(5)?,
+        path_unreadable: get(6)?,
+        path_truncated: get(7)?,
+        path_strings: get(8)?,
+        compat_syscalls: get(9)?,
+        syscall_nr_out_of_range: get(10)?,
+        samples_dropped: get(11)?,
+    })
+}
+
+/// rt_sigprocmask calls of one class, counted in task storage (no time or
+/// errors per class: the syscall's own stats have those).
+fn mask_stats(tgid: u32, class: i64, calls: u64) -> ArgumentStats {
+    argument_stats(tgid, NR_RT_SIGPROCMASK, class, 0, calls, 0, 0, &HashMap::new())
+}
+
+fn slot_stats(tgid: u32, s: &arg_slot, path_of: &HashMap<u64, String>) -> ArgumentStats {
+    let io = syscalls::by_nr(s.nr).map(|i| matches!(i.arg, ArgKind::FdIo { .. })).unwrap_or(false);
+    let hist = |b: &[u32]| Histogram::from_buckets(b.iter().map(|&n| n as u64).collect());
+    ArgumentStats {
+        requested: io.then(|| hist(&s.requested)),
+        returned: io.then(|| hist(&s.returned)),
+        ..argument_stats(tgid, s.nr, s.fd, s.path_hash, s.calls, s.errors, s.ns, path_of)
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn argument_stats(
+    tgid: u32,
+    nr: u32,
+    fd: i64,
+    path_hash: u64,
+    calls: u64,
+    errors: u64,
+    ns: u64,
+    path_of: &HashMap<u64, String>,
+) -> ArgumentStats {
+    ArgumentStats {
+        pid: tgid,
+        syscall: syscalls::name(nr),
+        nr,
+        argument: argument_of(nr, fd, path_hash, path_of),
+        calls,
+        errors,
+        total_ns: ns,
+        requested: None,
+        returned: None,
+        sites: Vec::new(),
+    }
+}
+
+pub(super) fn argument_of(nr: u32, fd: i64, path_hash: u64, path_of: &HashMap<u64, String>) -> Argument {
+    match syscalls::by_nr(nr).map(|s| s.arg) {
+        Some(ArgKind::Path(i)) => Argument::Path {
+            // None: unreadable, or its string was lost to a full table.
+            path: (path_hash != UNREADABLE_PATH).then(|| path_of.get(&path_hash).cloned()).flatten(),
+            dirfd: (i > 0 && fd != AT_FDCWD).then_some(fd),
+        },
+        Some(ArgKind::Clock(_)) => Argument::Clock { clock: fd },
+        Some(ArgKind::TimeoutMs(_) | ArgKind::TimeoutPtr(_)) => Argument::Timeout {
+            // enum timeout_class in syscount.h
+            timeout: match fd {
+                0 => Timeout::Zero,
+                1 => Timeout::Finite,
+                2 => Timeout::None,
+                4 => Timeout::RanOut,
+                _ => Timeout::Unreadable,
+            },
+        },
+        Some(ArgKind::SigMask) => Argument::SigMask {
+            // enum mask_change in syscount.h
+            change: match fd {
+                0 => MaskChange::Query,
+                1 => MaskChange::Same,
+                2 => MaskChange::Block,
+                3 => MaskChange::Unblock,
+                4 => MaskChange::Set,
+                _ => MaskChange::Undo,
+            },
+        },
+        _ => Argument::Fd { fd },
+    }
+}
