@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use super::format::{bytes, duration, quoted, thousands};
-use crate::model::{Argument, ArgumentStats, Exit, SyscallStats, Trace};
+use crate::model::{Argument, ArgumentStats, Exit, SyscallStats, TimeKind, Trace};
 
 /// How many repeated arguments the report lists.
 const TOP_ARGUMENTS: usize = 10;
@@ -67,6 +67,22 @@ fn header(out: &mut String, trace: &Trace) {
         let items: Vec<String> = lost.iter().map(|(what, n)| format!("{} {what}", thousands(*n))).collect();
         let what = if trace.lost.counts_incomplete() { "counts incomplete" } else { "counts complete" };
         let _ = writeln!(out, "  LOST ({what}): {}", items.join(", "));
+        if trace.lost.arguments_incomplete() {
+            let _ = writeln!(out, "  findings that read arguments (paths, fds) may be missing: see LOST");
+        }
+    }
+    let _ = writeln!(out, "  {}", time_line(trace));
+}
+
+/// What the report's times are.
+fn time_line(trace: &Trace) -> String {
+    match trace.run.time {
+        TimeKind::CpuSampled { tick_ns } => format!(
+            "time: CPU time in syscalls, sampled every {} (strace -c); {} of CPU outside them; --latency for wall time per call",
+            duration(tick_ns),
+            duration(trace.run.user_cpu_ns)
+        ),
+        TimeKind::Wall => "time: wall time per call, entry to exit, measured (strace -c -w)".into(),
     }
 }
 
@@ -101,6 +117,21 @@ fn table(out: &mut String, syscalls: &[SyscallStats]) {
     row(out, &total);
 }
 
+/// The calls whose argument was seen once: counted, summarised, not listed.
+fn one_shot(out: &mut String, trace: &Trace, alone: bool) {
+    let mut once: Vec<&crate::model::OneShot> = trace.one_shot.iter().filter(|o| o.calls >= 1000).collect();
+    if once.is_empty() {
+        return;
+    }
+    once.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.syscall.cmp(&b.syscall)));
+    let items: Vec<String> = once.iter().take(4).map(|o| format!("{} × {}", thousands(o.calls), o.syscall)).collect();
+    let _ = writeln!(out, "
+arguments seen once (summarised, not listed): {}", items.join(", "));
+    if alone {
+        let _ = writeln!(out, "no argument repeated");
+    }
+}
+
 fn errors(out: &mut String, syscalls: &[SyscallStats]) {
     let items: Vec<String> = syscalls
         .iter()
@@ -117,6 +148,7 @@ fn errors(out: &mut String, syscalls: &[SyscallStats]) {
 
 fn arguments(out: &mut String, trace: &Trace) {
     let repeated: Vec<&ArgumentStats> = trace.arguments.iter().filter(|a| a.calls > 1).take(TOP_ARGUMENTS).collect();
+    one_shot(out, trace, repeated.is_empty());
     if repeated.is_empty() {
         return;
     }
