@@ -5,14 +5,15 @@
 # pkg-config build libbpf, strace is the tests' oracle, util-linux has setpriv,
 # libc6-dbg names glibc's own frames in call sites (found by build-id).
 DEBS := build-essential clang llvm libelf-dev zlib1g-dev pkg-config bpftool strace util-linux libc6-dbg
-# Only for bench/overhead: the tools sysdiet is compared against.
-BENCH_DEBS := strace linux-perf bpftrace
+# Only for bench/overhead and bench/workloads: the tools sysdiet is compared
+# against, and the workloads' programs.
+BENCH_DEBS := strace linux-perf bpftrace sqlite3 python3 make
 
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 SYSDIET := target/release/sysdiet
 DEMO := target/demo/timeloop
 
-.PHONY: all deps bench-deps build demo test bench clean
+.PHONY: all deps bench-deps build demo test bench bench-workloads clean
 
 all: build
 
@@ -49,6 +50,9 @@ test: deps
 
 bench: bench-deps build
 	bench/overhead
+
+bench-workloads: bench-deps build
+	bench/workloads
 
 clean:
 	cargo clean

@@ -59,30 +59,23 @@ struct {
 	__type(value, struct task_state);
 } states SEC(".maps");
 
-/* Repeated argument keys. Preallocated: an insert fails only when full,
- * never because an allocation failed in the middle of a burst. */
+/* Argument keys: a file-tree walk's 200,000 paths seen once each, and the
+ * keys seen again. A repeated key never needs room it does not have: it is
+ * promoted in place. Preallocated: an insert fails only when full, never
+ * because an allocation failed in the middle of a burst. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
+	__uint(max_entries, 327680);
 	__type(key, struct arg_key);
 	__type(value, struct arg_val);
 } arg_stats SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
+	__uint(max_entries, 32768);
 	__type(key, struct arg_key);
 	__type(value, struct io_hist);
 } io_hists SEC(".maps");
-
-/* Keys seen once: a file-tree walk's 200,000 paths wait here and never
- * crowd out the repeated ones in arg_stats. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 262144);
-	__type(key, struct arg_key);
-	__type(value, struct once_val);
-} seen_once SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -319,6 +312,8 @@ static __always_inline void flush_slot(struct task_state *ts, struct arg_slot *s
 	__sync_fetch_and_add(&v->ns, s->ns);
 	if (specs[s->nr & (MAX_SYSCALLS - 1)].kind == ARG_FD_IO) {
 		h = bpf_map_lookup_elem(&io_hists, &k);
+		if (!h)
+			count_lost(LOST_HIST_TABLE_FULL, s->calls);
 		for (i = 0; h && i < HIST_BUCKETS; i++) {
 			if (s->requested[i])
 				__sync_fetch_and_add(&h->requested[i], s->requested[i]);
@@ -344,59 +339,49 @@ static __always_inline void summarise_once(struct call *c, __s64 keys, __s64 err
 }
 
 /* A call whose key is not in the thread's cache. A key seen for the first
- * time is only summarised (seen_once); its second sighting promotes it to
- * arg_stats with both calls, and from then on it is cached and counted
- * exactly. Returns true if the key now owns `slot` with nothing pending. */
+ * time is only summarised; its second sighting promotes it (in place), and
+ * from then on it is cached and counted exactly. Returns the key's entry
+ * if this call is to be counted in the cache, NULL if it is counted. */
 static __noinline bool argument_miss(struct task_state *ts, struct call *c)
 {
 	struct arg_key k = { .tgid = ts->tgid, .nr = c->nr, .fd = c->fd, .path_hash = c->path_hash };
-	struct arg_val *v = bpf_map_lookup_elem(&arg_stats, &k), nv;
-	struct once_val ov = { .ns = c->ns, .failed = c->failed,
-			       .requested = c->req_bucket, .returned = c->ret_bucket }, *o;
+	struct arg_val *v = bpf_map_lookup_elem(&arg_stats, &k);
+	struct arg_val nv = { .calls = 1, .errors = c->failed, .ns = c->ns, .once = 1,
+			      .requested = c->req_bucket, .returned = c->ret_bucket };
 	long err;
 
-	if (v)
-		return false;
-	o = bpf_map_lookup_elem(&seen_once, &k);
-	if (!o) {
-		err = bpf_map_update_elem(&seen_once, &k, &ov, BPF_NOEXIST);
+	if (!v) {
+		err = bpf_map_update_elem(&arg_stats, &k, &nv, BPF_NOEXIST);
 		if (err != -EEXIST) {
 			if (err)
-				count_lost(LOST_ONCE_TABLE_FULL, 1);
+				count_lost(err == -ENOMEM ? LOST_ARG_NOMEM : LOST_ONCE_TABLE_FULL, 1);
 			summarise_once(c, 1, c->failed, c->ns);
 			return false; /* not cached: one-shot keys would evict hot ones */
 		}
-		o = bpf_map_lookup_elem(&seen_once, &k);
-		if (!o)
+		v = bpf_map_lookup_elem(&arg_stats, &k); /* another thread's, just made */
+		if (!v)
 			return false;
 	}
-	nv.calls = 2;
-	nv.errors = o->failed + c->failed;
-	nv.ns = o->ns + c->ns;
-	err = bpf_map_update_elem(&arg_stats, &k, &nv, BPF_NOEXIST);
-	if (err == -EEXIST)
-		return false; /* another thread promoted it: count this call there */
-	if (err) {
-		count_lost(err == -ENOMEM ? LOST_ARG_NOMEM : LOST_ARG_TABLE_FULL, 1);
-		return true; /* counted nowhere else; the first call stays summarised */
-	}
-	summarise_once(c, -1, -(__s64)o->failed, -(__s64)o->ns);
-	if (c->kind == ARG_FD_IO) {
-		struct io_hist *h;
+	/* Seen before. The one that clears `once` promotes the key: its first
+	 * call leaves the summary for the key's own counts. */
+	if (v->once && __sync_lock_test_and_set(&v->once, 0)) {
+		summarise_once(c, -1, -(__s64)v->errors, -(__s64)v->ns);
+		if (c->kind == ARG_FD_IO) {
+			struct io_hist *h;
 
-		bpf_map_update_elem(&io_hists, &k, &zero_hist, BPF_NOEXIST);
-		h = bpf_map_lookup_elem(&io_hists, &k);
-		if (h) {
-			h->requested[o->requested & (HIST_BUCKETS - 1)]++;
-			h->returned[o->returned & (HIST_BUCKETS - 1)]++;
-			h->requested[c->req_bucket & (HIST_BUCKETS - 1)]++;
-			h->returned[c->ret_bucket & (HIST_BUCKETS - 1)]++;
+			bpf_map_update_elem(&io_hists, &k, &zero_hist, BPF_NOEXIST);
+			h = bpf_map_lookup_elem(&io_hists, &k);
+			if (h) {
+				h->requested[v->requested & (HIST_BUCKETS - 1)]++;
+				h->returned[v->returned & (HIST_BUCKETS - 1)]++;
+			} else {
+				count_lost(LOST_HIST_TABLE_FULL, 1);
+			}
 		}
+		if (c->kind == ARG_PATH && c->path_hash != 1 &&
+		    bpf_map_update_elem(&paths, &c->path_hash, ts->path, BPF_NOEXIST) == -E2BIG)
+			count_lost(LOST_PATH_STRING, 1);
 	}
-	if (c->kind == ARG_PATH && c->path_hash != 1 &&
-	    bpf_map_update_elem(&paths, &c->path_hash, ts->path, BPF_NOEXIST) == -E2BIG)
-		count_lost(LOST_PATH_STRING, 1);
-	bpf_map_delete_elem(&seen_once, &k);
 	return true;
 }
 
@@ -406,19 +391,14 @@ static __always_inline void count_argument(struct task_state *ts, struct call *c
 	struct arg_slot *s = &ts->slots[(h ^ (h >> 32) ^ (h >> 17)) & (ARG_SLOTS - 1)];
 
 	if (!(s->used && s->nr == c->nr && s->fd == c->fd && s->path_hash == c->path_hash)) {
-		bool counted = argument_miss(ts, c);
-
-		/* Only keys in arg_stats are cached. */
-		if (!counted && !bpf_map_lookup_elem(&arg_stats, &(struct arg_key){
-				.tgid = ts->tgid, .nr = c->nr, .fd = c->fd, .path_hash = c->path_hash }))
+		if (!argument_miss(ts, c))
 			return;
+		/* A repeated key: it takes the slot, with this call. */
 		flush_slot(ts, s);
 		s->used = 1;
 		s->nr = c->nr;
 		s->fd = c->fd;
 		s->path_hash = c->path_hash;
-		if (counted)
-			return;
 	}
 	s->calls++;
 	s->errors += c->failed;

@@ -68,7 +68,7 @@ enum lost_counter {
 	LOST_EXIT_RECORDS,    /* calls of exited threads: exit ring buffer full */
 	LOST_ARG_TABLE_FULL,  /* calls whose repeated argument had no room */
 	LOST_ARG_NOMEM,       /* calls whose argument entry could not be allocated */
-	LOST_ONCE_TABLE_FULL, /* calls summarised as one-shot unchecked */
+	LOST_ONCE_TABLE_FULL, /* calls summarised as one-shot unchecked: no room */
 	LOST_ERRNO_TABLE_FULL,/* failed calls whose errno was not kept */
 	LOST_PATH_UNREADABLE, /* calls whose path could not be read */
 	LOST_PATH_TRUNCATED,  /* calls whose path was cut at 255 bytes */
@@ -76,7 +76,8 @@ enum lost_counter {
 	LOST_COMPAT,          /* calls made through the i386 entry (int 0x80) */
 	LOST_NR_OUT_OF_RANGE, /* calls with a number beyond the table (x32) */
 	LOST_SAMPLES_DROPPED, /* stack samples: ring buffer full */
-	LOST_TICKS,           /* CPU-time ticks that found the state busy */
+	LOST_HIST_TABLE_FULL, /* calls of repeated read/write keys without
+				 their byte-count histogram: table full */
 	LOST__COUNT,
 };
 
@@ -89,26 +90,23 @@ struct arg_key {
 	__u64 path_hash; /* 0 for fd calls */
 };
 
+/* A key seen once holds that call's facts (`once` set, counted in
+ * once_summary); its second sighting clears `once`, and from then on it is
+ * a repeated key, counted exactly. */
 struct arg_val {
 	__u64 calls;
 	__u64 errors;
 	__u64 ns;
+	__u64 once;     /* 64-bit: swapped atomically */
+	__u8 requested; /* the first call's size buckets, ARG_FD_IO only */
+	__u8 returned;
+	__u8 _pad[6];
 };
 
 /* Byte counts asked for and returned, per read/write-family key. */
 struct io_hist {
 	__u64 requested[HIST_BUCKETS];
 	__u64 returned[HIST_BUCKETS];
-};
-
-/* A key seen once so far, with that call's facts, so that a second
- * sighting promotes it to arg_stats with both calls counted. */
-struct once_val {
-	__u64 ns;
-	__u8 failed;
-	__u8 requested; /* size buckets, ARG_FD_IO only */
-	__u8 returned;
-	__u8 _pad[5];
 };
 
 /* Calls whose argument key was seen once only, per syscall. */

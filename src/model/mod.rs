@@ -151,6 +151,9 @@ pub struct Lost {
     /// Stack samples dropped because sysdiet read them too slowly (samples).
     #[serde(default)]
     pub samples_dropped: u64,
+    /// Calls of repeated read/write keys whose byte-count histogram had no room.
+    #[serde(default)]
+    pub histogram_table_full: u64,
 }
 
 impl Lost {
@@ -169,6 +172,7 @@ impl Lost {
             ("i386 (int 0x80) calls not counted", self.compat_syscalls),
             ("calls with unknown numbers (x32?) not counted", self.syscall_nr_out_of_range),
             ("stack samples dropped: ring buffer full", self.samples_dropped),
+            ("calls without byte-count histograms: table full", self.histogram_table_full),
         ]
         .into_iter()
         .filter(|(_, n)| *n > 0)
@@ -184,7 +188,12 @@ impl Lost {
     /// read arguments (repeated paths, tiny I/O, ...) may be missing.
     pub fn arguments_incomplete(&self) -> bool {
         self.counts_incomplete()
-            || self.argument_table_full + self.argument_alloc_failed + self.once_table_full + self.path_strings > 0
+            || self.argument_table_full
+                + self.argument_alloc_failed
+                + self.once_table_full
+                + self.path_strings
+                + self.histogram_table_full
+                > 0
     }
 }
 

@@ -32,7 +32,7 @@ pub(super) fn read_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Resul
     std::thread::sleep(Duration::from_millis(2));
     let mut lost = read_lost(tracer)?;
     let maps = &tracer.skel.maps;
-    for (k, v) in maps.paths.lookup_batch(BATCH, MapFlags::ANY, MapFlags::ANY).map_err(bpf_error)? {
+    for (k, v) in read_all(&maps.paths)? {
         tracer.path_of.insert(from_bytes::<u64>(&k), c_string(&v));
     }
     let path_of = &tracer.path_of;
@@ -82,8 +82,11 @@ pub(super) fn read_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Resul
         }
     }
 
-    for (k, v) in maps.arg_stats.lookup_batch(BATCH, MapFlags::ANY, MapFlags::ANY).map_err(bpf_error)? {
+    for (k, v) in read_all(&maps.arg_stats)? {
         let (key, v): (arg_key, arg_val) = (from_bytes(&k), from_bytes(&v));
+        if v.once != 0 {
+            continue; // seen once: in the one-shot summary
+        }
         let hist = match syscalls::by_nr(key.nr).map(|s| s.arg) {
             Some(ArgKind::FdIo { .. }) => maps.io_hists.lookup(&k, MapFlags::ANY).map_err(bpf_error)?.map(|h| from_bytes::<io_hist>(&h)),
             _ => None,
@@ -112,6 +115,55 @@ pub(super) fn read_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Resul
         }
     }
     Ok(lost)
+}
+
+/// Every (key, value) of a hash map, read in batches. A batch ends at a
+/// bucket's end, so a short one is not the last: read until ENOENT.
+fn read_all<M: MapCore>(map: &M) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let (ks, vs) = (map.key_size() as usize, map.value_size() as usize);
+    let mut out = Vec::new();
+    let mut batch = BATCH as usize;
+    let (mut keys, mut values) = (vec![0u8; ks * batch], vec![0u8; vs * batch]);
+    let mut token = vec![0u8; ks];
+    let mut first = true;
+    loop {
+        let mut count = batch as u32;
+        let opts = libbpf_sys::bpf_map_batch_opts {
+            sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _,
+            ..Default::default()
+        };
+        let in_token = token.clone();
+        // SAFETY: buffers sized for `count` keys and values and one token.
+        let ret = unsafe {
+            libbpf_sys::bpf_map_lookup_batch(
+                map.as_fd().as_raw_fd(),
+                if first { std::ptr::null_mut() } else { in_token.as_ptr() as *mut _ },
+                token.as_mut_ptr().cast(),
+                keys.as_mut_ptr().cast(),
+                values.as_mut_ptr().cast(),
+                &mut count,
+                &opts,
+            )
+        };
+        let err = if ret < 0 { -ret } else { 0 };
+        if err == libc::ENOSPC && count == 0 {
+            // One bucket holds more than a batch: a bigger batch.
+            batch *= 2;
+            keys.resize(ks * batch, 0);
+            values.resize(vs * batch, 0);
+            token = in_token;
+            continue;
+        }
+        if err != 0 && err != libc::ENOENT {
+            return Err(crate::error::Error::Bpf(format!("reading map {}: {}", map.name().to_string_lossy(), std::io::Error::from_raw_os_error(err))));
+        }
+        let n = count as usize;
+        out.extend((0..n).map(|i| (keys[i * ks..(i + 1) * ks].to_vec(), values[i * vs..(i + 1) * vs].to_vec())));
+        if err == libc::ENOENT {
+            return Ok(out);
+        }
+        first = false;
+    }
 }
 
 fn add_thread(out: &mut TraceBuilder, t: &ThreadCounts, tick_ns: u64, lost: &mut Lost) {
@@ -165,6 +217,7 @@ fn read_lost(tracer: &BpfTracer) -> Result<Lost> {
         compat_syscalls: get(9)?,
         syscall_nr_out_of_range: get(10)?,
         samples_dropped: get(11)?,
+        histogram_table_full: get(12)?,
     })
 }
 
