@@ -80,7 +80,7 @@ fn two_hundred_thousand_distinct_paths() {
     // Each path once: summarised, not listed.
     let once = doc["one_shot"].as_array().unwrap().iter().find(|o| o["syscall"] == "newfstatat").unwrap();
     assert!(once["calls"].as_u64().unwrap() >= 200_000, "{once}");
-    assert_eq!(once["errors"].as_u64().unwrap(), once["calls"].as_u64().unwrap() - 0, "every stat fails: ENOENT");
+    assert_eq!(once["errors"], once["calls"], "every stat fails: ENOENT");
 }
 
 #[test]
