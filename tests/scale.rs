@@ -116,3 +116,18 @@ fn i386_calls_are_lost_under_their_own_label_not_misnamed() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("LOST (counts incomplete): 10 i386 (int 0x80) calls not counted"), "{err}");
 }
+
+#[test]
+fn two_hundred_thousand_repeated_paths_keep_their_strings() {
+    let exe = victim("manypaths");
+    let (doc, _) = sysdiet_json(&[], &[exe.to_str().unwrap(), "200000", "0", "2"]);
+    lost_nothing(&doc);
+    let repeated: Vec<&serde_json::Value> = doc["arguments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["argument"]["path"].as_str().is_some_and(|p| p.starts_with("/nonexistent/sysdiet/")))
+        .collect();
+    assert_eq!(repeated.len(), 200_000, "every repeated path, by name");
+    assert!(repeated.iter().all(|a| a["calls"] == 2 && a["errors"] == 2));
+}

@@ -84,14 +84,6 @@ struct {
 	__type(value, struct once_summary);
 } once_summary SEC(".maps");
 
-/* The strings of repeated paths. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u64);
-	__type(value, struct path_val);
-} paths SEC(".maps");
-
 /* (process, syscall, errno) counts that did not fit a thread's slots. */
 struct errno_key {
 	__u32 tgid;
@@ -124,6 +116,7 @@ struct {
 /* Makes the skeleton generate these for the Rust side. */
 const struct stack_sample *unused_stack_sample __attribute__((unused));
 const struct slot_record *unused_slot_record __attribute__((unused));
+const struct path_record *unused_path_record __attribute__((unused));
 
 #define SAMPLES_BYTES (16 << 20)
 struct {
@@ -338,6 +331,21 @@ static __always_inline void summarise_once(struct call *c, __s64 keys, __s64 err
 	}
 }
 
+static __always_inline void send_path(struct task_state *ts, __u64 hash)
+{
+	struct path_record *r = bpf_ringbuf_reserve(&exits, sizeof(*r), 0);
+
+	if (!r) {
+		count_lost(LOST_PATH_STRING, 1);
+		return;
+	}
+	r->kind = RECORD_PATH;
+	r->_pad = 0;
+	r->path_hash = hash;
+	__builtin_memcpy(r->path, ts->path, PATH_LEN);
+	bpf_ringbuf_submit(r, 0);
+}
+
 /* A call whose key is not in the thread's cache. A key seen for the first
  * time is only summarised; its second sighting promotes it (in place), and
  * from then on it is cached and counted exactly. Returns the key's entry
@@ -378,9 +386,8 @@ static __noinline bool argument_miss(struct task_state *ts, struct call *c)
 				count_lost(LOST_HIST_TABLE_FULL, 1);
 			}
 		}
-		if (c->kind == ARG_PATH && c->path_hash != 1 &&
-		    bpf_map_update_elem(&paths, &c->path_hash, ts->path, BPF_NOEXIST) == -E2BIG)
-			count_lost(LOST_PATH_STRING, 1);
+		if (c->kind == ARG_PATH && c->path_hash != 1)
+			send_path(ts, c->path_hash);
 	}
 	return true;
 }

@@ -72,7 +72,7 @@ enum lost_counter {
 	LOST_ERRNO_TABLE_FULL,/* failed calls whose errno was not kept */
 	LOST_PATH_UNREADABLE, /* calls whose path could not be read */
 	LOST_PATH_TRUNCATED,  /* calls whose path was cut at 255 bytes */
-	LOST_PATH_STRING,     /* repeated paths whose string had no room */
+	LOST_PATH_STRING,     /* repeated paths whose string was not sent: ring full */
 	LOST_COMPAT,          /* calls made through the i386 entry (int 0x80) */
 	LOST_NR_OUT_OF_RANGE, /* calls with a number beyond the table (x32) */
 	LOST_SAMPLES_DROPPED, /* stack samples: ring buffer full */
@@ -114,10 +114,6 @@ struct once_summary {
 	__u64 keys;
 	__u64 errors;
 	__u64 ns;
-};
-
-struct path_val {
-	char path[PATH_LEN];
 };
 
 struct sys_val {
@@ -193,6 +189,16 @@ struct exit_entry {
 enum record_kind {
 	RECORD_SLOT = 1,
 	RECORD_EXIT = 2,
+	RECORD_PATH = 3,
+};
+
+/* The string of a path key seen a second time: sent once per promotion,
+ * so that no kernel table bounds how many repeated paths a run has. */
+struct path_record {
+	__u32 kind; /* RECORD_PATH */
+	__u32 _pad;
+	__u64 path_hash;
+	char path[PATH_LEN];
 };
 
 /* An exiting thread's cached argument key with calls not yet flushed. */

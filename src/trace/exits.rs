@@ -12,13 +12,14 @@ use std::time::Duration;
 
 use libbpf_rs::{MapHandle, RingBufferBuilder};
 
-use super::bpf::skel::types::{arg_slot, errno_slot, exit_entry, exit_record, slot_record, sys_val};
+use super::bpf::skel::types::{arg_slot, errno_slot, exit_entry, exit_record, path_record, slot_record, sys_val};
 use super::bpf::{c_string, from_bytes};
 use crate::error::{Error, Result};
 use crate::model::Exit;
 
 const RECORD_SLOT: u32 = 1;
 const RECORD_EXIT: u32 = 2;
+const RECORD_PATH: u32 = 3;
 /// How often the reader looks, besides the kernel's batched wake-ups.
 const POLL: Duration = Duration::from_millis(50);
 
@@ -57,6 +58,8 @@ pub enum Record {
     Thread(ThreadCounts),
     /// A cached argument key's calls not yet in arg_stats: (tgid, tid, slot).
     Slot(u32, u32, Box<arg_slot>),
+    /// The string of a path key: (path hash, path).
+    Path(u64, String),
 }
 
 impl Record {
@@ -64,6 +67,7 @@ impl Record {
         match self {
             Record::Thread(t) => t.tid,
             Record::Slot(_, tid, _) => *tid,
+            Record::Path(..) => 0,
         }
     }
 
@@ -74,6 +78,10 @@ impl Record {
             RECORD_SLOT if data.len() >= std::mem::size_of::<slot_record>() => {
                 let r: slot_record = from_bytes(data);
                 Some(Record::Slot(r.tgid, r.tid, Box::new(r.slot)))
+            }
+            RECORD_PATH if data.len() >= std::mem::size_of::<path_record>() => {
+                let r: path_record = from_bytes(data);
+                Some(Record::Path(r.path_hash, c_string(&r.path.map(|c| c as u8))))
             }
             RECORD_EXIT => {
                 let head = std::mem::offset_of!(exit_record, e);

@@ -32,10 +32,6 @@ pub(super) fn read_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Resul
     std::thread::sleep(Duration::from_millis(2));
     let mut lost = read_lost(tracer)?;
     let maps = &tracer.skel.maps;
-    for (k, v) in read_all(&maps.paths)? {
-        tracer.path_of.insert(from_bytes::<u64>(&k), c_string(&v));
-    }
-    let path_of = &tracer.path_of;
     let tick_ns = if tracer.options.latency { 0 } else { TICK_NS };
 
     // Records read before the live threads are looked at always count;
@@ -43,7 +39,7 @@ pub(super) fn read_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Resul
     // their storage was read (the same, frozen counts).
     let exits = tracer.exits.take();
     let checkpoint = exits.as_ref().map_or(0, |e| e.checkpoint());
-    let mut live = HashSet::new();
+    let mut live = Vec::new();
     for tid in all_tids() {
         let Some(pidfd) = crate::target::pidfd(tid) else { continue };
         let Ok(Some(v)) = maps.states.lookup(&pidfd.as_raw_fd().to_ne_bytes(), MapFlags::ANY) else { continue };
@@ -51,7 +47,6 @@ pub(super) fn read_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Resul
         if ts.exited != 0 || ts.state == TARGET_PENDING_EXEC {
             continue;
         }
-        live.insert(tid);
         let comm = std::fs::read_to_string(format!("/proc/{tid}/comm"))
             .map(|c| c.trim_end_matches('\n').to_string())
             .unwrap_or_else(|_| c_string(&ts.comm.map(|c| c as u8)));
@@ -67,18 +62,36 @@ pub(super) fn read_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Resul
             errnos_lost: ts.errnos_lost,
             user_ticks: ts.user_ticks,
         };
-        add_thread(out, &counts, tick_ns, &mut lost);
-        for s in ts.slots.iter().filter(|s| s.used != 0 && s.calls > 0) {
-            out.add_argument(slot_stats(ts.tgid, s, path_of));
+        let slots: Vec<arg_slot> = ts.slots.iter().filter(|s| s.used != 0 && s.calls > 0).copied().collect();
+        live.push((counts, slots));
+    }
+    let live_tids: HashSet<u32> = live.iter().map(|(t, _)| t.tid).collect();
+    let records: Vec<Record> = exits
+        .map(|e| e.finish())
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+        .filter(|(i, r)| *i < checkpoint || !live_tids.contains(&r.tid()))
+        .map(|(_, r)| r)
+        .collect();
+    // Path strings first: every key below resolves against them.
+    for r in &records {
+        if let Record::Path(hash, path) = r {
+            tracer.path_of.entry(*hash).or_insert_with(|| path.clone());
         }
     }
-    for (i, r) in exits.map(|e| e.finish()).unwrap_or_default().into_iter().enumerate() {
-        if i >= checkpoint && live.contains(&r.tid()) {
-            continue;
+    let path_of = &tracer.path_of;
+    for (counts, slots) in &live {
+        add_thread(out, counts, tick_ns, &mut lost);
+        for s in slots {
+            out.add_argument(slot_stats(counts.tgid, s, path_of));
         }
+    }
+    for r in records {
         match r {
             Record::Thread(t) => add_thread(out, &t, tick_ns, &mut lost),
             Record::Slot(tgid, _, s) => out.add_argument(slot_stats(tgid, &s, path_of)),
+            Record::Path(..) => {}
         }
     }
 
