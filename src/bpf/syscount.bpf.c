@@ -113,6 +113,13 @@ struct {
 	__type(value, struct exit_record);
 } exit_scratch SEC(".maps");
 
+/* Repeated paths' strings: a ring of their own, so that a flood of them
+ * can never crowd out a thread's exit record. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16 << 20);
+} strings SEC(".maps");
+
 /* Makes the skeleton generate these for the Rust side. */
 const struct stack_sample *unused_stack_sample __attribute__((unused));
 const struct slot_record *unused_slot_record __attribute__((unused));
@@ -333,7 +340,7 @@ static __always_inline void summarise_once(struct call *c, __s64 keys, __s64 err
 
 static __always_inline void send_path(struct task_state *ts, __u64 hash)
 {
-	struct path_record *r = bpf_ringbuf_reserve(&exits, sizeof(*r), 0);
+	struct path_record *r = bpf_ringbuf_reserve(&strings, sizeof(*r), 0);
 
 	if (!r) {
 		count_lost(LOST_PATH_STRING, 1);

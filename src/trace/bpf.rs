@@ -101,7 +101,10 @@ impl BpfTracer {
         let mut skel = open.load().map_err(bpf_error)?;
         skel.attach().map_err(bpf_error)?;
         let ticks = if options.latency { Vec::new() } else { attach_ticks(&skel)? };
-        let exits = ExitReader::start(libbpf_rs::MapHandle::try_from(&skel.maps.exits).map_err(bpf_error)?)?;
+        let exits = ExitReader::start(vec![
+            libbpf_rs::MapHandle::try_from(&skel.maps.exits).map_err(bpf_error)?,
+            libbpf_rs::MapHandle::try_from(&skel.maps.strings).map_err(bpf_error)?,
+        ])?;
         Ok(BpfTracer { skel, options, path_of: Default::default(), exits: Some(exits), _ticks: ticks })
     }
 

@@ -118,11 +118,12 @@ pub struct ExitReader {
     stop: Arc<AtomicBool>,
     wake: Arc<OwnedFd>,
     checkpoint: mpsc::Sender<mpsc::Sender<usize>>,
-    thread: JoinHandle<Vec<Record>>,
+    thread: JoinHandle<Vec<Option<Record>>>,
 }
 
 impl ExitReader {
-    pub fn start(ring: MapHandle) -> Result<ExitReader> {
+    /// Reads `rings` (the exits and the path strings) until finished.
+    pub fn start(rings: Vec<MapHandle>) -> Result<ExitReader> {
         let stop = Arc::new(AtomicBool::new(false));
         // SAFETY: eventfd has no preconditions; a new fd we own.
         let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
@@ -136,7 +137,7 @@ impl ExitReader {
         let (stop_flag, wake_fd) = (stop.clone(), wake.clone());
         let thread = std::thread::Builder::new()
             .name("sysdiet-exits".into())
-            .spawn(move || read(ring, stop_flag, wake_fd, cp_rx, ready_tx))?;
+            .spawn(move || read(rings, stop_flag, wake_fd, cp_rx, ready_tx))?;
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(ExitReader { stop, wake, checkpoint: cp_tx, thread }),
             Ok(Err(e)) => Err(e),
@@ -159,8 +160,8 @@ impl ExitReader {
         rx.recv().unwrap_or(usize::MAX)
     }
 
-    /// Reads what is left and hands every record over.
-    pub fn finish(self) -> Vec<Record> {
+    /// Reads what is left and hands every record over, in order.
+    pub fn finish(self) -> Vec<Option<Record>> {
         self.stop.store(true, Ordering::Release);
         self.poke();
         self.thread.join().unwrap_or_default()
@@ -168,24 +169,29 @@ impl ExitReader {
 }
 
 fn read(
-    ring: MapHandle,
+    rings: Vec<MapHandle>,
     stop: Arc<AtomicBool>,
     wake: Arc<OwnedFd>,
     checkpoints: mpsc::Receiver<mpsc::Sender<usize>>,
     ready: mpsc::SyncSender<Result<()>>,
-) -> Vec<Record> {
-    let records: Rc<RefCell<Vec<Record>>> = Rc::default();
-    let sink = records.clone();
+) -> Vec<Option<Record>> {
+    // Raw bytes only while the target runs: the callback must keep up with
+    // a flood of path strings; parsing waits for the end.
+    let records: Rc<RefCell<Vec<Vec<u8>>>> = Rc::default();
     let mut builder = RingBufferBuilder::new();
-    let built = builder
-        .add(&ring, move |data: &[u8]| {
-            if let Some(r) = Record::parse(data) {
-                sink.borrow_mut().push(r);
-            }
-            0
-        })
-        .map(|_| ())
-        .and_then(|_| builder.build());
+    let mut added = Ok(());
+    for ring in &rings {
+        let sink = records.clone();
+        added = added.and_then(|_| {
+            builder
+                .add(ring, move |data: &[u8]| {
+                    sink.borrow_mut().push(data.to_vec());
+                    0
+                })
+                .map(|_| ())
+        });
+    }
+    let built = added.and_then(|_| builder.build());
     let rb = match built {
         Ok(rb) => {
             let _ = ready.send(Ok(()));
@@ -211,8 +217,10 @@ fn read(
         }
     }
     drop(rb);
-    let taken = std::mem::take(&mut *records.borrow_mut());
-    taken
+    let raw = std::mem::take(&mut *records.borrow_mut());
+    // None keeps the place of a record that does not parse (none should):
+    // checkpoints count places.
+    raw.iter().map(|r| Record::parse(r)).collect()
 }
 
 /// Sleeps until the ring has a batch, the eventfd is written, or POLL passes.

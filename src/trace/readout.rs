@@ -71,8 +71,7 @@ pub(super) fn read_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Resul
         .unwrap_or_default()
         .into_iter()
         .enumerate()
-        .filter(|(i, r)| *i < checkpoint || !live_tids.contains(&r.tid()))
-        .map(|(_, r)| r)
+        .filter_map(|(i, r)| r.filter(|r| i < checkpoint || !live_tids.contains(&r.tid())))
         .collect();
     // Path strings first: every key below resolves against them.
     for r in &records {
