@@ -358,3 +358,29 @@ fn the_command_inherits_ignored_signals_not_sysdiets_handlers() {
     assert_eq!(ignored_under_sysdiet(true) & both, both, "still ignored, though sysdiet catches them");
     assert_eq!(ignored_under_sysdiet(false) & both, 0);
 }
+
+#[test]
+fn time_is_sampled_cpu_by_default_and_wall_with_latency() {
+    let exe = victim("idloop");
+    let (doc, _) = sysdiet_json(&["--no-stacks"], &[exe.to_str().unwrap(), "2000000"]);
+    assert_eq!(doc["run"]["time"]["kind"], "cpu_sampled");
+    assert_eq!(doc["run"]["time"]["tick_ns"], 250_000);
+    let getpid = doc["syscalls"].as_array().unwrap().iter().find(|s| s["name"] == "getpid").unwrap().clone();
+    assert_eq!(getpid["calls"], 2_000_000);
+    assert_eq!(getpid["min_ns"], 0, "no per-call time when sampled");
+    assert_eq!(getpid["total_ns"].as_u64().unwrap() % 250_000, 0, "whole ticks");
+    let (doc, _) = sysdiet_json(&["--no-stacks", "--latency"], &[exe.to_str().unwrap(), "20000"]);
+    assert_eq!(doc["run"]["time"]["kind"], "wall");
+    let getpid = doc["syscalls"].as_array().unwrap().iter().find(|s| s["name"] == "getpid").unwrap().clone();
+    assert_eq!(getpid["calls"], 20_000);
+    let (min, max, total) = (getpid["min_ns"].as_u64().unwrap(), getpid["max_ns"].as_u64().unwrap(), getpid["total_ns"].as_u64().unwrap());
+    assert!(min > 0 && min <= max && total >= 20_000 * min, "measured per call: {getpid}");
+}
+
+#[test]
+fn the_floor_runs_a_command_under_empty_hooks_and_passes_its_status() {
+    for hooks in ["enter", "exit", "both"] {
+        let out = sysdiet().args(["__floor", "--hooks", hooks, "--", "sh", "-c", "exit 3"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(3), "{hooks}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}

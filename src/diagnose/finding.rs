@@ -18,7 +18,7 @@ pub struct Finding {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sites: Vec<SiteShare>,
     /// Time the fix would save, estimated: the kernel time of the calls it
-    /// removes, measured while traced (user-space work around them comes on
+    /// removes, as the trace measured it (sampled CPU, or wall with --latency) (user-space work around them comes on
     /// top; tracing makes each call slower).
     pub saving_ns: u64,
     pub why: String,

@@ -24,21 +24,29 @@ use crate::model::{CallSite, SiteShare, Trace};
 pub struct Rule {
     pub id: &'static str,
     pub check: fn(&Trace) -> Vec<Finding>,
+    /// Reads per-argument stats (paths, fds, clocks, timeouts), which a
+    /// full argument table can leave incomplete.
+    pub reads_arguments: bool,
 }
 
 /// Every rule, in no particular order: findings are ranked by saving.
 pub const RULES: &[Rule] = &[
-    Rule { id: tz_unset::ID, check: tz_unset::check },
-    Rule { id: signal_mask::ID, check: signal_mask::check },
-    Rule { id: vdso_fallback::ID, check: vdso_fallback::check },
-    Rule { id: repeated_path::ID, check: repeated_path::check },
-    Rule { id: tiny_io::ID, check: tiny_io::check },
-    Rule { id: sync_per_op::ID, check: sync_per_op::check },
-    Rule { id: busy_poll::ID, check: busy_poll::check },
-    Rule { id: identity_calls::ID, check: identity_calls::check },
-    Rule { id: failing_calls::ID, check: failing_calls::check },
-    Rule { id: memory_churn::ID, check: memory_churn::check },
+    Rule { id: tz_unset::ID, check: tz_unset::check, reads_arguments: true },
+    Rule { id: signal_mask::ID, check: signal_mask::check, reads_arguments: false },
+    Rule { id: vdso_fallback::ID, check: vdso_fallback::check, reads_arguments: true },
+    Rule { id: repeated_path::ID, check: repeated_path::check, reads_arguments: true },
+    Rule { id: tiny_io::ID, check: tiny_io::check, reads_arguments: true },
+    Rule { id: sync_per_op::ID, check: sync_per_op::check, reads_arguments: false },
+    Rule { id: busy_poll::ID, check: busy_poll::check, reads_arguments: true },
+    Rule { id: identity_calls::ID, check: identity_calls::check, reads_arguments: false },
+    Rule { id: failing_calls::ID, check: failing_calls::check, reads_arguments: true },
+    Rule { id: memory_churn::ID, check: memory_churn::check, reads_arguments: false },
 ];
+
+/// The rules whose findings may be missing when argument stats were lost.
+pub fn rules_reading_arguments() -> Vec<&'static str> {
+    RULES.iter().filter(|r| r.reads_arguments).map(|r| r.id).collect()
+}
 
 /// The findings of every rule, most saving first; small ones (a few calls,
 /// well under 1% of the run) only when `all`.

@@ -63,7 +63,11 @@ pub fn section(out: &mut String, trace: &Trace, findings: &[Finding]) {
             let _ = writeln!(out, "  prove {p}");
         }
         if f.saving_ns > 0 {
-            let _ = writeln!(out, "  saves ≈ {} (the kernel time of the calls it removes, measured while traced)", duration(f.saving_ns));
+            let what = match trace.run.time {
+                crate::model::TimeKind::CpuSampled { .. } => "the kernel CPU time of the calls it removes, sampled while traced",
+                crate::model::TimeKind::Wall => "the kernel time of the calls it removes, measured while traced",
+            };
+            let _ = writeln!(out, "  saves ≈ {} ({what})", duration(f.saving_ns));
         }
     }
 }

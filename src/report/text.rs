@@ -68,7 +68,11 @@ fn header(out: &mut String, trace: &Trace) {
         let what = if trace.lost.counts_incomplete() { "counts incomplete" } else { "counts complete" };
         let _ = writeln!(out, "  LOST ({what}): {}", items.join(", "));
         if trace.lost.arguments_incomplete() {
-            let _ = writeln!(out, "  findings that read arguments (paths, fds) may be missing: see LOST");
+            let _ = writeln!(
+                out,
+                "  findings that read arguments may be missing ({}): see LOST",
+                crate::diagnose::rules_reading_arguments().join(", ")
+            );
         }
     }
     let _ = writeln!(out, "  {}", time_line(trace));
@@ -235,4 +239,33 @@ fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
 
 fn signal_name(signal: i32) -> String {
     nix::sys::signal::Signal::try_from(signal).map_or_else(|_| format!("signal {signal}"), |s| s.as_str().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Lost;
+
+    #[test]
+    fn a_full_argument_table_names_the_findings_it_may_hide() {
+        let mut t = Trace::default();
+        t.lost = Lost { once_table_full: 5, ..Default::default() };
+        let text = render(&t, &[], false);
+        assert!(text.contains("LOST (counts complete): 5 calls not checked for repeats"), "{text}");
+        assert!(text.contains("findings that read arguments may be missing (tz-unset, vdso-fallback, repeated-path"), "{text}");
+        // Lost samples leave every argument: no such line.
+        t.lost = Lost { samples_dropped: 5, ..Default::default() };
+        assert!(!render(&t, &[], false).contains("may be missing"));
+    }
+
+    #[test]
+    fn the_header_says_what_time_is() {
+        let mut t = Trace::default();
+        t.run.time = TimeKind::CpuSampled { tick_ns: 250_000 };
+        t.run.user_cpu_ns = 12_000_000;
+        let text = render(&t, &[], false);
+        assert!(text.contains("time: CPU time in syscalls, sampled every 250 µs (strace -c); 12 ms of CPU outside them"), "{text}");
+        t.run.time = TimeKind::Wall;
+        assert!(render(&t, &[], false).contains("time: wall time per call, entry to exit, measured (strace -c -w)"));
+    }
 }
