@@ -789,7 +789,6 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 		return 0;
 	x.ts = ts;
 	x.rec = rec;
-	bpf_loop(ARG_SLOTS, send_slot, &x, 0);
 	rec->kind = RECORD_EXIT;
 	rec->tgid = p->tgid;
 	rec->tid = x.tid;
@@ -813,6 +812,9 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 			       bpf_ringbuf_query(&exits, BPF_RB_AVAIL_DATA) >= EXITS_BYTES / 8 ?
 				       BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP))
 		count_lost(LOST_EXIT_RECORDS, x.calls);
+	/* After the record: user space files a thread's slots where its
+	 * record went. */
+	bpf_loop(ARG_SLOTS, send_slot, &x, 0);
 	return 0;
 }
 

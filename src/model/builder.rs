@@ -19,6 +19,10 @@ pub struct TraceBuilder {
     call_sites: Vec<CallSite>,
     sampling: Option<Sampling>,
     user_cpu_ns: u64,
+    /// pid -> the row its counts went to (processes folded by program).
+    remap: HashMap<u32, u32>,
+    /// row -> how many processes it stands for
+    folded: HashMap<u32, u64>,
 }
 
 /// One stack sample, its stack already resolved to a call site.
@@ -74,7 +78,21 @@ impl TraceBuilder {
         self.user_cpu_ns += ns;
     }
 
-    pub fn add_sample(&mut self, sample: SampleRecord) {
+    /// Where the processes folded into a program's row went: samples,
+    /// which name pids, follow their counts.
+    pub fn set_remap(&mut self, remap: HashMap<u32, u32>) {
+        self.remap = remap;
+    }
+
+    /// Row `pid` stands for `processes` exited processes of one program.
+    pub fn set_folded(&mut self, pid: u32, processes: u64) {
+        self.folded.insert(pid, processes);
+    }
+
+    pub fn add_sample(&mut self, mut sample: SampleRecord) {
+        if let Some(&row) = self.remap.get(&sample.tgid) {
+            sample.tgid = row;
+        }
         self.samples.entry((sample.tgid, sample.nr)).or_default().push(sample);
     }
 
@@ -94,6 +112,7 @@ impl TraceBuilder {
                 ppid: leader.or(task).map_or(0, |t| t.ppid),
                 comm: leader.or(task).map_or_else(String::new, |t| t.comm.clone()),
                 exit: leader.and_then(|t| t.exit),
+                folded: self.folded.get(&tgid).copied().unwrap_or(0),
                 ..Default::default()
             });
             let mut syscalls: Vec<SyscallStats> = by_nr.into_values().collect();

@@ -253,10 +253,15 @@ impl SyscallStats {
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Process {
+    /// The pid; for a folded row, an id above any pid (2^30 and up).
     pub pid: u32,
     pub ppid: u32,
     pub comm: String,
     pub exit: Option<Exit>,
+    /// A row that stands for this many exited processes of one program,
+    /// folded together to keep memory bounded (0: one process).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub folded: u64,
     /// This process's syscalls, all threads together, most time first.
     pub syscalls: Vec<SyscallStats>,
     pub threads: Vec<Thread>,
@@ -332,6 +337,10 @@ pub struct ArgumentStats {
     pub sites: Vec<SiteShare>,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 impl Trace {
     pub fn total_calls(&self) -> u64 {
         self.syscalls.iter().map(|s| s.calls).sum()
@@ -346,7 +355,12 @@ impl Trace {
     }
 
     pub fn thread_count(&self) -> usize {
-        self.processes.iter().map(|p| p.threads.len()).sum()
+        self.processes.iter().map(|p| if p.folded > 0 { p.folded as usize } else { p.threads.len() }).sum()
+    }
+
+    /// Processes traced, a folded row counting as the processes it stands for.
+    pub fn process_count(&self) -> usize {
+        self.processes.iter().map(|p| p.folded.max(1) as usize).sum()
     }
 }
 

@@ -28,7 +28,11 @@ pub fn section(out: &mut String, trace: &Trace, findings: &[Finding]) {
     let _ = writeln!(out, "\n{n} {}{share}", if n == 1 { "problem" } else { "problems" });
     for f in findings {
         let e = &f.evidence;
-        let pid = if trace.processes.len() > 1 { f.pid.map(|p| format!(" (pid {p})")).unwrap_or_default() } else { String::new() };
+        let pid = if trace.processes.len() > 1 {
+            f.pid.map(|p| format!(" ({})", super::format::who(trace, p))).unwrap_or_default()
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             out,
             "\n[{}] {}{pid} — {} in the kernel, of a {} run; {}/s, {:.0}% of all calls",

@@ -123,3 +123,19 @@ pub fn mask_change(c: crate::model::MaskChange) -> &'static str {
         Undo => "undoes the previous change",
     }
 }
+
+/// A name from the traced system with its control characters escaped, as
+/// `quoted` does, without the quotes.
+pub fn escaped(s: &str) -> String {
+    let q = quoted(s);
+    q[1..q.len() - 1].to_string()
+}
+
+/// `pid 1234`, or for a row folding many exited processes of a program,
+/// `true ×19,000 (folded)`.
+pub fn who(trace: &crate::model::Trace, pid: u32) -> String {
+    match trace.processes.iter().find(|p| p.pid == pid && p.folded > 0) {
+        Some(p) => format!("{} ×{} (folded)", escaped(&p.comm), thousands(p.folded)),
+        None => format!("pid {pid}"),
+    }
+}

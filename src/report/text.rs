@@ -3,11 +3,13 @@
 
 use std::fmt::Write;
 
-use super::format::{bytes, duration, quoted, thousands};
+use super::format::{bytes, duration, escaped, quoted, thousands};
 use crate::model::{Argument, ArgumentStats, Exit, SyscallStats, TimeKind, Trace};
 
 /// How many repeated arguments the report lists.
 const TOP_ARGUMENTS: usize = 10;
+/// How many process rows the breakdown lists.
+const TOP_PROCESSES: usize = 20;
 
 pub fn render(trace: &Trace, findings: &[crate::diagnose::Finding], per_thread: bool) -> String {
     let mut out = String::new();
@@ -36,8 +38,8 @@ fn header(out: &mut String, trace: &Trace) {
     let mut facts = vec![
         format!(
             "pid {pids}: {} {}, {} {}",
-            trace.processes.len(),
-            plural(trace.processes.len(), "process", "processes"),
+            trace.process_count(),
+            plural(trace.process_count(), "process", "processes"),
             trace.thread_count(),
             plural(trace.thread_count(), "thread", "threads")
         ),
@@ -161,7 +163,7 @@ fn arguments(out: &mut String, trace: &Trace) {
     let lines: Vec<(String, &ArgumentStats)> = repeated.iter().map(|a| (describe_argument(a), *a)).collect();
     let dw = lines.iter().map(|(d, _)| d.chars().count()).max().unwrap_or(0);
     for (d, a) in lines {
-        let pid = if trace.processes.len() > 1 { format!("  pid {}", a.pid) } else { String::new() };
+        let pid = if trace.processes.len() > 1 { format!("  {}", super::format::who(trace, a.pid)) } else { String::new() };
         let _ = writeln!(
             out,
             "  {:>w$} × {d:<dw$}  {:>9}{pid}",
@@ -206,7 +208,7 @@ pub fn describe_argument(a: &ArgumentStats) -> String {
 fn breakdown(out: &mut String, trace: &Trace, per_thread: bool) {
     let _ = writeln!(out, "\nper process{}", if per_thread { " and thread" } else { "" });
     let _ = writeln!(out, "  {:>8} {:>8}  {:<16} {:>11} {:>8} {:>11}  top syscalls", "pid", "tid", "comm", "calls", "errors", "seconds");
-    let line = |out: &mut String, pid: u32, tid: Option<u32>, comm: &str, stats: &[SyscallStats]| {
+    let line = |out: &mut String, pid: String, tid: Option<u32>, comm: &str, stats: &[SyscallStats]| {
         let calls: u64 = stats.iter().map(|s| s.calls).sum();
         let errors: u64 = stats.iter().map(|s| s.errors).sum();
         let ns: u64 = stats.iter().map(|s| s.total_ns).sum();
@@ -223,15 +225,29 @@ fn breakdown(out: &mut String, trace: &Trace, per_thread: bool) {
             top.join(", ")
         );
     };
-    for p in &trace.processes {
-        line(out, p.pid, None, &p.comm, &p.syscalls);
-        if per_thread {
+    // Most calls first; a row folding many exited processes of one program
+    // shows how many, in place of a pid.
+    let calls = |p: &&crate::model::Process| p.syscalls.iter().map(|s| s.calls).sum::<u64>();
+    let mut shown: Vec<&crate::model::Process> = trace.processes.iter().collect();
+    shown.sort_by_key(|p| std::cmp::Reverse(calls(p)));
+    for p in shown.iter().take(TOP_PROCESSES) {
+        let (pid, comm) = if p.folded > 0 {
+            ("folded".to_string(), format!("{} ×{}", escaped(&p.comm), thousands(p.folded)))
+        } else {
+            (p.pid.to_string(), escaped(&p.comm))
+        };
+        line(out, pid.clone(), None, &comm, &p.syscalls);
+        if per_thread && p.folded == 0 {
             for t in &p.threads {
-                line(out, p.pid, Some(t.tid), &t.comm, &t.syscalls);
+                line(out, pid.clone(), Some(t.tid), &escaped(&t.comm), &t.syscalls);
             }
         }
     }
+    if shown.len() > TOP_PROCESSES {
+        let _ = writeln!(out, "  … {} more rows, fewer calls each (--json has every one)", thousands((shown.len() - TOP_PROCESSES) as u64));
+    }
 }
+
 
 fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
     if n == 1 { one } else { many }

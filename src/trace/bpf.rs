@@ -9,7 +9,7 @@ use std::path::Path;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags};
 
-use super::exits::ExitReader;
+use super::exits::{ExitReader, SweepMaps};
 use super::filter::{SyscallSet, MAX_SYSCALLS};
 use super::perf::{self, PerfEventAttr, PERF_COUNT_SW_CPU_CLOCK, PERF_TYPE_SOFTWARE};
 use super::syscalls::{self, ArgKind};
@@ -54,6 +54,7 @@ const ARG_TIMEOUT_PTR: u8 = 6;
 const ARG_SIGMASK: u8 = 7;
 const TARGET_PENDING_EXEC: u32 = 1;
 const TARGET_ACTIVE: u32 = 2;
+const BATCH: u32 = 4096;
 
 /// CPU time is sampled at 4 kHz on each CPU (perf record's default rate).
 pub const TICK_NS: u64 = 250_000;
@@ -101,10 +102,11 @@ impl BpfTracer {
         let mut skel = open.load().map_err(bpf_error)?;
         skel.attach().map_err(bpf_error)?;
         let ticks = if options.latency { Vec::new() } else { attach_ticks(&skel)? };
-        let exits = ExitReader::start(vec![
-            libbpf_rs::MapHandle::try_from(&skel.maps.exits).map_err(bpf_error)?,
-            libbpf_rs::MapHandle::try_from(&skel.maps.strings).map_err(bpf_error)?,
-        ])?;
+        let handle = |m| libbpf_rs::MapHandle::try_from(m).map_err(bpf_error);
+        let exits = ExitReader::start(
+            vec![handle(&skel.maps.exits)?, handle(&skel.maps.strings)?],
+            SweepMaps { args: handle(&skel.maps.arg_stats)?, hists: handle(&skel.maps.io_hists)? },
+        )?;
         Ok(BpfTracer { skel, options, path_of: Default::default(), exits: Some(exits), _ticks: ticks })
     }
 
@@ -189,6 +191,55 @@ fn spec_for(nr: u32, filter: &SyscallSet) -> syscall_spec {
         Some(ArgKind::None) | None => (ARG_NONE, 0, 0),
     };
     syscall_spec { traced, kind, arg, size_arg }
+}
+
+/// Every (key, value) of a hash map, read in batches. A batch ends at a
+/// bucket's end, so a short one is not the last: read until ENOENT.
+pub(super) fn read_all<M: MapCore>(map: &M) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let (ks, vs) = (map.key_size() as usize, map.value_size() as usize);
+    let mut out = Vec::new();
+    let mut batch = BATCH as usize;
+    let (mut keys, mut values) = (vec![0u8; ks * batch], vec![0u8; vs * batch]);
+    let mut token = vec![0u8; ks];
+    let mut first = true;
+    loop {
+        let mut count = batch as u32;
+        let opts = libbpf_sys::bpf_map_batch_opts {
+            sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _,
+            ..Default::default()
+        };
+        let in_token = token.clone();
+        // SAFETY: buffers sized for `count` keys and values and one token.
+        let ret = unsafe {
+            libbpf_sys::bpf_map_lookup_batch(
+                map.as_fd().as_raw_fd(),
+                if first { std::ptr::null_mut() } else { in_token.as_ptr() as *mut _ },
+                token.as_mut_ptr().cast(),
+                keys.as_mut_ptr().cast(),
+                values.as_mut_ptr().cast(),
+                &mut count,
+                &opts,
+            )
+        };
+        let err = if ret < 0 { -ret } else { 0 };
+        if err == libc::ENOSPC && count == 0 {
+            // One bucket holds more than a batch: a bigger batch.
+            batch *= 2;
+            keys.resize(ks * batch, 0);
+            values.resize(vs * batch, 0);
+            token = in_token;
+            continue;
+        }
+        if err != 0 && err != libc::ENOENT {
+            return Err(Error::Bpf(format!("reading map {}: {}", map.name().to_string_lossy(), std::io::Error::from_raw_os_error(err))));
+        }
+        let n = count as usize;
+        out.extend((0..n).map(|i| (keys[i * ks..(i + 1) * ks].to_vec(), values[i * vs..(i + 1) * vs].to_vec())));
+        if err == libc::ENOENT {
+            return Ok(out);
+        }
+        first = false;
+    }
 }
 
 /// The kernel's map error, said for humans: EPERM means missing rights.

@@ -8,12 +8,14 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
 
-use libbpf_rs::{MapHandle, RingBufferBuilder};
+use libbpf_rs::{MapCore, MapFlags, MapHandle, RingBufferBuilder};
 
-use super::bpf::skel::types::{arg_slot, errno_slot, exit_entry, exit_record, path_record, slot_record, sys_val};
-use super::bpf::{c_string, from_bytes};
+use super::bpf::skel::types::{arg_key, arg_slot, arg_val, errno_slot, exit_entry, exit_record, io_hist, path_record, slot_record, sys_val};
+use super::bpf::{c_string, from_bytes, read_all};
+use super::fold::Exited;
 use crate::error::{Error, Result};
 use crate::model::Exit;
 
@@ -113,17 +115,36 @@ impl Record {
     }
 }
 
-/// The thread that reads the ring while the target runs.
+/// What the reader hands over: the exited threads, folded past the
+/// detailed ones; records that came after the checkpoint, as they are; the
+/// path strings.
+#[derive(Debug, Default)]
+pub struct Collected {
+    pub exited: Exited,
+    pub late: Vec<Record>,
+    pub paths: HashMap<u64, String>,
+}
+
+/// The kernel tables the reader empties of ended processes' entries.
+pub struct SweepMaps {
+    pub args: MapHandle,
+    pub hists: MapHandle,
+}
+
+/// How often ended processes' argument entries are taken out of the kernel.
+const SWEEP: Duration = Duration::from_secs(2);
+
+/// The thread that reads the rings while the target runs.
 pub struct ExitReader {
     stop: Arc<AtomicBool>,
     wake: Arc<OwnedFd>,
-    checkpoint: mpsc::Sender<mpsc::Sender<usize>>,
-    thread: JoinHandle<Vec<Option<Record>>>,
+    checkpoint: mpsc::Sender<mpsc::Sender<()>>,
+    thread: JoinHandle<Collected>,
 }
 
 impl ExitReader {
     /// Reads `rings` (the exits and the path strings) until finished.
-    pub fn start(rings: Vec<MapHandle>) -> Result<ExitReader> {
+    pub fn start(rings: Vec<MapHandle>, sweep: SweepMaps) -> Result<ExitReader> {
         let stop = Arc::new(AtomicBool::new(false));
         // SAFETY: eventfd has no preconditions; a new fd we own.
         let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
@@ -137,7 +158,7 @@ impl ExitReader {
         let (stop_flag, wake_fd) = (stop.clone(), wake.clone());
         let thread = std::thread::Builder::new()
             .name("sysdiet-exits".into())
-            .spawn(move || read(rings, stop_flag, wake_fd, cp_rx, ready_tx))?;
+            .spawn(move || read(rings, sweep, stop_flag, wake_fd, cp_rx, ready_tx))?;
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(ExitReader { stop, wake, checkpoint: cp_tx, thread }),
             Ok(Err(e)) => Err(e),
@@ -150,38 +171,60 @@ impl ExitReader {
         unsafe { libc::write(self.wake.as_raw_fd(), 1u64.to_ne_bytes().as_ptr().cast(), 8) };
     }
 
-    /// Reads everything sent so far; returns how many records that is.
-    pub fn checkpoint(&self) -> usize {
+    /// Reads everything sent so far; what comes after is kept apart (`late`).
+    pub fn checkpoint(&self) {
         let (tx, rx) = mpsc::channel();
-        if self.checkpoint.send(tx).is_err() {
-            return usize::MAX;
+        if self.checkpoint.send(tx).is_ok() {
+            self.poke();
+            let _ = rx.recv();
         }
-        self.poke();
-        rx.recv().unwrap_or(usize::MAX)
     }
 
-    /// Reads what is left and hands every record over, in order.
-    pub fn finish(self) -> Vec<Option<Record>> {
+    /// Reads what is left and hands everything over.
+    pub fn finish(self) -> Collected {
         self.stop.store(true, Ordering::Release);
         self.poke();
         self.thread.join().unwrap_or_default()
     }
 }
 
+/// Parses and files the records copied so far.
+fn file(raw: &RefCell<Vec<Vec<u8>>>, out: &mut Collected, late: bool, to_sweep: &mut HashSet<u32>) {
+    for bytes in std::mem::take(&mut *raw.borrow_mut()) {
+        match Record::parse(&bytes) {
+            Some(Record::Path(hash, path)) => {
+                out.paths.entry(hash).or_insert(path);
+            }
+            Some(r) if late => out.late.push(r),
+            Some(Record::Thread(t)) => {
+                if t.tid == t.tgid {
+                    to_sweep.insert(t.tgid);
+                }
+                out.exited.add_thread(t);
+            }
+            Some(Record::Slot(tgid, _, s)) => {
+                let io = super::syscalls::by_nr(s.nr).is_some_and(|i| matches!(i.arg, super::syscalls::ArgKind::FdIo { .. }));
+                out.exited.add_slot(tgid, *s, io);
+            }
+            None => {}
+        }
+    }
+}
+
 fn read(
     rings: Vec<MapHandle>,
+    sweep: SweepMaps,
     stop: Arc<AtomicBool>,
     wake: Arc<OwnedFd>,
-    checkpoints: mpsc::Receiver<mpsc::Sender<usize>>,
+    checkpoints: mpsc::Receiver<mpsc::Sender<()>>,
     ready: mpsc::SyncSender<Result<()>>,
-) -> Vec<Option<Record>> {
-    // Raw bytes only while the target runs: the callback must keep up with
-    // a flood of path strings; parsing waits for the end.
-    let records: Rc<RefCell<Vec<Vec<u8>>>> = Rc::default();
+) -> Collected {
+    // The callbacks only copy; records are parsed and filed between reads.
+    let raw: Rc<RefCell<Vec<Vec<u8>>>> = Rc::default();
     let mut builder = RingBufferBuilder::new();
     let mut added = Ok(());
     for ring in &rings {
-        let sink = records.clone();
+        let sink = raw.clone();
         added = added.and_then(|_| {
             builder
                 .add(ring, move |data: &[u8]| {
@@ -191,36 +234,70 @@ fn read(
                 .map(|_| ())
         });
     }
-    let built = added.and_then(|_| builder.build());
-    let rb = match built {
+    let mut out = Collected::default();
+    let rb = match added.and_then(|_| builder.build()) {
         Ok(rb) => {
             let _ = ready.send(Ok(()));
             rb
         }
         Err(e) => {
             let _ = ready.send(Err(Error::Bpf(format!("exit record ring buffer: {e}"))));
-            return Vec::new();
+            return out;
         }
     };
+    let mut late = false;
+    let mut to_sweep: HashSet<u32> = HashSet::new();
+    let mut last_sweep = Instant::now();
     loop {
         let last = stop.load(Ordering::Acquire);
         if !last {
             wait(rb.epoll_fd(), wake.as_raw_fd());
         }
         let _ = rb.consume();
+        file(&raw, &mut out, late, &mut to_sweep);
         while let Ok(reply) = checkpoints.try_recv() {
             let _ = rb.consume();
-            let _ = reply.send(records.borrow().len());
+            file(&raw, &mut out, late, &mut to_sweep);
+            late = true;
+            let _ = reply.send(());
         }
         if last {
             break;
         }
+        if !late && !to_sweep.is_empty() && last_sweep.elapsed() >= SWEEP {
+            sweep_ended(&sweep, &mut out.exited, &mut to_sweep);
+            last_sweep = Instant::now();
+        }
     }
-    drop(rb);
-    let raw = std::mem::take(&mut *records.borrow_mut());
-    // None keeps the place of a record that does not parse (none should):
-    // checkpoints count places.
-    raw.iter().map(|r| Record::parse(r)).collect()
+    out
+}
+
+/// Takes the argument entries of processes that ended (and whose pid is
+/// not in use again) out of the kernel's table, so that a long run never
+/// fills it: repeated ones into their row, one-shot ones (already in the
+/// summary) just deleted.
+fn sweep_ended(maps: &SweepMaps, exited: &mut Exited, to_sweep: &mut HashSet<u32>) {
+    let dead: HashSet<u32> = to_sweep.iter().copied().filter(|p| !std::path::Path::new(&format!("/proc/{p}")).exists()).collect();
+    if dead.is_empty() {
+        return;
+    }
+    let Ok(entries) = read_all(&maps.args) else { return };
+    for (k, v) in entries {
+        let key: arg_key = from_bytes(&k);
+        if !dead.contains(&key.tgid) {
+            continue;
+        }
+        let val: arg_val = from_bytes(&v);
+        let hist = maps.hists.lookup(&k, MapFlags::ANY).ok().flatten().map(|h| from_bytes::<io_hist>(&h));
+        if hist.is_some() {
+            let _ = maps.hists.delete(&k);
+        }
+        let _ = maps.args.delete(&k);
+        if val.once == 0 {
+            exited.add_swept(key, val, hist);
+        }
+    }
+    to_sweep.retain(|p| !dead.contains(p));
 }
 
 /// Sleeps until the ring has a batch, the eventfd is written, or POLL passes.

@@ -6,6 +6,7 @@ pub mod errno;
 pub mod exits;
 pub mod filter;
 pub mod floor;
+pub mod fold;
 pub mod mappings;
 pub mod perf;
 pub mod readout;

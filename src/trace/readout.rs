@@ -9,7 +9,8 @@ use std::time::Duration;
 use libbpf_rs::{MapCore, MapFlags};
 
 use super::bpf::skel::types::{arg_key, arg_slot, arg_val, io_hist, once_summary, task_state};
-use super::bpf::{bpf_error, c_string, from_bytes, BpfTracer, TICK_NS};
+use super::bpf::{bpf_error, c_string, from_bytes, read_all, BpfTracer, TICK_NS};
+use super::fold::Fold;
 use super::exits::{errnos_of, used, Record, ThreadCounts};
 use super::syscalls::{self, ArgKind};
 use crate::error::Result;
@@ -21,7 +22,6 @@ const AT_FDCWD: i64 = -100;
 const NR_RT_SIGPROCMASK: u32 = 14;
 /// The path hash the kernel side gives a path it could not read.
 const UNREADABLE_PATH: u64 = 1;
-const BATCH: u32 = 4096;
 
 pub(super) fn read_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Result<Lost> {
     // Freeze the counts, and let programs already running finish: what a
@@ -38,11 +38,88 @@ pub(super) fn read_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Resul
     // later ones are of threads that ended while we read, skipped if
     // their storage was read (the same, frozen counts).
     let exits = tracer.exits.take();
-    let checkpoint = exits.as_ref().map_or(0, |e| e.checkpoint());
+    if let Some(e) = &exits {
+        e.checkpoint();
+    }
+    let live = live_threads(tracer);
+    let collected = exits.map(|e| e.finish()).unwrap_or_default();
+    let live_tids: HashSet<u32> = live.iter().map(|(t, _)| t.tid).collect();
+    tracer.path_of.extend(collected.paths);
+    let (path_of, exited) = (&tracer.path_of, &collected.exited);
+    // A folded process's counts go to its program's row, as one thread.
+    let row = |tgid: u32| exited.row_of(tgid);
+    let placed = |mut t: ThreadCounts| {
+        if let Some(r) = row(t.tgid) {
+            (t.tgid, t.tid, t.ppid, t.exit) = (r, r, 0, None);
+        }
+        t
+    };
+
+    for t in &exited.detailed {
+        add_thread(out, t, tick_ns, &mut lost);
+    }
+    for (tgid, s) in &exited.detailed_slots {
+        out.add_argument(slot_stats(*tgid, s, path_of));
+    }
+    for (k, v, h) in &exited.swept {
+        out.add_argument(arg_entry(k, v, h.as_ref(), k.tgid, path_of));
+    }
+    for f in exited.folds.values() {
+        add_fold(out, f, tick_ns, path_of, &mut lost);
+    }
+    for (counts, slots) in live {
+        let tgid = row(counts.tgid).unwrap_or(counts.tgid);
+        add_thread(out, &placed(counts), tick_ns, &mut lost);
+        for s in &slots {
+            out.add_argument(slot_stats(tgid, s, path_of));
+        }
+    }
+    for r in collected.late.into_iter().filter(|r| !live_tids.contains(&r.tid())) {
+        match r {
+            Record::Thread(t) => add_thread(out, &placed(t), tick_ns, &mut lost),
+            Record::Slot(tgid, _, s) => out.add_argument(slot_stats(row(tgid).unwrap_or(tgid), &s, path_of)),
+            Record::Path(..) => {}
+        }
+    }
+
+    for (k, v) in read_all(&maps.arg_stats)? {
+        let (key, v): (arg_key, arg_val) = (from_bytes(&k), from_bytes(&v));
+        if v.once != 0 {
+            continue; // seen once: in the one-shot summary
+        }
+        let hist = match syscalls::by_nr(key.nr).map(|s| s.arg) {
+            Some(ArgKind::FdIo { .. }) => maps.io_hists.lookup(&k, MapFlags::ANY).map_err(bpf_error)?.map(|h| from_bytes::<io_hist>(&h)),
+            _ => None,
+        };
+        out.add_argument(arg_entry(&key, &v, hist.as_ref(), row(key.tgid).unwrap_or(key.tgid), path_of));
+    }
+    for k in maps.errno_stats.keys() {
+        let Some(per_cpu) = maps.errno_stats.lookup_percpu(&k, MapFlags::ANY).map_err(bpf_error)? else { continue };
+        let [tgid, nr, err, _]: [u32; 4] = from_bytes(&k);
+        let n: u64 = per_cpu.iter().map(|v| from_bytes::<u64>(v)).sum();
+        out.add_errno(row(tgid).unwrap_or(tgid), nr, &super::errno::name(err), n);
+    }
+    for nr in 0..super::filter::MAX_SYSCALLS as u32 {
+        let Some(per_cpu) = maps.once_summary.lookup_percpu(&nr.to_ne_bytes(), MapFlags::ANY).map_err(bpf_error)? else { continue };
+        // Per-CPU parts may wrap (a promotion undoes a key on another CPU);
+        // their sum does not.
+        let sum = per_cpu.iter().map(|v| from_bytes::<once_summary>(v)).fold((0u64, 0u64, 0u64), |a, o| {
+            (a.0.wrapping_add(o.keys), a.1.wrapping_add(o.errors), a.2.wrapping_add(o.ns))
+        });
+        if sum.0 > 0 {
+            out.add_one_shot(nr, sum.0, sum.1, sum.2);
+        }
+    }
+    out.set_remap(exited.remap.clone());
+    Ok(lost)
+}
+
+/// The traced threads still running, from their task storage.
+fn live_threads(tracer: &BpfTracer) -> Vec<(ThreadCounts, Vec<arg_slot>)> {
     let mut live = Vec::new();
     for tid in all_tids() {
         let Some(pidfd) = crate::target::pidfd(tid) else { continue };
-        let Ok(Some(v)) = maps.states.lookup(&pidfd.as_raw_fd().to_ne_bytes(), MapFlags::ANY) else { continue };
+        let Ok(Some(v)) = tracer.skel.maps.states.lookup(&pidfd.as_raw_fd().to_ne_bytes(), MapFlags::ANY) else { continue };
         let ts: Box<task_state> = Box::new(from_bytes(&v));
         if ts.exited != 0 || ts.state == TARGET_PENDING_EXEC {
             continue;
@@ -62,119 +139,43 @@ pub(super) fn read_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Resul
             errnos_lost: ts.errnos_lost,
             user_ticks: ts.user_ticks,
         };
-        let slots: Vec<arg_slot> = ts.slots.iter().filter(|s| s.used != 0 && s.calls > 0).copied().collect();
-        live.push((counts, slots));
+        live.push((counts, ts.slots.iter().filter(|s| s.used != 0 && s.calls > 0).copied().collect()));
     }
-    let live_tids: HashSet<u32> = live.iter().map(|(t, _)| t.tid).collect();
-    let records: Vec<Record> = exits
-        .map(|e| e.finish())
-        .unwrap_or_default()
-        .into_iter()
-        .enumerate()
-        .filter_map(|(i, r)| r.filter(|r| i < checkpoint || !live_tids.contains(&r.tid())))
-        .collect();
-    // Path strings first: every key below resolves against them.
-    for r in &records {
-        if let Record::Path(hash, path) = r {
-            tracer.path_of.entry(*hash).or_insert_with(|| path.clone());
-        }
-    }
-    let path_of = &tracer.path_of;
-    for (counts, slots) in &live {
-        add_thread(out, counts, tick_ns, &mut lost);
-        for s in slots {
-            out.add_argument(slot_stats(counts.tgid, s, path_of));
-        }
-    }
-    for r in records {
-        match r {
-            Record::Thread(t) => add_thread(out, &t, tick_ns, &mut lost),
-            Record::Slot(tgid, _, s) => out.add_argument(slot_stats(tgid, &s, path_of)),
-            Record::Path(..) => {}
-        }
-    }
-
-    for (k, v) in read_all(&maps.arg_stats)? {
-        let (key, v): (arg_key, arg_val) = (from_bytes(&k), from_bytes(&v));
-        if v.once != 0 {
-            continue; // seen once: in the one-shot summary
-        }
-        let hist = match syscalls::by_nr(key.nr).map(|s| s.arg) {
-            Some(ArgKind::FdIo { .. }) => maps.io_hists.lookup(&k, MapFlags::ANY).map_err(bpf_error)?.map(|h| from_bytes::<io_hist>(&h)),
-            _ => None,
-        };
-        out.add_argument(ArgumentStats {
-            requested: hist.map(|h| Histogram::from_buckets(h.requested.to_vec())),
-            returned: hist.map(|h| Histogram::from_buckets(h.returned.to_vec())),
-            ..argument_stats(key.tgid, key.nr, key.fd, key.path_hash, v.calls, v.errors, v.ns, path_of)
-        });
-    }
-    for k in maps.errno_stats.keys() {
-        let Some(per_cpu) = maps.errno_stats.lookup_percpu(&k, MapFlags::ANY).map_err(bpf_error)? else { continue };
-        let [tgid, nr, err, _]: [u32; 4] = from_bytes(&k);
-        let n: u64 = per_cpu.iter().map(|v| from_bytes::<u64>(v)).sum();
-        out.add_errno(tgid, nr, &super::errno::name(err), n);
-    }
-    for nr in 0..super::filter::MAX_SYSCALLS as u32 {
-        let Some(per_cpu) = maps.once_summary.lookup_percpu(&nr.to_ne_bytes(), MapFlags::ANY).map_err(bpf_error)? else { continue };
-        // Per-CPU parts may wrap (a promotion undoes a key on another CPU);
-        // their sum does not.
-        let sum = per_cpu.iter().map(|v| from_bytes::<once_summary>(v)).fold((0u64, 0u64, 0u64), |a, o| {
-            (a.0.wrapping_add(o.keys), a.1.wrapping_add(o.errors), a.2.wrapping_add(o.ns))
-        });
-        if sum.0 > 0 {
-            out.add_one_shot(nr, sum.0, sum.1, sum.2);
-        }
-    }
-    Ok(lost)
+    live
 }
 
-/// Every (key, value) of a hash map, read in batches. A batch ends at a
-/// bucket's end, so a short one is not the last: read until ENOENT.
-fn read_all<M: MapCore>(map: &M) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-    let (ks, vs) = (map.key_size() as usize, map.value_size() as usize);
-    let mut out = Vec::new();
-    let mut batch = BATCH as usize;
-    let (mut keys, mut values) = (vec![0u8; ks * batch], vec![0u8; vs * batch]);
-    let mut token = vec![0u8; ks];
-    let mut first = true;
-    loop {
-        let mut count = batch as u32;
-        let opts = libbpf_sys::bpf_map_batch_opts {
-            sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _,
-            ..Default::default()
-        };
-        let in_token = token.clone();
-        // SAFETY: buffers sized for `count` keys and values and one token.
-        let ret = unsafe {
-            libbpf_sys::bpf_map_lookup_batch(
-                map.as_fd().as_raw_fd(),
-                if first { std::ptr::null_mut() } else { in_token.as_ptr() as *mut _ },
-                token.as_mut_ptr().cast(),
-                keys.as_mut_ptr().cast(),
-                values.as_mut_ptr().cast(),
-                &mut count,
-                &opts,
-            )
-        };
-        let err = if ret < 0 { -ret } else { 0 };
-        if err == libc::ENOSPC && count == 0 {
-            // One bucket holds more than a batch: a bigger batch.
-            batch *= 2;
-            keys.resize(ks * batch, 0);
-            values.resize(vs * batch, 0);
-            token = in_token;
-            continue;
-        }
-        if err != 0 && err != libc::ENOENT {
-            return Err(crate::error::Error::Bpf(format!("reading map {}: {}", map.name().to_string_lossy(), std::io::Error::from_raw_os_error(err))));
-        }
-        let n = count as usize;
-        out.extend((0..n).map(|i| (keys[i * ks..(i + 1) * ks].to_vec(), values[i * vs..(i + 1) * vs].to_vec())));
-        if err == libc::ENOENT {
-            return Ok(out);
-        }
-        first = false;
+/// A program's row: every exited process of it beyond the detailed ones.
+fn add_fold(out: &mut TraceBuilder, f: &Fold, tick_ns: u64, path_of: &HashMap<u64, String>, lost: &mut Lost) {
+    let t = ThreadCounts {
+        tgid: f.row,
+        tid: f.row,
+        ppid: 0,
+        comm: f.comm.clone(),
+        exit: None,
+        stats: f.stats.iter().map(|(nr, v)| (*nr, *v)).collect(),
+        mask_calls: f.mask_calls,
+        errnos: f.errnos.iter().map(|(&(nr, err), &n)| (nr, err, n)).collect(),
+        errnos_lost: f.errnos_lost,
+        user_ticks: f.user_ticks,
+    };
+    add_thread(out, &t, tick_ns, lost);
+    out.set_folded(f.row, f.processes);
+    for (&(nr, fd, hash), a) in &f.args {
+        let hist = |b: &[u64]| Histogram::from_buckets(b.to_vec());
+        out.add_argument(ArgumentStats {
+            requested: a.hist.as_ref().map(|(r, _)| hist(r)),
+            returned: a.hist.as_ref().map(|(_, r)| hist(r)),
+            ..argument_stats(f.row, nr, fd, hash, a.calls, a.errors, a.ns, path_of)
+        });
+    }
+}
+
+/// A repeated argument entry of the kernel's table, as `pid`'s.
+fn arg_entry(k: &arg_key, v: &arg_val, hist: Option<&io_hist>, pid: u32, path_of: &HashMap<u64, String>) -> ArgumentStats {
+    ArgumentStats {
+        requested: hist.map(|h| Histogram::from_buckets(h.requested.to_vec())),
+        returned: hist.map(|h| Histogram::from_buckets(h.returned.to_vec())),
+        ..argument_stats(pid, k.nr, k.fd, k.path_hash, v.calls, v.errors, v.ns, path_of)
     }
 }
 
