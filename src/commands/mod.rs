@@ -49,7 +49,7 @@ fn start_stacks(tracer: &BpfTracer, opts: &TraceOptions, tids: &[u32], initial: 
     if !opts.stacks {
         return Ok(None);
     }
-    Collector::start(tracer.samples_ring()?, MapEvents::open(tids)?, initial).map(Some)
+    Collector::start(tracer.samples_ring()?, MapEvents::open(tids)?, initial, tracer.folded()).map(Some)
 }
 
 /// Reads the tracer out into a Trace and writes the report. `ended` is when

@@ -35,10 +35,12 @@ pub struct SampleRecord {
     /// Index into the call sites given to `set_call_sites`.
     pub site: usize,
     /// How many calls the sample stands for: the thread's calls since its
-    /// previous sample.
+    /// previous sample (summed, for samples of one site summed together).
     pub period: u64,
-    /// The call's time in the kernel.
+    /// The call's time in the kernel (weighted by period, when summed).
     pub ns: u64,
+    /// How many samples this is.
+    pub samples: u64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -176,11 +178,11 @@ impl TraceBuilder {
 /// The call sites' shares of an exact count, from its samples, each
 /// weighing the calls it stands for.
 fn shares<'a>(calls: u64, total_ns: u64, samples: impl Iterator<Item = &'a SampleRecord>) -> Vec<SiteShare> {
-    let weights: Vec<(usize, f64, f64)> = samples
+    let weights: Vec<(usize, f64, f64, u64)> = samples
         .map(|s| {
             #[cfg(test)]
             tests::OPS.with(|n| n.set(n.get() + 1));
-            (s.site, s.period as f64, (s.period * s.ns) as f64)
+            (s.site, s.period as f64, (s.period * s.ns) as f64, s.samples)
         })
         .collect();
     callsite::apportion(calls, total_ns, &weights)
@@ -240,7 +242,7 @@ mod tests {
                 returned: None,
                 sites: Vec::new(),
             });
-            b.add_sample(SampleRecord { tgid: 1, nr: 262, argument: Some(argument), site: (i % 7) as usize, period: 2, ns: 1 });
+            b.add_sample(SampleRecord { tgid: 1, nr: 262, argument: Some(argument), site: (i % 7) as usize, period: 2, ns: 1, samples: 1 });
         }
         OPS.with(|o| o.set(0));
         let t = b.finish(RunInfo::default(), Lost::default());
@@ -310,7 +312,7 @@ mod tests {
         b.add_syscall(10, 11, stats(4, 500, 0, 1000));
         b.add_syscall(20, 20, stats(4, 7, 0, 7));
         let fd = |fd| Some(Argument::Fd { fd });
-        let sample = |tgid, argument, site, period| SampleRecord { tgid, nr: 4, argument, site, period, ns: 2 };
+        let sample = |tgid, argument, site, period| SampleRecord { tgid, nr: 4, argument, site, period, ns: 2, samples: 1 };
         b.add_sample(sample(10, fd(3), 0, 4));
         b.add_sample(sample(10, fd(3), 0, 4));
         b.add_sample(sample(10, fd(5), 1, 8));

@@ -125,15 +125,16 @@ pub struct Sampling {
 
 /// Shares `calls` and `total_ns` out among sites in proportion to the
 /// samples' weights, by largest remainder so that the shares add up to the
-/// exact totals. `samples`: (site, weight for calls, weight for time).
-pub fn apportion(calls: u64, total_ns: u64, samples: &[(usize, f64, f64)]) -> Vec<SiteShare> {
+/// exact totals. `samples`: (site, weight for calls, weight for time, how
+/// many samples).
+pub fn apportion(calls: u64, total_ns: u64, samples: &[(usize, f64, f64, u64)]) -> Vec<SiteShare> {
     use std::collections::BTreeMap;
     let mut by_site: BTreeMap<usize, (f64, f64, u64)> = BTreeMap::new();
-    for &(site, w, t) in samples {
+    for &(site, w, t, n) in samples {
         let e = by_site.entry(site).or_default();
         e.0 += w;
         e.1 += t;
-        e.2 += 1;
+        e.2 += n;
     }
     if by_site.is_empty() {
         return Vec::new();
@@ -199,7 +200,7 @@ mod tests {
 
     #[test]
     fn shares_add_up_to_the_exact_count() {
-        let s = apportion(1000, 999, &[(0, 1.0, 1.0), (1, 1.0, 1.0), (2, 1.0, 1.0)]);
+        let s = apportion(1000, 999, &[(0, 1.0, 1.0, 1), (1, 1.0, 1.0, 1), (2, 1.0, 1.0, 1)]);
         assert_eq!(s.iter().map(|s| s.calls).sum::<u64>(), 1000);
         assert_eq!(s.iter().map(|s| s.total_ns).sum::<u64>(), 999);
         assert_eq!(s[0].calls, 334);
@@ -208,7 +209,7 @@ mod tests {
     #[test]
     fn weights_decide_the_split() {
         // Site 1 sampled at a period 3 times site 0's.
-        let s = apportion(400, 0, &[(0, 1.0, 0.0), (1, 3.0, 0.0)]);
+        let s = apportion(400, 0, &[(0, 1.0, 0.0, 1), (1, 3.0, 0.0, 1)]);
         assert_eq!((s[0].site, s[0].calls, s[1].calls), (1, 300, 100));
         assert_eq!(s[0].samples, 1);
     }
@@ -220,7 +221,7 @@ mod tests {
 
     #[test]
     fn zero_weights_split_evenly() {
-        let s = apportion(3, 0, &[(4, 0.0, 0.0), (5, 0.0, 0.0)]);
+        let s = apportion(3, 0, &[(4, 0.0, 0.0, 1), (5, 0.0, 0.0, 1)]);
         assert_eq!(s.iter().map(|s| s.calls).collect::<Vec<_>>(), vec![2, 1]);
     }
 

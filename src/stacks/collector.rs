@@ -13,32 +13,50 @@ use std::time::{Duration, Instant};
 
 use libbpf_rs::{MapHandle, RingBufferBuilder};
 
-use super::unwind::{RawStack, UnwindFacts, Unwinder};
+use super::unwind::{RawStack, Unwinder};
 use crate::error::{Error, Result};
 use crate::trace::mappings::{MapEvent, MapEvents};
 use crate::trace::samples::StackSample;
 
 /// How often the reader looks, besides the kernel's batched wake-ups.
 const POLL: Duration = Duration::from_millis(20);
+/// How often samples of processes folded meanwhile move to their row.
+const REFOLD: Duration = Duration::from_secs(1);
 
-/// A sample with its stack unwound (an index into `Collected::stacks`).
-#[derive(Debug, Clone)]
-pub struct CollectedSample {
+/// pid -> fold row, shared with the exit reader that decides it.
+pub type Folded = Arc<std::sync::Mutex<HashMap<u32, u32>>>;
+
+/// Samples of one process, syscall, argument and stack (an index into
+/// `Collected::stacks`), summed: memory grows with the distinct ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SampleKey {
     pub tgid: u32,
     pub nr: u32,
     pub fd: i64,
     pub path_hash: u64,
-    pub period: u64,
-    pub ns: u64,
     pub stack: usize,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SampleSum {
+    pub samples: u64,
+    /// The calls they stand for.
+    pub periods: u64,
+    /// Σ period × the call's time: the time they stand for.
+    pub weighted_ns: u64,
 }
 
 pub struct Collected {
     pub unwinder: Unwinder,
     /// Distinct unwound stacks.
     pub stacks: Vec<RawStack>,
-    pub samples: Vec<CollectedSample>,
-    pub facts: Vec<UnwindFacts>,
+    pub samples: HashMap<SampleKey, SampleSum>,
+    pub count: u64,
+    pub max_gap: u64,
+    pub too_short: u64,
+    pub frames_unmapped: u64,
+    /// bytes of stack unwinding needed -> samples
+    pub bytes_used: std::collections::BTreeMap<u64, u64>,
     pub stack_bytes_copied: u64,
     pub unwind_ns: u64,
     pub mappings_lost: u64,
@@ -54,7 +72,9 @@ pub struct Collector {
 impl Collector {
     /// Starts reading `ring`; `initial` are the mappings of processes that
     /// already ran (attach), `events` the kernel's reports of new ones.
-    pub fn start(ring: MapHandle, events: MapEvents, initial: Vec<MapEvent>) -> Result<Collector> {
+    /// `folded`: pid -> the row a folded process's counts went to; samples
+    /// follow them, so that a long run's samples stay bounded too.
+    pub fn start(ring: MapHandle, events: MapEvents, initial: Vec<MapEvent>, folded: Folded) -> Result<Collector> {
         let stop = Arc::new(AtomicBool::new(false));
         // SAFETY: eventfd has no preconditions; a new fd we own.
         let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
@@ -66,7 +86,7 @@ impl Collector {
         let (stop_flag, wake_fd) = (stop.clone(), wake.clone());
         let thread = std::thread::Builder::new()
             .name("sysdiet-stacks".into())
-            .spawn(move || collect(ring, events, initial, stop_flag, wake_fd, ready_tx))?;
+            .spawn(move || collect(ring, events, initial, folded, stop_flag, wake_fd, ready_tx))?;
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(Collector { stop, wake, thread }),
             Ok(Err(e)) => Err(e),
@@ -88,6 +108,7 @@ fn collect(
     ring: MapHandle,
     mut events: MapEvents,
     initial: Vec<MapEvent>,
+    folded: Folded,
     stop: Arc<AtomicBool>,
     wake: Arc<OwnedFd>,
     ready: mpsc::SyncSender<Result<()>>,
@@ -107,8 +128,12 @@ fn collect(
     let mut out = Collected {
         unwinder: Unwinder::default(),
         stacks: Vec::new(),
-        samples: Vec::new(),
-        facts: Vec::new(),
+        samples: HashMap::new(),
+        count: 0,
+        max_gap: 0,
+        too_short: 0,
+        frames_unmapped: 0,
+        bytes_used: Default::default(),
         stack_bytes_copied: 0,
         unwind_ns: 0,
         mappings_lost: 0,
@@ -127,6 +152,10 @@ fn collect(
         out.unwinder.apply(e);
     }
     let mut index: HashMap<RawStack, usize> = HashMap::new();
+    // Processes that ended: forgotten one pass later, once every sample
+    // they sent before is unwound.
+    let (mut ended, mut ending): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
+    let mut refolded = Instant::now();
     loop {
         // Look at the flag first: the pass after it is set is the last, and
         // sees everything sent before it.
@@ -138,6 +167,9 @@ fn collect(
         // Mappings first: every sample taken so far was taken after the
         // mappings it runs in were reported.
         for e in events.drain() {
+            if let MapEvent::Exit { pid, .. } = e {
+                ending.push(pid);
+            }
             out.unwinder.apply(e);
         }
         let batch = std::mem::take(&mut *queue.borrow_mut());
@@ -153,24 +185,50 @@ fn collect(
                 }
             };
             out.stack_bytes_copied = out.stack_bytes_copied.max(s.stack.len() as u64);
-            out.facts.push(facts);
-            out.samples.push(CollectedSample {
-                tgid: s.tgid,
-                nr: s.nr,
-                fd: s.fd,
-                path_hash: s.path_hash,
-                period: s.period,
-                ns: s.ns,
-                stack: id,
-            });
+            out.count += 1;
+            out.max_gap = out.max_gap.max(s.period);
+            out.too_short += facts.too_short as u64;
+            out.frames_unmapped += facts.unmapped_frames;
+            *out.bytes_used.entry(facts.bytes_used).or_default() += 1;
+            let key = SampleKey { tgid: s.tgid, nr: s.nr, fd: s.fd, path_hash: s.path_hash, stack: id };
+            let sum = out.samples.entry(key).or_default();
+            sum.samples += 1;
+            sum.periods += s.period;
+            sum.weighted_ns += s.period * s.ns;
         }
         out.unwind_ns += t.elapsed().as_nanos() as u64;
+        for pid in ended.drain(..) {
+            out.unwinder.forget(pid);
+        }
+        std::mem::swap(&mut ended, &mut ending);
+        if refolded.elapsed() >= REFOLD {
+            refold(&mut out.samples, &folded);
+            refolded = Instant::now();
+        }
         if last {
+            refold(&mut out.samples, &folded);
             break;
         }
     }
     out.mappings_lost = events.lost;
     out
+}
+
+/// Moves the samples of processes folded since into their row.
+fn refold(samples: &mut HashMap<SampleKey, SampleSum>, folded: &Folded) {
+    let Ok(rows) = folded.lock() else { return };
+    if rows.is_empty() {
+        return;
+    }
+    let moved: Vec<(SampleKey, SampleSum)> =
+        samples.iter().filter(|(k, _)| rows.contains_key(&k.tgid)).map(|(k, v)| (*k, *v)).collect();
+    for (k, v) in moved {
+        samples.remove(&k);
+        let sum = samples.entry(SampleKey { tgid: rows[&k.tgid], ..k }).or_default();
+        sum.samples += v.samples;
+        sum.periods += v.periods;
+        sum.weighted_ns += v.weighted_ns;
+    }
 }
 
 /// Sleeps until the ring buffer has a batch (the kernel wakes it), the stop

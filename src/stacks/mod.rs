@@ -29,32 +29,38 @@ pub fn resolve(
     let (sites, site_of) = symbolize::call_sites(&collected.unwinder.images, &collected.stacks);
     let symbolize_ns = t.elapsed().as_nanos() as u64;
 
-    let n = collected.samples.len() as u64;
-    let mut used: Vec<u64> = collected.facts.iter().map(|f| f.bytes_used).collect();
-    used.sort_unstable();
+    let n = collected.count;
+    // The bytes unwinding needed, at most and for 99% of the samples.
+    let p99_rank = (n * 99).div_ceil(100).max(1);
+    let mut seen = 0;
+    let p99 = collected.bytes_used.iter().find(|(_, c)| {
+        seen += **c;
+        seen >= p99_rank
+    });
     let sampling = Sampling {
         first_gap: budget.0,
         interval_ns: budget.1,
         samples: n,
-        max_gap: collected.samples.iter().map(|s| s.period).max().unwrap_or(0),
-        complete: collected.samples.iter().filter(|s| sites[site_of[s.stack]].complete).count() as u64,
-        stack_too_short: collected.facts.iter().filter(|f| f.too_short).count() as u64,
-        stack_bytes_max: used.last().copied().unwrap_or(0),
-        stack_bytes_p99: used.get((used.len() * 99).div_ceil(100).saturating_sub(1)).copied().unwrap_or(0),
+        max_gap: collected.max_gap,
+        complete: collected.samples.iter().filter(|(k, _)| sites[site_of[k.stack]].complete).map(|(_, v)| v.samples).sum(),
+        stack_too_short: collected.too_short,
+        stack_bytes_max: collected.bytes_used.keys().next_back().copied().unwrap_or(0),
+        stack_bytes_p99: p99.map_or(0, |(b, _)| *b),
         stack_bytes_copied: collected.stack_bytes_copied,
-        frames_unmapped: collected.facts.iter().map(|f| f.unmapped_frames).sum(),
+        frames_unmapped: collected.frames_unmapped,
         mappings_lost: collected.mappings_lost,
         unwind_ns_per_sample: collected.unwind_ns.checked_div(n).unwrap_or(0),
         symbolize_ns,
     };
-    for s in collected.samples {
+    for (k, v) in collected.samples {
         out.add_sample(SampleRecord {
-            tgid: s.tgid,
-            nr: s.nr,
-            argument: argument_for(s.nr, s.fd, s.path_hash),
-            site: site_of[s.stack],
-            period: s.period,
-            ns: s.ns,
+            tgid: k.tgid,
+            nr: k.nr,
+            argument: argument_for(k.nr, k.fd, k.path_hash),
+            site: site_of[k.stack],
+            period: v.periods,
+            ns: v.weighted_ns.checked_div(v.periods).unwrap_or(0),
+            samples: v.samples,
         });
     }
     out.set_call_sites(sites, sampling);

@@ -44,7 +44,14 @@ impl AddressSpaces {
                 let maps = self.latest(ppid).map(<[Mapping]>::to_vec).unwrap_or_default();
                 self.by_pid.entry(pid).or_default().push(Epoch { start: time, maps });
             }
+            // Forgotten later, by `forget`, once its samples are unwound.
+            MapEvent::Exit { .. } => {}
         }
+    }
+
+    /// Drops a process that ended.
+    pub fn forget(&mut self, pid: u32) {
+        self.by_pid.remove(&pid);
     }
 
     fn latest(&self, pid: u32) -> Option<&[Mapping]> {

@@ -57,6 +57,13 @@ impl Unwinder {
         self.spaces.apply(event);
     }
 
+    /// Drops what was kept for a process that ended: its address spaces
+    /// and its unwinders (the images stay, shared by every process).
+    pub fn forget(&mut self, pid: u32) {
+        self.spaces.forget(pid);
+        self.unwinders.retain(|(p, _), _| *p != pid);
+    }
+
     pub fn unwind(&mut self, s: &StackSample) -> (RawStack, UnwindFacts) {
         let mut facts = UnwindFacts::default();
         // Disjoint borrows: the mappings are read while images and

@@ -79,6 +79,9 @@ pub struct BpfTracer {
     /// Path hash -> path, filled at readout; samples' keys resolve here.
     pub(super) path_of: std::collections::HashMap<u64, String>,
     pub(super) exits: Option<ExitReader>,
+    /// pid -> fold row, as the exit reader decides it (shared with the
+    /// stack collector).
+    folded: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<u32, u32>>>,
     /// The CPU-clock events that drive the tick program, and their links.
     _ticks: Vec<(OwnedFd, Link)>,
 }
@@ -103,11 +106,19 @@ impl BpfTracer {
         skel.attach().map_err(bpf_error)?;
         let ticks = if options.latency { Vec::new() } else { attach_ticks(&skel)? };
         let handle = |m| libbpf_rs::MapHandle::try_from(m).map_err(bpf_error);
+        let folded = std::sync::Arc::default();
         let exits = ExitReader::start(
             vec![handle(&skel.maps.exits)?, handle(&skel.maps.strings)?],
             SweepMaps { args: handle(&skel.maps.arg_stats)?, hists: handle(&skel.maps.io_hists)? },
+            std::sync::Arc::clone(&folded),
         )?;
-        Ok(BpfTracer { skel, options, path_of: Default::default(), exits: Some(exits), _ticks: ticks })
+        Ok(BpfTracer { skel, options, path_of: Default::default(), exits: Some(exits), folded, _ticks: ticks })
+    }
+
+    /// The processes folded into their program's row so far (pid -> row),
+    /// kept up to date while the target runs.
+    pub fn folded(&self) -> std::sync::Arc<std::sync::Mutex<std::collections::HashMap<u32, u32>>> {
+        std::sync::Arc::clone(&self.folded)
     }
 
     /// What the syscalls' times will measure.

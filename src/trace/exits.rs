@@ -131,7 +131,11 @@ pub struct SweepMaps {
     pub hists: MapHandle,
 }
 
-/// How often ended processes' argument entries are taken out of the kernel.
+/// pid -> fold row, published for the stack collector.
+pub type Shared = Arc<std::sync::Mutex<HashMap<u32, u32>>>;
+
+/// How often ended processes' argument entries are taken out of the kernel,
+/// and the fold rows published.
 const SWEEP: Duration = Duration::from_secs(2);
 
 /// The thread that reads the rings while the target runs.
@@ -144,7 +148,8 @@ pub struct ExitReader {
 
 impl ExitReader {
     /// Reads `rings` (the exits and the path strings) until finished.
-    pub fn start(rings: Vec<MapHandle>, sweep: SweepMaps) -> Result<ExitReader> {
+    /// `folded` is kept up to date with the processes folded so far.
+    pub fn start(rings: Vec<MapHandle>, sweep: SweepMaps, folded: Shared) -> Result<ExitReader> {
         let stop = Arc::new(AtomicBool::new(false));
         // SAFETY: eventfd has no preconditions; a new fd we own.
         let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
@@ -158,7 +163,7 @@ impl ExitReader {
         let (stop_flag, wake_fd) = (stop.clone(), wake.clone());
         let thread = std::thread::Builder::new()
             .name("sysdiet-exits".into())
-            .spawn(move || read(rings, sweep, stop_flag, wake_fd, cp_rx, ready_tx))?;
+            .spawn(move || read(rings, sweep, folded, stop_flag, wake_fd, cp_rx, ready_tx))?;
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(ExitReader { stop, wake, checkpoint: cp_tx, thread }),
             Ok(Err(e)) => Err(e),
@@ -214,6 +219,7 @@ fn file(raw: &RefCell<Vec<Vec<u8>>>, out: &mut Collected, late: bool, to_sweep: 
 fn read(
     rings: Vec<MapHandle>,
     sweep: SweepMaps,
+    folded: Shared,
     stop: Arc<AtomicBool>,
     wake: Arc<OwnedFd>,
     checkpoints: mpsc::Receiver<mpsc::Sender<()>>,
@@ -264,8 +270,13 @@ fn read(
         if last {
             break;
         }
-        if !late && !to_sweep.is_empty() && last_sweep.elapsed() >= SWEEP {
-            sweep_ended(&sweep, &mut out.exited, &mut to_sweep);
+        if !late && last_sweep.elapsed() >= SWEEP {
+            if !to_sweep.is_empty() {
+                sweep_ended(&sweep, &mut out.exited, &mut to_sweep);
+            }
+            if let Ok(mut shared) = folded.lock() {
+                shared.clone_from(&out.exited.remap);
+            }
             last_sweep = Instant::now();
         }
     }

@@ -21,12 +21,18 @@ pub enum MapEvent {
     Exec { pid: u32, time: u64 },
     /// A new process `pid`, a copy of `ppid`'s address space.
     Fork { pid: u32, ppid: u32, time: u64 },
+    /// `pid`'s main thread ended: its address space can go once the
+    /// samples taken before are unwound.
+    Exit { pid: u32, time: u64 },
 }
 
 impl MapEvent {
     pub fn time(&self) -> u64 {
         match self {
-            MapEvent::Mmap { time, .. } | MapEvent::Exec { time, .. } | MapEvent::Fork { time, .. } => *time,
+            MapEvent::Mmap { time, .. }
+            | MapEvent::Exec { time, .. }
+            | MapEvent::Fork { time, .. }
+            | MapEvent::Exit { time, .. } => *time,
         }
     }
 }
@@ -65,6 +71,7 @@ const COMM_EXEC: u64 = 1 << 24;
 const USE_CLOCKID: u64 = 1 << 25;
 
 const RECORD_LOST: u32 = 2;
+const RECORD_EXIT: u32 = 4;
 const RECORD_COMM: u32 = 3;
 const RECORD_FORK: u32 = 7;
 const RECORD_MMAP2: u32 = 10;
@@ -221,6 +228,11 @@ fn parse_record(r: &[u8], lost: &mut u64) -> Option<MapEvent> {
             let (pid, ppid) = (u32_at(r, 8)?, u32_at(r, 12)?);
             // A new thread shares its process's address space.
             (pid != ppid).then_some(MapEvent::Fork { pid, ppid, time: u64_at(r, 24)? })
+        }
+        RECORD_EXIT => {
+            // pid ppid tid ptid time: the process's main thread only.
+            let (pid, tid) = (u32_at(r, 8)?, u32_at(r, 16)?);
+            (pid == tid).then_some(MapEvent::Exit { pid, time: u64_at(r, 24)? })
         }
         RECORD_LOST => {
             *lost += u64_at(r, 16)?;
