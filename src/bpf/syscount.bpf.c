@@ -72,7 +72,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 32768);
+	__uint(max_entries, 8192); /* ended processes' entries are swept out */
 	__type(key, struct arg_key);
 	__type(value, struct io_hist);
 } io_hists SEC(".maps");
@@ -100,7 +100,7 @@ struct {
 } errno_stats SEC(".maps");
 
 /* Exited threads' counts and their cached argument counts. */
-#define EXITS_BYTES (8 << 20)
+#define EXITS_BYTES (4 << 20)
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, EXITS_BYTES);
@@ -117,7 +117,7 @@ struct {
  * can never crowd out a thread's exit record. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 16 << 20);
+	__uint(max_entries, 8 << 20);
 } strings SEC(".maps");
 
 /* Makes the skeleton generate these for the Rust side. */

@@ -100,6 +100,10 @@ impl BpfTracer {
         rodata.sample_stacks = options.stacks as u8;
         rodata.sample_first_gap = SAMPLE_FIRST_GAP;
         rodata.sample_interval_ns = SAMPLE_INTERVAL_NS;
+        if !options.stacks {
+            // Ring buffers are allocated whole at load: no 16 MiB for nothing.
+            open.maps.samples.set_max_entries(page_size()).map_err(bpf_error)?;
+        }
         open.progs.sys_enter.set_autoload(options.latency);
         open.progs.on_tick.set_autoload(!options.latency);
         let mut skel = open.load().map_err(bpf_error)?;
@@ -251,6 +255,11 @@ pub(super) fn read_all<M: MapCore>(map: &M) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         }
         first = false;
     }
+}
+
+fn page_size() -> u32 {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as u32 }
 }
 
 /// The kernel's map error, said for humans: EPERM means missing rights.
