@@ -508,6 +508,8 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	struct syscall_spec spec;
 	struct sys_val *sv;
 	struct call c = {};
+	__u64 ticks;
+	__u8 in_call;
 	long id;
 
 	if (!ts || stopped)
@@ -518,6 +520,14 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 	}
 	id = regs->orig_ax;
+	/* The time of the call that just ended is its own, counted or not:
+	 * taken here so that it never spills into the next one. */
+	ticks = ts->ticks;
+	if (ticks)
+		ts->ticks = 0;
+	in_call = ts->in_call;
+	if (latency)
+		ts->in_call = 0;
 	if (t->thread_info.status & TS_COMPAT) {
 		count_lost(LOST_COMPAT, 1);
 		return 0;
@@ -529,20 +539,16 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 	}
 	spec = specs[id];
-	if (!spec.traced) {
-		ts->in_call = 0;
+	if (!spec.traced)
 		return 0;
-	}
 	c.nr = id;
 	c.kind = spec.kind;
 	c.failed = ret < 0 && ret >= -MAX_ERRNO;
 	if (latency) {
-		if (ts->in_call)
+		if (in_call)
 			c.ns = bpf_ktime_get_ns() - ts->start_ns;
-		ts->in_call = 0;
-	} else if (ts->ticks) {
-		c.ns = ts->ticks * tick_ns;
-		ts->ticks = 0;
+	} else {
+		c.ns = ticks * tick_ns;
 	}
 	ts->seq++;
 	sv = &ts->stats[c.nr & (MAX_SYSCALLS - 1)];
