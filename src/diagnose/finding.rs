@@ -39,9 +39,13 @@ pub struct Evidence {
     pub per_second: f64,
     /// Of all syscalls counted in the run.
     pub share_of_calls: f64,
-    /// Time in the kernel, measured there.
+    /// Time in the kernel, as the trace has it (see `tick_ns`).
     pub kernel_ns: u64,
     pub run_ns: u64,
+    /// The time was sampled, a tick of this many ns per sample; 0 when
+    /// measured per call (--latency).
+    #[serde(default)]
+    pub tick_ns: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -81,7 +85,21 @@ impl Evidence {
             share_of_calls: if total > 0 { calls as f64 / total as f64 } else { 0.0 },
             kernel_ns,
             run_ns,
+            tick_ns: match trace.run.time {
+                crate::model::TimeKind::CpuSampled { tick_ns } => tick_ns,
+                crate::model::TimeKind::Wall => 0,
+            },
         }
+    }
+
+    /// How far sampled time may be below the truth: about the upper end of
+    /// a 95% interval for the ticks seen (Poisson), 0 when measured.
+    pub fn time_slack_ns(&self) -> u64 {
+        if self.tick_ns == 0 {
+            return 0;
+        }
+        let ticks = (self.kernel_ns / self.tick_ns) as f64;
+        ((2.0 * ticks.sqrt() + 3.0) * self.tick_ns as f64) as u64
     }
 }
 
@@ -92,10 +110,12 @@ pub const MIN_SHARE: f64 = 0.01;
 
 impl Finding {
     /// A few calls, or a saving well under 1% of the run: shown only with
-    /// --all.
+    /// --all. With sampled time, only when it is small even at the top of
+    /// what the ticks allow: a short run's few ticks hide nothing.
     pub fn is_small(&self) -> bool {
         let e = &self.evidence;
-        let time_share = if e.run_ns > 0 { self.saving_ns as f64 / e.run_ns as f64 } else { 0.0 };
+        let saving = self.saving_ns + e.time_slack_ns();
+        let time_share = if e.run_ns > 0 { saving as f64 / e.run_ns as f64 } else { 0.0 };
         e.calls < MIN_CALLS || time_share < MIN_SHARE
     }
 }
@@ -161,5 +181,28 @@ mod tests {
         assert!(f(1000, 1_000, 0.001).is_small());
         assert!(!f(1000, 100_000, 0.001).is_small());
         assert!(f(1000, 0, 0.5).is_small(), "saves nothing");
+    }
+
+    #[test]
+    fn sampled_time_too_coarse_to_call_a_finding_small_keeps_it() {
+        let f = |kernel_ns, run_ns| Finding {
+            id: "x".into(),
+            what: String::new(),
+            pid: None,
+            evidence: Evidence { calls: 20_000, kernel_ns, run_ns, tick_ns: 250_000, ..Default::default() },
+            sites: vec![],
+            saving_ns: kernel_ns,
+            why: String::new(),
+            fixes: vec![],
+            tradeoff: None,
+            prove: None,
+        };
+        // 5 ms, no tick landed in the calls: up to 3 ticks could have.
+        assert!(!f(0, 5_000_000).is_small());
+        // 10 s and no tick among 40,000: small for sure.
+        assert!(f(0, 10_000_000_000).is_small());
+        // Measured time is taken as it is.
+        let measured = Finding { evidence: Evidence { tick_ns: 0, ..f(0, 5_000_000).evidence }, ..f(0, 5_000_000) };
+        assert!(measured.is_small());
     }
 }

@@ -71,7 +71,16 @@ pub fn section(out: &mut String, trace: &Trace, findings: &[Finding]) {
                 crate::model::TimeKind::CpuSampled { .. } => "the kernel CPU time of the calls it removes, sampled while traced",
                 crate::model::TimeKind::Wall => "the kernel time of the calls it removes, measured while traced",
             };
-            let _ = writeln!(out, "  saves ≈ {} ({what})", duration(f.saving_ns));
+            let slack = f.evidence.time_slack_ns();
+            if f.saving_ns < slack {
+                let _ = writeln!(
+                    out,
+                    "  saves ≤ ~{} (too few CPU-time ticks landed in these calls to say more; --latency measures each call)",
+                    duration(f.saving_ns + slack)
+                );
+            } else {
+                let _ = writeln!(out, "  saves ≈ {} ({what})", duration(f.saving_ns));
+            }
         }
     }
 }
