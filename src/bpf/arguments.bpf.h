@@ -1,0 +1,274 @@
+/* Part of syscount.bpf.c, included after its maps: a finished call's
+ * argument key (path, fd, clock, timeout, mask change) and where it is
+ * counted: the thread's cache of repeated keys, or arg_stats, or the
+ * summary of keys seen once. */
+#ifndef SYSDIET_ARGUMENTS_BPF_H
+#define SYSDIET_ARGUMENTS_BPF_H
+
+static __always_inline __u32 log2_32(__u32 v)
+{
+	__u32 r, shift;
+
+	r = (v > 0xFFFF) << 4; v >>= r;
+	shift = (v > 0xFF) << 3; v >>= shift; r |= shift;
+	shift = (v > 0xF) << 2; v >>= shift; r |= shift;
+	shift = (v > 0x3) << 1; v >>= shift; r |= shift;
+	r |= (v >> 1);
+	return r;
+}
+
+static __always_inline __u32 log2_64(__u64 v)
+{
+	__u32 hi = v >> 32;
+	return hi ? log2_32(hi) + 32 : log2_32(v);
+}
+
+/* Bucket 0 holds 0, bucket 1 holds 1, bucket k >= 2 holds (2^(k-2), 2^(k-1)],
+ * so a bucket reads as "at most 2^(k-1) bytes". The last one holds the rest. */
+static __always_inline __u32 size_bucket(__u64 v)
+{
+	__u32 b;
+
+	if (v <= 1)
+		return v;
+	b = log2_64(v - 1) + 2;
+	return b < HIST_BUCKETS ? b : HIST_BUCKETS - 1;
+}
+
+/* A 64-bit hash of the first len bytes of ts->path, eight at a time. */
+static __always_inline __u64 path_hash(struct task_state *ts, __u32 len)
+{
+	__u64 h = 0x9E3779B97F4A7C15ULL ^ len, w;
+	__u32 i;
+
+	for (i = 0; i < PATH_LEN / 8; i++) {
+		if (i * 8 >= len)
+			break;
+		w = *(__u64 *)&ts->path[i * 8];
+		if (len - i * 8 < 8)
+			w &= (1ULL << ((len - i * 8) * 8)) - 1;
+		h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+		h ^= h >> 32;
+	}
+	return h | 1; /* never 0, which marks fd calls */
+}
+
+/* One finished call's facts, as its argument key needs them. */
+struct call {
+	__u32 nr;
+	__u8 kind;
+	__u8 failed;
+	__u8 req_bucket;
+	__u8 ret_bucket;
+	__s64 fd;
+	__u64 path_hash;
+	__u64 ns;
+};
+
+/* A timeout argument as a class, not a value. */
+static __always_inline __s64 classify_timeout(__u8 kind, __u64 arg)
+{
+	__u64 t[2];
+
+	if (kind == ARG_TIMEOUT_MS)
+		return (int)arg < 0 ? TIMEOUT_NONE : (int)arg == 0 ? TIMEOUT_ZERO : TIMEOUT_FINITE;
+	if (!arg)
+		return TIMEOUT_NONE;
+	/* struct timespec and struct timeval: two longs either way. */
+	if (bpf_probe_read_user(t, sizeof(t), (void *)arg))
+		return TIMEOUT_UNREADABLE;
+	return (t[0] | t[1]) ? TIMEOUT_FINITE : TIMEOUT_ZERO;
+}
+
+/* What a finished rt_sigprocmask(how, set, oldset) did to the mask: the
+ * mask before is *oldset when given, else the one this thread was last
+ * seen with. */
+static __always_inline __u32 classify_mask(struct task_state *ts, struct task_struct *t,
+					   struct pt_regs *regs, long ret)
+{
+	__u64 after = t->blocked.sig[0], before = 0, oldset = regs->dx;
+	int how = regs->di;
+	bool known = ts->mask_known;
+	__u32 c = how == 0 ? MASK_BLOCK : how == 1 ? MASK_UNBLOCK : MASK_SET;
+
+	ts->mask = after;
+	ts->mask_known = 1;
+	if (!regs->si)
+		return MASK_QUERY;
+	if (ret < 0)
+		return c;
+	if (oldset && !bpf_probe_read_user(&before, sizeof(before), (void *)oldset))
+		known = true;
+	else
+		before = ts->mask;
+	if (!known)
+		return c;
+	if (before == after)
+		return MASK_SAME;
+	if (ts->last_change + 1 == ts->seq)
+		c = MASK_UNDO;
+	ts->last_change = ts->seq;
+	return c;
+}
+
+static __always_inline void count_errno(struct task_state *ts, __u32 nr, __u32 err)
+{
+	__u32 i, at = (nr * 31 + err) & (ERRNO_SLOTS - 1);
+
+	for (i = 0; i < 4; i++) {
+		struct errno_slot *s = &ts->errnos[(at + i) & (ERRNO_SLOTS - 1)];
+
+		if (s->count && s->nr == nr && s->err == err) {
+			s->count++;
+			return;
+		}
+		if (!s->count) {
+			s->nr = nr;
+			s->err = err;
+			s->count = 1;
+			return;
+		}
+	}
+	struct errno_key k = { .tgid = ts->tgid, .nr = nr, .err = err };
+	__u64 one = 1, *v = bpf_map_lookup_elem(&errno_stats, &k);
+
+	if (v)
+		(*v)++;
+	else if (bpf_map_update_elem(&errno_stats, &k, &one, BPF_NOEXIST))
+		ts->errnos_lost++;
+}
+
+/* Adds a slot's calls since its last flush to arg_stats (and io_hists). */
+static __always_inline void flush_slot(struct task_state *ts, struct arg_slot *s)
+{
+	struct arg_key k = { .tgid = ts->tgid, .nr = s->nr, .fd = s->fd, .path_hash = s->path_hash };
+	struct arg_val *v;
+	struct io_hist *h;
+	__u32 i;
+
+	if (!s->used || !s->calls)
+		return;
+	v = bpf_map_lookup_elem(&arg_stats, &k);
+	if (!v) {
+		count_lost(LOST_ARG_TABLE_FULL, s->calls);
+		goto out;
+	}
+	__sync_fetch_and_add(&v->calls, s->calls);
+	__sync_fetch_and_add(&v->errors, s->errors);
+	__sync_fetch_and_add(&v->ns, s->ns);
+	if (specs[s->nr & (MAX_SYSCALLS - 1)].kind == ARG_FD_IO) {
+		h = bpf_map_lookup_elem(&io_hists, &k);
+		if (!h)
+			count_lost(LOST_HIST_TABLE_FULL, s->calls);
+		for (i = 0; h && i < HIST_BUCKETS; i++) {
+			if (s->requested[i])
+				__sync_fetch_and_add(&h->requested[i], s->requested[i]);
+			if (s->returned[i])
+				__sync_fetch_and_add(&h->returned[i], s->returned[i]);
+		}
+	}
+out:
+	s->calls = s->errors = s->ns = 0;
+	for (i = 0; i < HIST_BUCKETS; i++)
+		s->requested[i] = s->returned[i] = 0;
+}
+
+static __always_inline void summarise_once(struct call *c, __s64 keys, __s64 errors, __s64 ns)
+{
+	struct once_summary *o = bpf_map_lookup_elem(&once_summary, &c->nr);
+
+	if (o) {
+		o->keys += keys;
+		o->errors += errors;
+		o->ns += ns;
+	}
+}
+
+static __always_inline void send_path(struct task_state *ts, __u64 hash)
+{
+	struct path_record *r = bpf_ringbuf_reserve(&strings, sizeof(*r), 0);
+
+	if (!r) {
+		count_lost(LOST_PATH_STRING, 1);
+		return;
+	}
+	r->kind = RECORD_PATH;
+	r->_pad = 0;
+	r->path_hash = hash;
+	__builtin_memcpy(r->path, ts->path, PATH_LEN);
+	bpf_ringbuf_submit(r, 0);
+}
+
+/* A call whose key is not in the thread's cache. A key seen for the first
+ * time is only summarised; its second sighting promotes it (in place), and
+ * from then on it is cached and counted exactly. Returns the key's entry
+ * if this call is to be counted in the cache, NULL if it is counted. */
+static __noinline bool argument_miss(struct task_state *ts, struct call *c)
+{
+	struct arg_key k = { .tgid = ts->tgid, .nr = c->nr, .fd = c->fd, .path_hash = c->path_hash };
+	struct arg_val *v = bpf_map_lookup_elem(&arg_stats, &k);
+	struct arg_val nv = { .calls = 1, .errors = c->failed, .ns = c->ns, .once = 1,
+			      .requested = c->req_bucket, .returned = c->ret_bucket };
+	long err;
+
+	if (!v) {
+		err = bpf_map_update_elem(&arg_stats, &k, &nv, BPF_NOEXIST);
+		if (err != -EEXIST) {
+			if (err)
+				count_lost(err == -ENOMEM ? LOST_ARG_NOMEM : LOST_ONCE_TABLE_FULL, 1);
+			summarise_once(c, 1, c->failed, c->ns);
+			return false; /* not cached: one-shot keys would evict hot ones */
+		}
+		v = bpf_map_lookup_elem(&arg_stats, &k); /* another thread's, just made */
+		if (!v)
+			return false;
+	}
+	/* Seen before. The one that clears `once` promotes the key: its first
+	 * call leaves the summary for the key's own counts. */
+	if (v->once && __sync_lock_test_and_set(&v->once, 0)) {
+		summarise_once(c, -1, -(__s64)v->errors, -(__s64)v->ns);
+		if (c->kind == ARG_FD_IO) {
+			struct io_hist *h;
+
+			bpf_map_update_elem(&io_hists, &k, &zero_hist, BPF_NOEXIST);
+			h = bpf_map_lookup_elem(&io_hists, &k);
+			if (h) {
+				h->requested[v->requested & (HIST_BUCKETS - 1)]++;
+				h->returned[v->returned & (HIST_BUCKETS - 1)]++;
+			} else {
+				count_lost(LOST_HIST_TABLE_FULL, 1);
+			}
+		}
+		if (c->kind == ARG_PATH && c->path_hash != 1)
+			send_path(ts, c->path_hash);
+	}
+	return true;
+}
+
+static __always_inline void count_argument(struct task_state *ts, struct call *c)
+{
+	__u64 h = c->path_hash ^ ((__u64)c->fd * 0x9E3779B97F4A7C15ULL) ^ (c->nr * 0x45D9F3BU);
+	struct arg_slot *s = &ts->slots[(h ^ (h >> 32) ^ (h >> 17)) & (ARG_SLOTS - 1)];
+
+	if (!(s->used && s->nr == c->nr && s->fd == c->fd && s->path_hash == c->path_hash)) {
+		if (!argument_miss(ts, c))
+			return;
+		/* A repeated key: it takes the slot, with this call. */
+		flush_slot(ts, s);
+		s->used = 1;
+		s->nr = c->nr;
+		s->fd = c->fd;
+		s->path_hash = c->path_hash;
+	}
+	s->calls++;
+	s->errors += c->failed;
+	s->ns += c->ns;
+	if (c->kind == ARG_FD_IO) {
+		s->requested[c->req_bucket & (HIST_BUCKETS - 1)]++;
+		s->returned[c->ret_bucket & (HIST_BUCKETS - 1)]++;
+	}
+	if (s->calls >= SLOT_FLUSH_AT)
+		flush_slot(ts, s);
+}
+
+#endif
