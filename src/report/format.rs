@@ -56,6 +56,22 @@ pub fn quoted(s: &str) -> String {
     out
 }
 
+/// A name from the traced system with its control characters escaped, as
+/// `quoted` does, without the quotes.
+pub fn escaped(s: &str) -> String {
+    let q = quoted(s);
+    q[1..q.len() - 1].to_string()
+}
+
+/// `pid 1234`, or for a row folding many exited processes of a program,
+/// `true ×19,000 (folded)`.
+pub fn who(trace: &crate::model::Trace, pid: u32) -> String {
+    match trace.processes.iter().find(|p| p.pid == pid && p.folded > 0) {
+        Some(p) => format!("{} ×{} (folded)", escaped(&p.comm), thousands(p.folded)),
+        None => format!("pid {pid}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,21 +137,5 @@ pub fn mask_change(c: crate::model::MaskChange) -> &'static str {
         Unblock => "unblock",
         Set => "set",
         Undo => "undoes the previous change",
-    }
-}
-
-/// A name from the traced system with its control characters escaped, as
-/// `quoted` does, without the quotes.
-pub fn escaped(s: &str) -> String {
-    let q = quoted(s);
-    q[1..q.len() - 1].to_string()
-}
-
-/// `pid 1234`, or for a row folding many exited processes of a program,
-/// `true ×19,000 (folded)`.
-pub fn who(trace: &crate::model::Trace, pid: u32) -> String {
-    match trace.processes.iter().find(|p| p.pid == pid && p.folded > 0) {
-        Some(p) => format!("{} ×{} (folded)", escaped(&p.comm), thousands(p.folded)),
-        None => format!("pid {pid}"),
     }
 }

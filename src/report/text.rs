@@ -264,8 +264,7 @@ mod tests {
 
     #[test]
     fn a_full_argument_table_names_the_findings_it_may_hide() {
-        let mut t = Trace::default();
-        t.lost = Lost { once_table_full: 5, ..Default::default() };
+        let mut t = Trace { lost: Lost { once_table_full: 5, ..Default::default() }, ..Default::default() };
         let text = render(&t, &[], false);
         assert!(text.contains("LOST (counts complete): 5 calls not checked for repeats"), "{text}");
         assert!(text.contains("findings that read arguments may be missing (tz-unset, vdso-fallback, repeated-path"), "{text}");
