@@ -209,15 +209,20 @@ static __noinline bool argument_miss(struct task_state *ts, struct call *c)
 	struct arg_val *v = bpf_map_lookup_elem(&arg_stats, &k);
 	struct arg_val nv = { .calls = 1, .errors = c->failed, .ns = c->ns, .once = 1,
 			      .requested = c->req_bucket, .returned = c->ret_bucket };
+	bool inserted = false;
 	long err;
 
 	if (!v) {
 		err = bpf_map_update_elem(&arg_stats, &k, &nv, BPF_NOEXIST);
 		if (err != -EEXIST) {
-			if (err)
-				count_lost(err == -ENOMEM ? LOST_ARG_NOMEM : LOST_ONCE_TABLE_FULL, 1);
 			summarise_once(c, 1, c->failed, c->ns);
-			return false; /* not cached: one-shot keys would evict hot ones */
+			if (err) {
+				count_lost(err == -ENOMEM ? LOST_ARG_NOMEM : LOST_ONCE_TABLE_FULL, 1);
+				return false;
+			}
+			if (!keep_every_key)
+				return false; /* not cached: one-shot keys would evict hot ones */
+			inserted = true; /* promoted at once, below: counted in its entry */
 		}
 		v = bpf_map_lookup_elem(&arg_stats, &k); /* another thread's, just made */
 		if (!v)
@@ -242,7 +247,7 @@ static __noinline bool argument_miss(struct task_state *ts, struct call *c)
 		if (c->kind == ARG_PATH && c->path_hash != 1)
 			send_path(ts, c->path_hash);
 	}
-	return true;
+	return !inserted;
 }
 
 static __always_inline void count_argument(struct task_state *ts, struct call *c)

@@ -39,6 +39,9 @@
 const volatile struct syscall_spec specs[MAX_SYSCALLS] = {};
 /* --latency: sys_enter is loaded and stamps each call. */
 const volatile __u8 latency = 0;
+/* Every argument key kept, from its first call (sysdiet check counts the
+ * zone-file lookups of each process, even a single one). */
+const volatile __u8 keep_every_key = 0;
 /* What one CPU-clock tick stands for. */
 const volatile __u64 tick_ns = 0;
 /* Stack samples: off unless set. A thread starts at one sample per

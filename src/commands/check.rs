@@ -12,7 +12,7 @@ use crate::model::builder::TraceBuilder;
 use crate::model::{Argument, RunInfo};
 use crate::report::{Format, ReportOptions};
 use crate::target::{self, host};
-use crate::trace::bpf::BpfTracer;
+use crate::trace::bpf::{BpfOptions, BpfTracer};
 use crate::trace::filter::SyscallSet;
 
 /// The calls glibc makes to see whether the zone file changed.
@@ -47,7 +47,11 @@ pub fn check(sample: Option<Duration>, report: &ReportOptions) -> Result<i32> {
 fn sample_zone_lookups(processes: &[host::RunningProcess], d: Duration) -> Result<(u64, std::collections::HashMap<u32, u64>)> {
     let (tx, rx) = mpsc::channel();
     target::watch_signals(tx.clone())?;
-    let mut tracer = BpfTracer::load(&SyscallSet::parse(&format!("trace={ZONE_LOOKUPS}"))?, Default::default())?;
+    let mut tracer = BpfTracer::load(
+        &SyscallSet::parse(&format!("trace={ZONE_LOOKUPS}"))?,
+        // A process that looks the zone file up once counts too.
+        BpfOptions { keep_every_key: true, ..Default::default() },
+    )?;
     for p in processes.iter().filter(|p| p.tz.is_none()) {
         match target::live_threads(p.pid).and_then(|threads| arm_threads(&tracer, p.pid, threads)) {
             Ok(_) => {}

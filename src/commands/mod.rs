@@ -35,7 +35,7 @@ pub const BACKEND: &str = "bpf";
 
 impl TraceOptions {
     fn bpf(&self) -> BpfOptions {
-        BpfOptions { stacks: self.stacks, latency: self.latency }
+        BpfOptions { stacks: self.stacks, latency: self.latency, keep_every_key: false }
     }
 }
 

@@ -71,6 +71,9 @@ pub struct BpfOptions {
     /// Measure every call's wall time with a second hook at sys_enter,
     /// instead of sampling CPU time.
     pub latency: bool,
+    /// Keep every argument key from its first call, none summarised as
+    /// one-shot (per-process counts even of a single call; more table room).
+    pub keep_every_key: bool,
 }
 
 pub struct BpfTracer {
@@ -96,6 +99,7 @@ impl BpfTracer {
             *spec = spec_for(nr as u32, filter);
         }
         rodata.latency = options.latency as u8;
+        rodata.keep_every_key = options.keep_every_key as u8;
         rodata.tick_ns = TICK_NS;
         rodata.sample_stacks = options.stacks as u8;
         rodata.sample_first_gap = SAMPLE_FIRST_GAP;
