@@ -1,14 +1,17 @@
-//! Exited threads' counts, as the kernel side sends them through the
-//! `exits` ring buffer when a thread ends: read while the target runs, so
-//! that no fixed table bounds how many threads and processes a run has.
+//! What the kernel side sends while the target runs: exited threads'
+//! counts (the `exits` ring, when a thread ends) and repeated paths'
+//! strings (the `strings` ring), read and filed as they come (fold.rs), so
+//! that no fixed table bounds how many threads, processes and paths a run
+//! has; and every 2 s the argument entries of processes that ended, swept
+//! out of the kernel's table.
 
 use std::cell::RefCell;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
 use std::collections::{HashMap, HashSet};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use libbpf_rs::{MapCore, MapFlags, MapHandle, RingBufferBuilder};
