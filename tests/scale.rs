@@ -51,6 +51,18 @@ fn twenty_thousand_exec_d_processes() {
     assert!(processes.len() <= 1_010, "{} rows", processes.len());
     let row = processes.iter().find(|p| p["folded"].as_u64().is_some()).expect("a folded row");
     assert_eq!(row["comm"], "true");
+    // Per-argument counts survive folding and the sweeps of ended
+    // processes' entries: every /bin/true closes fd 3 twice (ld.so).
+    let true_pids: std::collections::HashSet<u64> =
+        processes.iter().filter(|p| p["comm"] == "true").map(|p| p["pid"].as_u64().unwrap()).collect();
+    let closes: u64 = doc["arguments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["syscall"] == "close" && a["argument"]["fd"] == 3 && true_pids.contains(&a["pid"].as_u64().unwrap()))
+        .map(|a| a["calls"].as_u64().unwrap())
+        .sum();
+    assert_eq!(closes, 2 * 20_000);
 }
 
 #[test]
