@@ -92,14 +92,14 @@ impl Evidence {
         }
     }
 
-    /// How far sampled time may be below the truth: about the upper end of
-    /// a 95% interval for the ticks seen (Poisson), 0 when measured.
+    /// How far sampled time may be below the truth: one standard deviation
+    /// of the ticks seen (Poisson) and one tick more, 0 when measured.
     pub fn time_slack_ns(&self) -> u64 {
         if self.tick_ns == 0 {
             return 0;
         }
         let ticks = (self.kernel_ns / self.tick_ns) as f64;
-        ((2.0 * ticks.sqrt() + 3.0) * self.tick_ns as f64) as u64
+        ((ticks.sqrt() + 1.0) * self.tick_ns as f64) as u64
     }
 }
 
@@ -197,8 +197,10 @@ mod tests {
             tradeoff: None,
             prove: None,
         };
-        // 5 ms, no tick landed in the calls: up to 3 ticks could have.
+        // 5 ms, no tick landed in the calls: one could have.
         assert!(!f(0, 5_000_000).is_small());
+        // 117 ms, one tick (0.25 ms): under 1% even at two more.
+        assert!(f(250_000, 117_000_000).is_small());
         // 10 s and no tick among 40,000: small for sure.
         assert!(f(0, 10_000_000_000).is_small());
         // Measured time is taken as it is.
