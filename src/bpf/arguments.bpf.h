@@ -186,17 +186,19 @@ static __always_inline void summarise_once(struct call *c, __s64 keys, __s64 err
 
 static __always_inline void send_path(struct task_state *ts, __u64 hash)
 {
-	struct path_record *r = bpf_ringbuf_reserve(&strings, sizeof(*r), 0);
+	__u32 zero = 0, len = ts->path_len;
+	struct path_record *r = bpf_map_lookup_elem(&path_scratch, &zero);
 
-	if (!r) {
-		count_lost(LOST_PATH_STRING, 1);
+	if (!r)
 		return;
-	}
 	r->kind = RECORD_PATH;
-	r->_pad = 0;
 	r->path_hash = hash;
 	__builtin_memcpy(r->path, ts->path, PATH_LEN);
-	bpf_ringbuf_submit(r, 0);
+	if (len > PATH_LEN)
+		len = PATH_LEN;
+	r->len = len;
+	if (bpf_ringbuf_output(&strings, r, offsetof(struct path_record, path) + len, 0))
+		count_lost(LOST_PATH_STRING, 1);
 }
 
 /* A call whose key is not in the thread's cache. A key seen for the first

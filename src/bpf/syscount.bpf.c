@@ -119,6 +119,14 @@ struct {
 	__type(value, struct exit_record);
 } exit_scratch SEC(".maps");
 
+/* Where a path record is put together before it is sent, cut to size. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct path_record);
+} path_scratch SEC(".maps");
+
 /* Repeated paths' strings: a ring of their own, so that a flood of them
  * can never crowd out a thread's exit record. */
 struct {
@@ -259,6 +267,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 			if (n == PATH_LEN)
 				count_lost(LOST_PATH_TRUNCATED, 1);
 			c.path_hash = path_hash(ts, n - 1);
+			ts->path_len = n;
 		}
 		count_argument(ts, &c);
 		break;

@@ -175,6 +175,8 @@ struct task_state {
 	struct errno_slot errnos[ERRNO_SLOTS];
 	__u64 errnos_lost;
 	struct arg_slot slots[ARG_SLOTS];
+	__u32 path_len; /* bytes read into path, its NUL included */
+	__u32 _pad2;
 	char path[PATH_LEN];
 };
 
@@ -196,7 +198,8 @@ enum record_kind {
  * so that no kernel table bounds how many repeated paths a run has. */
 struct path_record {
 	__u32 kind; /* RECORD_PATH */
-	__u32 _pad;
+	__u32 len;  /* bytes of path sent, its NUL included: the record is
+		       cut there, so that a flood of short paths fits */
 	__u64 path_hash;
 	char path[PATH_LEN];
 };

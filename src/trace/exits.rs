@@ -84,9 +84,11 @@ impl Record {
                 let r: slot_record = from_bytes(data);
                 Some(Record::Slot(r.tgid, r.tid, Box::new(r.slot)))
             }
-            RECORD_PATH if data.len() >= std::mem::size_of::<path_record>() => {
-                let r: path_record = from_bytes(data);
-                Some(Record::Path(r.path_hash, c_string(&r.path.map(|c| c as u8))))
+            RECORD_PATH => {
+                // Cut after the path's NUL: read the header, then the bytes sent.
+                let at = std::mem::offset_of!(path_record, path);
+                let hash = u64::from_ne_bytes(data.get(8..16)?.try_into().ok()?);
+                Some(Record::Path(hash, c_string(data.get(at..)?)))
             }
             RECORD_EXIT => {
                 let head = std::mem::offset_of!(exit_record, e);
