@@ -29,6 +29,16 @@ fn extrapolate(exe: &str, rest: &[&str], n: u64) -> Counts {
         .collect()
 }
 
+/// Runs `argv` under strace -f -c and under sysdiet (with `args`); asserts
+/// that nothing was lost and the counts agree, but for `skip`.
+fn against_strace(what: &str, args: &[&str], argv: &[&str], skip: &[&str]) -> serde_json::Value {
+    let oracle = strace_counts(&[], argv);
+    let (doc, _) = sysdiet_json(args, argv);
+    lost_nothing(&doc);
+    assert_same_counts(what, &oracle, &counts_of(&doc), skip);
+    doc
+}
+
 fn lost_nothing(doc: &serde_json::Value) {
     let lost = doc["lost"].as_object().unwrap();
     assert!(lost.values().all(|v| v == 0), "lost: {lost:?}");
@@ -68,11 +78,7 @@ fn twenty_thousand_exec_d_processes() {
 #[test]
 fn five_thousand_processes_against_strace_itself() {
     let exe = victim("forkexec");
-    let argv = [exe.to_str().unwrap(), "5000", "/bin/true"];
-    let oracle = strace_counts(&[], &argv);
-    let (doc, _) = sysdiet_json(&[], &argv);
-    lost_nothing(&doc);
-    assert_same_counts("5,000 × fork+exec", &oracle, &counts_of(&doc), &[]);
+    against_strace("5,000 × fork+exec", &[], &[exe.to_str().unwrap(), "5000", "/bin/true"], &[]);
 }
 
 /// Thread joins wait on futexes as the threads happen to finish: compare
@@ -80,22 +86,14 @@ fn five_thousand_processes_against_strace_itself() {
 #[test]
 fn two_thousand_threads() {
     let exe = victim("manythreads");
-    let argv = [exe.to_str().unwrap(), "2000", "50"];
-    let oracle = strace_counts(&[], &argv);
-    let (doc, _) = sysdiet_json(&[], &argv);
-    lost_nothing(&doc);
-    assert_same_counts("2,000 threads", &oracle, &counts_of(&doc), &["futex"]);
+    let doc = against_strace("2,000 threads", &[], &[exe.to_str().unwrap(), "2000", "50"], &["futex"]);
     assert_eq!(doc["processes"][0]["threads"].as_array().unwrap().len(), 2001);
 }
 
 #[test]
 fn two_hundred_thousand_distinct_paths() {
     let exe = victim("manypaths");
-    let argv = [exe.to_str().unwrap(), "200000", "0"];
-    let oracle = strace_counts(&[], &argv);
-    let (doc, _) = sysdiet_json(&["--no-stacks"], &argv);
-    lost_nothing(&doc);
-    assert_same_counts("200,000 paths", &oracle, &counts_of(&doc), &[]);
+    let doc = against_strace("200,000 paths", &["--no-stacks"], &[exe.to_str().unwrap(), "200000", "0"], &[]);
     // Each path once: summarised, not listed.
     let once = doc["one_shot"].as_array().unwrap().iter().find(|o| o["syscall"] == "newfstatat").unwrap();
     assert!(once["calls"].as_u64().unwrap() >= 200_000, "{once}");

@@ -4,9 +4,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -16,6 +14,7 @@ use libbpf_rs::{MapHandle, RingBufferBuilder};
 use super::unwind::{RawStack, Unwinder};
 use crate::error::{Error, Result};
 use crate::trace::mappings::{MapEvent, MapEvents};
+use crate::trace::wake::Stop;
 use crate::trace::samples::StackSample;
 
 /// How often the reader looks, besides the kernel's batched wake-ups.
@@ -63,9 +62,7 @@ pub struct Collected {
 }
 
 pub struct Collector {
-    stop: Arc<AtomicBool>,
-    /// Written to wake the reader at once when it is told to stop.
-    wake: Arc<OwnedFd>,
+    stop: Arc<Stop>,
     thread: JoinHandle<Collected>,
 }
 
@@ -75,20 +72,14 @@ impl Collector {
     /// `folded`: pid -> the row a folded process's counts went to; samples
     /// follow them, so that a long run's samples stay bounded too.
     pub fn start(ring: MapHandle, events: MapEvents, initial: Vec<MapEvent>, folded: Folded) -> Result<Collector> {
-        let stop = Arc::new(AtomicBool::new(false));
-        // SAFETY: eventfd has no preconditions; a new fd we own.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error().into());
-        }
-        let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
+        let stop = Arc::new(Stop::new()?);
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
-        let (stop_flag, wake_fd) = (stop.clone(), wake.clone());
+        let reader_stop = stop.clone();
         let thread = std::thread::Builder::new()
             .name("sysdiet-stacks".into())
-            .spawn(move || collect(ring, events, initial, folded, stop_flag, wake_fd, ready_tx))?;
+            .spawn(move || collect(ring, events, initial, folded, &reader_stop, ready_tx))?;
         match ready_rx.recv() {
-            Ok(Ok(())) => Ok(Collector { stop, wake, thread }),
+            Ok(Ok(())) => Ok(Collector { stop, thread }),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(Error::Bpf("the stack sample reader did not start".into())),
         }
@@ -97,9 +88,7 @@ impl Collector {
     /// Reads what is left (call after the tracer stopped sampling) and
     /// hands everything over.
     pub fn finish(self) -> Collected {
-        self.stop.store(true, Ordering::Release);
-        // SAFETY: writing 8 bytes to our own eventfd.
-        unsafe { libc::write(self.wake.as_raw_fd(), 1u64.to_ne_bytes().as_ptr().cast(), 8) };
+        self.stop.stop();
         self.thread.join().expect("the stack reader does not panic")
     }
 }
@@ -109,8 +98,7 @@ fn collect(
     mut events: MapEvents,
     initial: Vec<MapEvent>,
     folded: Folded,
-    stop: Arc<AtomicBool>,
-    wake: Arc<OwnedFd>,
+    stop: &Stop,
     ready: mpsc::SyncSender<Result<()>>,
 ) -> Collected {
     let queue: Rc<RefCell<Vec<StackSample>>> = Rc::default();
@@ -159,9 +147,9 @@ fn collect(
     loop {
         // Look at the flag first: the pass after it is set is the last, and
         // sees everything sent before it.
-        let last = stop.load(Ordering::Acquire);
+        let last = stop.stopped();
         if !last {
-            wait(rb.epoll_fd(), wake.as_raw_fd());
+            stop.wait(rb.epoll_fd(), POLL);
         }
         let _ = rb.consume();
         // Mappings first: every sample taken so far was taken after the
@@ -229,15 +217,4 @@ fn refold(samples: &mut HashMap<SampleKey, SampleSum>, folded: &Folded) {
         sum.periods += v.periods;
         sum.weighted_ns += v.weighted_ns;
     }
-}
-
-/// Sleeps until the ring buffer has a batch (the kernel wakes it), the stop
-/// eventfd is written, or POLL passes.
-fn wait(ring_fd: i32, wake_fd: i32) {
-    let mut fds = [
-        libc::pollfd { fd: ring_fd, events: libc::POLLIN, revents: 0 },
-        libc::pollfd { fd: wake_fd, events: libc::POLLIN, revents: 0 },
-    ];
-    // SAFETY: two valid pollfds; an error or EINTR just means look again.
-    unsafe { libc::poll(fds.as_mut_ptr(), 2, POLL.as_millis() as i32) };
 }

@@ -106,7 +106,7 @@ impl BpfTracer {
         rodata.sample_interval_ns = SAMPLE_INTERVAL_NS;
         if !options.stacks {
             // Ring buffers are allocated whole at load: no 16 MiB for nothing.
-            open.maps.samples.set_max_entries(page_size()).map_err(bpf_error)?;
+            open.maps.samples.set_max_entries(perf::page_size() as u32).map_err(bpf_error)?;
         }
         open.progs.sys_enter.set_autoload(options.latency);
         open.progs.on_tick.set_autoload(!options.latency);
@@ -259,11 +259,6 @@ pub(super) fn read_all<M: MapCore>(map: &M) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         }
         first = false;
     }
-}
-
-fn page_size() -> u32 {
-    // SAFETY: sysconf has no preconditions.
-    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as u32 }
 }
 
 /// The kernel's map error, said for humans: EPERM means missing rights.

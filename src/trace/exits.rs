@@ -6,9 +6,7 @@
 //! out of the kernel's table.
 
 use std::cell::RefCell;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::collections::{HashMap, HashSet};
 use std::thread::JoinHandle;
@@ -19,8 +17,9 @@ use libbpf_rs::{MapCore, MapFlags, MapHandle, RingBufferBuilder};
 use super::bpf::skel::types::{arg_key, arg_slot, arg_val, errno_slot, exit_entry, exit_record, io_hist, path_record, slot_record, sys_val};
 use super::bpf::{c_string, from_bytes, read_all};
 use super::fold::Exited;
+use super::wake::Stop;
 use crate::error::{Error, Result};
-use crate::model::Exit;
+use crate::model::{Exit, SyscallStats};
 
 const RECORD_SLOT: u32 = 1;
 const RECORD_EXIT: u32 = 2;
@@ -38,8 +37,8 @@ pub struct ThreadCounts {
     pub comm: String,
     /// How it ended (wait status), for exited threads.
     pub exit: Option<Exit>,
-    /// (syscall, counts) for every syscall it made.
-    pub stats: Vec<(u32, sys_val)>,
+    /// Every syscall it made.
+    pub stats: Vec<SyscallStats>,
     pub mask_calls: [u64; 6],
     /// (syscall, errno, count)
     pub errnos: Vec<(u32, u32, u64)>,
@@ -49,7 +48,7 @@ pub struct ThreadCounts {
 
 impl ThreadCounts {
     pub fn calls(&self) -> u64 {
-        self.stats.iter().map(|(_, v)| v.calls).sum()
+        self.stats.iter().map(|s| s.calls).sum()
     }
 }
 
@@ -108,7 +107,7 @@ impl Record {
                     ppid: r.ppid,
                     comm: c_string(&r.comm.map(|c| c as u8)),
                     exit: Some(Exit::from_wait_status(r.exit_code)),
-                    stats: r.e[..entries].iter().map(|e| (e.nr, e.v)).collect(),
+                    stats: r.e[..entries].iter().map(|e| syscall_stats(e.nr, &e.v)).collect(),
                     mask_calls: r.mask_calls,
                     errnos: errnos_of(&r.errnos),
                     errnos_lost: r.errnos_lost,
@@ -145,8 +144,7 @@ const SWEEP: Duration = Duration::from_secs(2);
 
 /// The thread that reads the rings while the target runs.
 pub struct ExitReader {
-    stop: Arc<AtomicBool>,
-    wake: Arc<OwnedFd>,
+    stop: Arc<Stop>,
     checkpoint: mpsc::Sender<mpsc::Sender<()>>,
     thread: JoinHandle<Collected>,
 }
@@ -155,45 +153,32 @@ impl ExitReader {
     /// Reads `rings` (the exits and the path strings) until finished.
     /// `folded` is kept up to date with the processes folded so far.
     pub fn start(rings: Vec<MapHandle>, sweep: SweepMaps, folded: Shared) -> Result<ExitReader> {
-        let stop = Arc::new(AtomicBool::new(false));
-        // SAFETY: eventfd has no preconditions; a new fd we own.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error().into());
-        }
-        // SAFETY: fresh fd, ours.
-        let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
+        let stop = Arc::new(Stop::new()?);
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
         let (cp_tx, cp_rx) = mpsc::channel();
-        let (stop_flag, wake_fd) = (stop.clone(), wake.clone());
+        let reader_stop = stop.clone();
         let thread = std::thread::Builder::new()
             .name("sysdiet-exits".into())
-            .spawn(move || read(rings, sweep, folded, stop_flag, wake_fd, cp_rx, ready_tx))?;
+            .spawn(move || read(rings, sweep, folded, &reader_stop, cp_rx, ready_tx))?;
         match ready_rx.recv() {
-            Ok(Ok(())) => Ok(ExitReader { stop, wake, checkpoint: cp_tx, thread }),
+            Ok(Ok(())) => Ok(ExitReader { stop, checkpoint: cp_tx, thread }),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(Error::Bpf("the exit record reader did not start".into())),
         }
-    }
-
-    fn poke(&self) {
-        // SAFETY: writing 8 bytes to our own eventfd.
-        unsafe { libc::write(self.wake.as_raw_fd(), 1u64.to_ne_bytes().as_ptr().cast(), 8) };
     }
 
     /// Reads everything sent so far; what comes after is kept apart (`late`).
     pub fn checkpoint(&self) {
         let (tx, rx) = mpsc::channel();
         if self.checkpoint.send(tx).is_ok() {
-            self.poke();
+            self.stop.poke();
             let _ = rx.recv();
         }
     }
 
     /// Reads what is left and hands everything over.
     pub fn finish(self) -> Collected {
-        self.stop.store(true, Ordering::Release);
-        self.poke();
+        self.stop.stop();
         self.thread.join().unwrap_or_default()
     }
 }
@@ -225,8 +210,7 @@ fn read(
     rings: Vec<MapHandle>,
     sweep: SweepMaps,
     folded: Shared,
-    stop: Arc<AtomicBool>,
-    wake: Arc<OwnedFd>,
+    stop: &Stop,
     checkpoints: mpsc::Receiver<mpsc::Sender<()>>,
     ready: mpsc::SyncSender<Result<()>>,
 ) -> Collected {
@@ -260,9 +244,9 @@ fn read(
     let mut to_sweep: HashSet<u32> = HashSet::new();
     let mut last_sweep = Instant::now();
     loop {
-        let last = stop.load(Ordering::Acquire);
+        let last = stop.stopped();
         if !last {
-            wait(rb.epoll_fd(), wake.as_raw_fd());
+            stop.wait(rb.epoll_fd(), POLL);
         }
         let _ = rb.consume();
         file(&raw, &mut out, late, &mut to_sweep);
@@ -316,22 +300,12 @@ fn sweep_ended(maps: &SweepMaps, exited: &mut Exited, to_sweep: &mut HashSet<u32
     to_sweep.retain(|p| !dead.contains(p));
 }
 
-/// Sleeps until the ring has a batch, the eventfd is written, or POLL passes.
-fn wait(ring_fd: i32, wake_fd: i32) {
-    let mut fds = [
-        libc::pollfd { fd: ring_fd, events: libc::POLLIN, revents: 0 },
-        libc::pollfd { fd: wake_fd, events: libc::POLLIN, revents: 0 },
-    ];
-    // SAFETY: two valid pollfds; an error or EINTR just means look again.
-    unsafe { libc::poll(fds.as_mut_ptr(), 2, POLL.as_millis() as i32) };
-    if fds[1].revents & libc::POLLIN != 0 {
-        let mut buf = [0u8; 8];
-        // SAFETY: draining our own eventfd into an 8-byte buffer.
-        unsafe { libc::read(wake_fd, buf.as_mut_ptr().cast(), 8) };
-    }
+/// The syscalls of a thread's storage that it used.
+pub(super) fn used(stats: &[sys_val]) -> Vec<SyscallStats> {
+    stats.iter().enumerate().filter(|(_, s)| s.calls > 0).map(|(nr, s)| syscall_stats(nr as u32, s)).collect()
 }
 
-/// The (syscall, counts) of a thread's storage that it used.
-pub(super) fn used(stats: &[sys_val]) -> Vec<(u32, sys_val)> {
-    stats.iter().enumerate().filter(|(_, s)| s.calls > 0).map(|(nr, s)| (nr as u32, *s)).collect()
+/// One syscall's counts, as the kernel side keeps them, in the model's terms.
+pub(super) fn syscall_stats(nr: u32, v: &sys_val) -> SyscallStats {
+    SyscallStats { calls: v.calls, errors: v.errors, total_ns: v.ns, min_ns: v.min_ns, max_ns: v.max_ns, ..SyscallStats::new(nr) }
 }

@@ -5,8 +5,9 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::bpf::skel::types::{arg_key, arg_slot, arg_val, io_hist, sys_val};
+use super::bpf::skel::types::{arg_key, arg_slot, arg_val, io_hist};
 use super::exits::ThreadCounts;
+use crate::model::SyscallStats;
 
 /// Processes kept apart; the rest are folded by program name.
 pub const DETAILED: usize = 1000;
@@ -45,7 +46,7 @@ pub struct Fold {
     pub row: u32,
     pub comm: String,
     pub processes: u64,
-    pub stats: BTreeMap<u32, sys_val>,
+    pub stats: BTreeMap<u32, SyscallStats>,
     pub mask_calls: [u64; 6],
     pub errnos: BTreeMap<(u32, u32), u64>,
     pub errnos_lost: u64,
@@ -73,16 +74,6 @@ pub struct Exited {
     /// new process; their kernel entries can be swept.
     pub ended: HashSet<u32>,
     detailed_count: usize,
-}
-
-fn add_val(into: &mut sys_val, v: &sys_val) {
-    if into.calls == 0 || v.min_ns < into.min_ns {
-        into.min_ns = v.min_ns;
-    }
-    into.calls += v.calls;
-    into.errors += v.errors;
-    into.ns += v.ns;
-    into.max_ns = into.max_ns.max(v.max_ns);
 }
 
 impl Exited {
@@ -116,8 +107,8 @@ impl Exited {
         match self.row_of(tgid).and_then(|row| self.folds.values_mut().find(|f| f.row == row)) {
             None => self.detailed.push(t),
             Some(fold) => {
-                for (nr, v) in &t.stats {
-                    add_val(fold.stats.entry(*nr).or_default(), v);
+                for s in &t.stats {
+                    fold.stats.entry(s.nr).or_insert_with(|| SyscallStats::new(s.nr)).merge(s);
                 }
                 fold.mask_calls.iter_mut().zip(t.mask_calls).for_each(|(a, b)| *a += b);
                 for &(nr, err, n) in &t.errnos {
@@ -168,7 +159,7 @@ mod tests {
             ppid: 1,
             comm: comm.into(),
             exit: None,
-            stats: vec![(39, sys_val { calls, ..Default::default() })],
+            stats: vec![SyscallStats { calls, ..SyscallStats::new(39) }],
             mask_calls: [0; 6],
             errnos: vec![(2, 2, 1)],
             errnos_lost: 0,

@@ -8,7 +8,7 @@ use std::fs;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::perf::{self, online_cpus, PerfEventAttr, PERF_TYPE_SOFTWARE};
+use super::perf::{self, online_cpus, page_size, PerfEventAttr, PERF_TYPE_SOFTWARE};
 use crate::error::{Error, Result};
 
 /// One change to a process's address space; `time` is CLOCK_MONOTONIC ns,
@@ -241,12 +241,6 @@ fn parse_record(r: &[u8], lost: &mut u64) -> Option<MapEvent> {
         _ => None,
     }
 }
-
-fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
-}
-
 
 #[cfg(test)]
 mod tests {

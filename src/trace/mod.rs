@@ -13,6 +13,7 @@ pub mod readout;
 pub mod samples;
 pub mod syscalls;
 pub mod tally;
+pub mod wake;
 
 const CLOCKSOURCE: &str = "/sys/devices/system/clocksource/clocksource0";
 

@@ -61,3 +61,8 @@ pub fn online_cpus() -> Vec<i32> {
         cpus
     }
 }
+
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+}

@@ -15,7 +15,7 @@ use super::exits::{errnos_of, used, Record, ThreadCounts};
 use super::syscalls::{self, ArgKind};
 use crate::error::Result;
 use crate::model::builder::{TaskRecord, TraceBuilder};
-use crate::model::{Argument, ArgumentStats, Histogram, Lost, MaskChange, SyscallStats, Timeout};
+use crate::model::{Argument, ArgumentStats, Histogram, Lost, MaskChange, Timeout};
 
 const TARGET_PENDING_EXEC: u32 = 1;
 const AT_FDCWD: i64 = -100;
@@ -152,7 +152,7 @@ fn add_fold(out: &mut TraceBuilder, f: &Fold, tick_ns: u64, path_of: &HashMap<u6
         ppid: 0,
         comm: f.comm.clone(),
         exit: None,
-        stats: f.stats.iter().map(|(nr, v)| (*nr, *v)).collect(),
+        stats: f.stats.values().cloned().collect(),
         mask_calls: f.mask_calls,
         errnos: f.errnos.iter().map(|(&(nr, err), &n)| (nr, err, n)).collect(),
         errnos_lost: f.errnos_lost,
@@ -180,12 +180,8 @@ fn arg_entry(k: &arg_key, v: &arg_val, hist: Option<&io_hist>, pid: u32, path_of
 }
 
 fn add_thread(out: &mut TraceBuilder, t: &ThreadCounts, tick_ns: u64, lost: &mut Lost) {
-    for (nr, v) in &t.stats {
-        out.add_syscall(
-            t.tgid,
-            t.tid,
-            SyscallStats { calls: v.calls, errors: v.errors, total_ns: v.ns, min_ns: v.min_ns, max_ns: v.max_ns, ..SyscallStats::new(*nr) },
-        );
+    for s in &t.stats {
+        out.add_syscall(t.tgid, t.tid, s.clone());
     }
     for (class, &n) in t.mask_calls.iter().enumerate().filter(|(_, n)| **n > 0) {
         out.add_argument(mask_stats(t.tgid, class as i64, n));
