@@ -25,10 +25,13 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
     for a in &trace.arguments {
         let lookup = PATH_LOOKUPS.contains(&a.syscall.as_str());
         let open = PATH_OPENS.contains(&a.syscall.as_str());
-        let Argument::Path { path: Some(path), .. } = &a.argument else { continue };
+        let Argument::Path { path: Some(path), dirfd } = &a.argument else { continue };
         // "" with AT_EMPTY_PATH is fstat of the dirfd: no path is looked up.
         if path.is_empty() || !(lookup || open) || a.calls < 2 || (tz_unset && lookup && path == "/etc/localtime") {
             continue;
+        }
+        if !path.starts_with('/') && (dirfd.is_some() || changes_directory(trace, a.pid)) {
+            continue; // a relative name under a moving directory: other files each time
         }
         let mut fixes = Vec::new();
         for (functions, advice) in KNOWN {
@@ -58,6 +61,17 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         });
     }
     out
+}
+
+/// Whether process `pid` changed its working directory: its relative
+/// paths then name other files from one call to the next (tar, find).
+fn changes_directory(trace: &Trace, pid: u32) -> bool {
+    trace
+        .processes
+        .iter()
+        .filter(|p| p.pid == pid)
+        .flat_map(|p| &p.syscalls)
+        .any(|s| (s.name == "chdir" || s.name == "fchdir") && s.calls > 0)
 }
 
 #[cfg(test)]
@@ -94,5 +108,21 @@ mod tests {
         argument(&mut t, "newfstatat", path("/etc/localtime"), 900, 900);
         argument(&mut t, "newfstatat", Argument::Path { path: Some(String::new()), dirfd: Some(3) }, 900, 900);
         assert!(check(&t).is_empty());
+    }
+
+    #[test]
+    fn one_name_under_a_moving_directory_is_many_files() {
+        // tar opens each package's "copyright" relative to a directory fd.
+        let mut t = trace(1_000_000_000, &[("openat", 900, 9_000_000)]);
+        argument(&mut t, "openat", Argument::Path { path: Some("copyright".into()), dirfd: Some(4) }, 900, 9_000_000);
+        assert!(check(&t).is_empty());
+        // Relative to the working directory, after chdir: the same.
+        let mut t = trace(1_000_000_000, &[("openat", 900, 9_000_000), ("chdir", 900, 900)]);
+        argument(&mut t, "openat", path("copyright"), 900, 9_000_000);
+        assert!(check(&t).is_empty());
+        // ... and without a chdir, one file opened 900 times.
+        let mut t = trace(1_000_000_000, &[("openat", 900, 9_000_000)]);
+        argument(&mut t, "openat", path("app.conf"), 900, 9_000_000);
+        assert_eq!(check(&t).len(), 1);
     }
 }
