@@ -13,7 +13,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 SYSDIET := target/release/sysdiet
 DEMO := target/demo/timeloop
 
-.PHONY: all deps bench-deps build demo test bench bench-workloads clean
+.PHONY: all deps bench-deps build demo test bench bench-workloads schema clean
 
 all: build
 
@@ -49,6 +49,11 @@ demo: build $(DEMO)
 # with the kernel's rings as the debug build's may not.
 test: deps
 	cargo test --release
+
+# docs/schema/*.json, generated from the model types (tests/schema.rs
+# fails when they are stale).
+schema: deps
+	SYSDIET_BLESS=1 cargo test --release --test schema
 
 bench: bench-deps build
 	bench/overhead

@@ -56,7 +56,7 @@ pub enum Command {
                             Exit status 1 when --check-output finds a variant whose output differs.")]
     Compare {
         #[command(flatten)]
-        args: sysdiet::commands::compare::CompareArgs,
+        args: CompareArgs,
         #[command(flatten)]
         out: OutputArgs,
     },
@@ -70,7 +70,7 @@ pub enum Command {
                             The table goes to stdout; Ctrl-C prints what was measured so far.")]
     Bench {
         #[command(flatten)]
-        args: sysdiet::commands::bench::BenchArgs,
+        args: BenchArgs,
         #[command(flatten)]
         out: OutputArgs,
     },
@@ -99,6 +99,79 @@ pub enum Command {
     },
 }
 
+/// What `sysdiet compare` takes (besides where to write).
+#[derive(Args, Debug, Clone)]
+pub struct CompareArgs {
+    /// A variant with this environment variable set (repeatable; all of them form one variant)
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    pub env: Vec<String>,
+    /// ... or with this variable removed (repeatable)
+    #[arg(long = "unset-env", value_name = "NAME")]
+    pub unset_env: Vec<String>,
+    /// A variant that is another command line (repeatable)
+    #[arg(long = "vs", value_name = "'CMD'")]
+    pub vs: Vec<String>,
+    /// Timed runs per variant
+    #[arg(long, default_value_t = 10)]
+    pub runs: usize,
+    /// Untimed runs per variant first
+    #[arg(long, default_value_t = 1)]
+    pub warmup: usize,
+    /// Fail when a variant's stdout differs from the baseline's
+    #[arg(long)]
+    pub check_output: bool,
+    /// Replace matches of REGEX in outputs before comparing them (repeatable)
+    #[arg(long, value_name = "REGEX")]
+    pub normalize: Vec<String>,
+    /// Go on when the command exits non-zero
+    #[arg(long)]
+    pub ignore_failure: bool,
+    /// Skip the traced runs (no syscall diff)
+    #[arg(long)]
+    pub no_trace: bool,
+    #[command(flatten)]
+    pub export: ExportArgs,
+    /// The baseline command
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+/// hyperfine's exports: the result in another format, besides the main output.
+#[derive(Args, Debug, Clone)]
+pub struct ExportArgs {
+    /// Also write the result as JSON to FILE (`-`: stdout)
+    #[arg(long, value_name = "FILE")]
+    pub export_json: Option<PathBuf>,
+    /// Also write the result as a Markdown table to FILE (`-`: stdout)
+    #[arg(long, value_name = "FILE")]
+    pub export_markdown: Option<PathBuf>,
+}
+
+/// What `sysdiet bench` takes (besides where to write).
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// Only these kernels: names (every variant) or name:variant ids, comma-separated
+    #[arg(long, value_delimiter = ',', value_name = "KERNELS")]
+    pub only: Option<Vec<String>>,
+    /// Run each kernel from this many threads at once, for each count given
+    #[arg(long, value_delimiter = ',', default_value = "1", value_name = "LIST")]
+    pub threads: Vec<usize>,
+    /// Calls per thread in each run (default: enough for ~40 ms a run)
+    #[arg(long, value_name = "N")]
+    pub iterations: Option<u64>,
+    /// Timed runs per kernel and thread count
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Also plot ns per call (by kernel, or by thread count) as an SVG
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    #[command(flatten)]
+    pub export: ExportArgs,
+    /// List the kernels and exit
+    #[arg(long)]
+    pub list: bool,
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct CheckArgs {
     /// Also count, for this long, how often each process without TZ stats the zone file
@@ -114,7 +187,7 @@ pub struct OutputArgs {
     /// Write the result as JSON (schema: docs/json.md)
     #[arg(long)]
     pub json: bool,
-    /// Write it to FILE instead (of stderr; for bench, of stdout)
+    /// Write it to FILE (`-`: stdout) instead of stderr (run, attach) or stdout (check, compare, bench)
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
 }

@@ -1,14 +1,23 @@
 //! sysdiet: find the system calls a program makes for nothing, and who
-//! makes them. Data flows target → trace (+ stacks) → model → report.
+//! makes them. Data flows target → trace (+ stacks) → model → diagnose →
+//! report; `pipeline` runs that flow for a command or for running
+//! processes, `compare` and `bench` measure on top of it. The layers, lowest
+//! first (tests/layers.rs keeps imports pointing down):
+//!
+//! error, linux, stats → model → human → target → trace → stacks →
+//! diagnose → pipeline → compare, bench → report
 
 pub mod bench;
-pub mod commands;
 pub mod compare;
 pub mod diagnose;
 pub mod error;
+pub mod human;
+pub mod linux;
 pub mod model;
+pub mod pipeline;
 pub mod report;
 pub mod stacks;
+pub mod stats;
 pub mod target;
 pub mod trace;
 

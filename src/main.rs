@@ -4,10 +4,13 @@ use std::time::Instant;
 use clap::Parser;
 
 mod cli;
+mod commands;
 
-use cli::{Cli, Command, OutputArgs, ReportArgs, WeightArg};
-use sysdiet::commands::{attach::attach, run::run, TraceOptions};
-use sysdiet::report::{Format, ReportOptions, Weight};
+use cli::{Cli, Command, ReportArgs, WeightArg};
+use commands::{add_exports, attach::attach, main_output, run::run};
+use sysdiet::pipeline::TraceOptions;
+use sysdiet::report::export::{FlameGraphExporter, FoldedExporter, SvgExporter};
+use sysdiet::report::{Destination, Outputs, Weight};
 use sysdiet::trace::filter::SyscallSet;
 use sysdiet::Result;
 
@@ -27,17 +30,36 @@ fn main() {
 }
 
 fn dispatch(cli: Cli, started: Instant) -> Result<i32> {
+    // Every output is opened here, before anything runs: a path that
+    // cannot be written fails now, not after the traced command.
     match cli.command {
-        Command::Run { report, command } => run(&command, &options(report)?, started),
-        Command::Attach { pids, duration, report } => attach(&pids, duration, &options(report)?, started),
-        Command::Compare { args, out } => sysdiet::commands::compare::run(args, &report_options(out)),
-        Command::Bench { args, out } => sysdiet::commands::bench::run(args, &report_options(out)),
+        Command::Run { report, command } => {
+            let outputs = trace_outputs(&report)?;
+            run(&command, &options(report)?, outputs, started)
+        }
+        Command::Attach { pids, duration, report } => {
+            let outputs = trace_outputs(&report)?;
+            attach(&pids, duration, &options(report)?, outputs, started)
+        }
+        Command::Compare { args, out } => {
+            let mut outputs = main_output(&out, Destination::Stdout, false)?;
+            add_exports(&mut outputs, &args.export)?;
+            commands::compare::run(args, outputs)
+        }
+        Command::Bench { args, out } => {
+            let mut outputs = main_output(&out, Destination::Stdout, false)?;
+            add_exports(&mut outputs, &args.export)?;
+            if let Some(path) = &args.svg {
+                outputs.add(SvgExporter, &Destination::from_arg(Some(path), Destination::Stdout))?;
+            }
+            commands::bench::run(args, outputs)
+        }
         Command::BenchWorker { args } => match sysdiet::bench::worker::Job::parse(&args) {
             Some(job) => Ok(sysdiet::bench::worker::work(job)),
             None => Err(sysdiet::Error::Usage("__bench-worker is run by `sysdiet bench`, not by hand".into())),
         },
         Command::Floor { hooks, command } => floor(&hooks, &command),
-        Command::Check { args } => sysdiet::commands::check::check(args.sample, &report_options(args.out)),
+        Command::Check { args } => commands::check::check(args.sample, main_output(&args.out, Destination::Stdout, false)?),
     }
 }
 
@@ -54,34 +76,35 @@ fn floor(hooks: &str, command: &[OsString]) -> Result<i32> {
     Ok(status.code().unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)))
 }
 
-fn options(r: ReportArgs) -> Result<TraceOptions> {
+/// The report (stderr unless -o), then the call sites as folded stacks
+/// and as a flame graph, when asked.
+fn trace_outputs(r: &ReportArgs) -> Result<Outputs> {
     if r.no_stacks && (r.folded.is_some() || r.flamegraph.is_some()) {
-        return Err(sysdiet::Error::Usage(
-            "--folded and --flamegraph need call sites: drop --no-stacks".into(),
-        ));
+        return Err(sysdiet::Error::Usage("--folded and --flamegraph need call sites: drop --no-stacks".into()));
     }
+    let mut outputs = main_output(&r.out, Destination::Stderr, r.per_thread)?;
+    let weight = match r.weight {
+        WeightArg::Count => Weight::Count,
+        WeightArg::Time => Weight::Time,
+    };
+    if let Some(path) = &r.folded {
+        outputs.add(FoldedExporter { weight }, &Destination::from_arg(Some(path), Destination::Stdout))?;
+    }
+    if let Some(path) = &r.flamegraph {
+        outputs.add(FlameGraphExporter { weight }, &Destination::from_arg(Some(path), Destination::Stdout))?;
+    }
+    Ok(outputs)
+}
+
+fn options(r: ReportArgs) -> Result<TraceOptions> {
     Ok(TraceOptions {
         stacks: !r.no_stacks,
         latency: r.latency,
         quiet: false,
+        all: r.all,
         filter: match &r.expr {
             Some(e) => SyscallSet::parse(e)?,
             None => SyscallSet::default(),
         },
-        report: ReportOptions {
-            per_thread: r.per_thread,
-            all: r.all,
-            folded: r.folded,
-            flamegraph: r.flamegraph,
-            weight: match r.weight {
-                WeightArg::Count => Weight::Count,
-                WeightArg::Time => Weight::Time,
-            },
-            ..report_options(r.out)
-        },
     })
-}
-
-fn report_options(out: OutputArgs) -> ReportOptions {
-    ReportOptions { format: if out.json { Format::Json } else { Format::Text }, output: out.output, ..Default::default() }
 }

@@ -111,8 +111,13 @@ fn threads_give_one_time_per_count() {
 
 #[test]
 fn the_table_shows_the_host_and_the_seeds_three_cases() {
+    let dir = tempfile::tempdir().unwrap();
+    let (md, json) = (dir.path().join("b.md"), dir.path().join("b.json"));
     let out = sysdiet()
-        .args(["bench", "--only", "none,localtime,gettimeofday", "--iterations", "20000", "--runs", "1"])
+        .args(["bench", "--only", "none,localtime,gettimeofday", "--iterations", "20000", "--runs", "1", "--export-markdown"])
+        .arg(&md)
+        .arg("--export-json")
+        .arg(&json)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
@@ -124,6 +129,12 @@ fn the_table_shows_the_host_and_the_seeds_three_cases() {
     assert_eq!(rows.len(), 4, "none, localtime twice, gettimeofday:\n{text}");
     let unset = rows.iter().find(|r| r.contains("TZ unset")).unwrap();
     assert!(unset.contains("1.00  newfstatat") || unset.contains("1.00  stat"), "{unset}");
+    // The exports, besides the table: the same kernels.
+    let table = std::fs::read_to_string(&md).unwrap();
+    assert!(table.starts_with("| kernel | ns/call, 1 thread | syscalls/call |\n|---|---:|---|\n"), "{table}");
+    assert!(table.lines().any(|l| l.starts_with("| localtime") && l.contains("TZ unset") && l.ends_with("| 1.00  newfstatat |")), "{table}");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!((doc["version"].clone(), doc["kernels"].as_array().unwrap().len()), (1.into(), 4));
 }
 
 /// The text of every <text> element of an SVG, which must be well-formed.

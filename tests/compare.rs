@@ -17,7 +17,8 @@ fn compare(args: &[&str], command: &[&str]) -> (Option<i32>, Value, String) {
         .env_remove("TZ")
         .output()
         .unwrap();
-    let doc = std::fs::read_to_string(&json).ok().map_or(Value::Null, |t| serde_json::from_str(&t).unwrap());
+    // The file is opened before anything runs: empty when compare failed.
+    let doc = std::fs::read_to_string(&json).ok().filter(|t| !t.is_empty()).map_or(Value::Null, |t| serde_json::from_str(&t).unwrap());
     (out.status.code(), doc, String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
@@ -31,11 +32,25 @@ fn the_tz_fix_is_measured_faster_and_its_stats_are_gone() {
     assert_eq!(b["change"], "--env TZ=:/etc/localtime");
     assert_eq!(b["vs_baseline"]["verdict"], "faster", "{doc}");
     assert!(b["vs_baseline"]["ci_high"].as_f64().unwrap() < 1.0);
-    let zone = "newfstatat(\"/etc/localtime\")";
-    assert_eq!(a["arguments"][zone], 99_999);
-    assert!(b["arguments"].get(zone).is_none(), "gone with TZ set: {}", b["arguments"]);
-    assert!(a["findings"].as_array().unwrap().iter().any(|f| f.as_str().unwrap().starts_with("[tz-unset]")));
-    assert!(b["findings"].as_array().is_none_or(|f| f.is_empty()), "{b}");
+    assert_eq!(doc["version"], 1);
+    let zone = |v: &Value| {
+        v["counted"]["arguments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["syscall"] == "newfstatat" && a["argument"]["path"] == "/etc/localtime")
+            .map(|a| a["calls"].clone())
+    };
+    assert_eq!(zone(a), Some(99_999.into()));
+    assert_eq!(zone(b), None, "gone with TZ set: {}", b["counted"]["arguments"]);
+    assert!(a["counted"]["findings"].as_array().unwrap().iter().any(|f| f["rule"] == "tz-unset" && f["program"] == "timeloop"));
+    assert!(b["counted"]["findings"].as_array().unwrap().is_empty(), "{b}");
+    // The diff, keyed by (syscall, argument) and (rule, program).
+    let d = &b["diff"];
+    assert!(d["arguments"].as_array().unwrap().iter().any(|x| x["argument"]["path"] == "/etc/localtime" && x["calls"]["baseline"] == 99_999 && x["calls"]["variant"] == 0), "{d}");
+    let tz: Vec<&Value> = d["findings"].as_array().unwrap().iter().filter(|f| f["rule"] == "tz-unset").collect();
+    assert_eq!(tz.len(), 1, "{d}");
+    assert!(tz[0]["baseline"].is_string() && tz[0]["variant"].is_null(), "gone, not changed: {d}");
 }
 
 #[test]
@@ -65,22 +80,31 @@ fn a_variant_that_prints_something_else_is_caught() {
 fn text_and_markdown() {
     let dir = tempfile::tempdir().unwrap();
     let md = dir.path().join("r.md");
+    let json = dir.path().join("r.json");
     let out = sysdiet()
         .args(["compare", "--runs", "3", "--export-markdown"])
         .arg(&md)
+        .arg("--export-json")
+        .arg(&json)
         .args(["--env", "TZ=:/etc/localtime", "--"])
         .arg(victim("timeloop"))
         .args(["localtime", "20000"])
         .env_remove("TZ")
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stderr);
+    // The result is the command's output: stdout.
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.starts_with("sysdiet compare: 2 variants, 3 runs each after 1 warm-up, interleaved, untraced"), "{text}");
     assert!(text.contains("B vs A: "), "{text}");
     assert!(text.contains("gone in B: [tz-unset]"), "{text}");
     assert!(!text.contains("loop_ns="), "the commands' own output stays out of the report");
     let table = std::fs::read_to_string(&md).unwrap();
     assert!(table.starts_with("| variant | change |") && table.contains("| B | `--env TZ=:/etc/localtime` |"), "{table}");
+    assert!(table.contains("| `newfstatat(\"/etc/localtime\")` | 19,999 | 0 | −19,999 |"), "{table}");
+    assert!(table.contains("- gone in B: [tz-unset] (timeloop) "), "{table}");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!((doc["version"].clone(), doc["variants"].as_array().unwrap().len()), (1.into(), 2));
 }
 
 #[test]

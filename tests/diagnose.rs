@@ -202,7 +202,7 @@ fn which(cmd: &str) -> Option<std::path::PathBuf> {
 fn check_json(args: &[&str]) -> Value {
     let out = sysdiet().arg("check").args(args).arg("--json").output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stderr).expect("JSON on stderr")
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout: the audit is check's result")
 }
 
 fn row(audit: &Value, pid: u32) -> Option<&Value> {
@@ -224,6 +224,7 @@ fn check_lists_processes_without_tz_and_samples_their_zone_stats() {
     std::thread::sleep(std::time::Duration::from_millis(100));
     let audit = check_json(&[]);
     assert!(audit["clocksource"].is_string());
+    assert_eq!(audit["version"], 1);
     let r = row(&audit, unset.0.id()).expect("the process without TZ is listed");
     assert!(r["fix"].as_str().unwrap().contains("TZ=:/etc/localtime"));
     assert!(row(&audit, set.0.id()).is_none(), "a process with TZ is fine");
@@ -241,7 +242,7 @@ fn check_lists_processes_without_tz_and_samples_their_zone_stats() {
 #[test]
 fn check_text_and_bad_input() {
     let out = sysdiet().arg("check").output().unwrap();
-    let text = String::from_utf8_lossy(&out.stderr);
+    let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("sysdiet check\n  clocksource  "), "{text}");
     assert!(text.contains("have no TZ"), "{text}");
     let out = sysdiet().args(["check", "--sample", "soon"]).output().unwrap();

@@ -37,7 +37,7 @@ fn per_call(once: &std::collections::BTreeMap<u32, u64>, twice: &std::collection
             // did so by chance, not per call: not counted.
             let extra = n.saturating_sub(once.get(nr).copied().unwrap_or(0));
             (extra > 0).then(|| SyscallShare {
-                name: crate::trace::syscalls::name(*nr),
+                name: crate::linux::syscalls::name(*nr),
                 per_call: extra as f64 / calls as f64,
             })
         })

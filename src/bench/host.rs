@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Host {
     pub cpu: String,
     pub cpus: usize,
@@ -26,17 +26,17 @@ pub fn facts() -> Host {
     let field = |f: fn(&nix::sys::utsname::UtsName) -> &std::ffi::OsStr| {
         uts.as_ref().map_or_else(String::new, |u| f(u).to_string_lossy().into_owned())
     };
-    let clocksource = crate::trace::clocksource();
+    let clocksource = crate::linux::clocksource();
     Host {
         cpu: cpu_model(&std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default()),
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
         kernel: field(|u| u.release()),
         machine: field(|u| u.machine()),
         glibc: glibc_version(),
-        vdso_clock: clocksource.as_deref().is_some_and(crate::diagnose::vdso_fallback::vdso_capable),
+        vdso_clock: clocksource.as_deref().is_some_and(crate::linux::vdso_capable),
         clocksource,
         tz: std::env::var("TZ").ok(),
-        zone: crate::target::host::zone(),
+        zone: crate::linux::host::zone(),
     }
 }
 

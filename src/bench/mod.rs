@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use crate::compare::stats::{summarize, Summary};
+use crate::stats::{summarize, Summary};
 use crate::error::{Error, Result};
 use crate::trace::tally::Tally;
 use host::Host;
@@ -37,7 +37,7 @@ pub struct BenchOptions {
 }
 
 /// A bench's results.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Measurements {
     pub host: Host,
     pub threads: Vec<usize>,
@@ -54,7 +54,7 @@ pub struct Measurements {
 }
 
 /// What one call of one kernel costs.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct KernelCost {
     /// `name` or `name:variant`, what --only takes.
     pub id: String,
@@ -71,14 +71,14 @@ pub struct KernelCost {
     pub contended_syscalls: Vec<ContendedSyscalls>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct ContendedSyscalls {
     pub threads: usize,
     pub syscalls: SyscallsPerCall,
 }
 
 /// Nanoseconds per call, with `threads` threads calling at once.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct CallTime {
     pub threads: usize,
     /// Calls per thread in each run.
@@ -88,14 +88,14 @@ pub struct CallTime {
     pub runs_ns_per_call: Vec<f64>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct SyscallsPerCall {
     pub total: f64,
     /// Largest first.
     pub by_syscall: Vec<SyscallShare>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct SyscallShare {
     pub name: String,
     pub per_call: f64,

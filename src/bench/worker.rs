@@ -59,7 +59,7 @@ pub const WORKER_COMMAND: &str = "__bench-worker";
 
 /// The worker's answer: calls per thread per run, and each run's
 /// nanoseconds per call (the mean over its threads).
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Timed {
     pub iterations: u64,
     pub ns_per_call: Vec<f64>,

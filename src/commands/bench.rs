@@ -1,42 +1,22 @@
 //! `sysdiet bench`: time the kernels, count their syscalls, report.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use crate::bench::kernels::KERNELS;
-use crate::bench::{measure, BenchOptions, Progress};
-use crate::error::{Error, Result};
-use crate::report::{Format, ReportOptions};
+use sysdiet::bench::kernels::KERNELS;
+use sysdiet::bench::{measure, BenchOptions, Progress};
+use sysdiet::error::{Error, Result};
+use sysdiet::report::{Document, Outputs};
 
-/// What `sysdiet bench` takes (besides where to write).
-#[derive(clap::Args, Debug, Clone)]
-pub struct BenchArgs {
-    /// Only these kernels: names (every variant) or name:variant ids, comma-separated
-    #[arg(long, value_delimiter = ',', value_name = "KERNELS")]
-    pub only: Option<Vec<String>>,
-    /// Run each kernel from this many threads at once, for each count given
-    #[arg(long, value_delimiter = ',', default_value = "1", value_name = "LIST")]
-    pub threads: Vec<usize>,
-    /// Calls per thread in each run (default: enough for ~40 ms a run)
-    #[arg(long, value_name = "N")]
-    pub iterations: Option<u64>,
-    /// Timed runs per kernel and thread count
-    #[arg(long, default_value_t = 5)]
-    pub runs: usize,
-    /// Also plot ns per call (by kernel, or by thread count) as an SVG
-    #[arg(long, value_name = "FILE")]
-    pub svg: Option<PathBuf>,
-    /// List the kernels and exit
-    #[arg(long)]
-    pub list: bool,
-}
+use crate::cli::BenchArgs;
 
-pub fn run(a: BenchArgs, report: &ReportOptions) -> Result<i32> {
+/// `outputs` holds the main output, the exports and --svg, opened already.
+pub fn run(a: BenchArgs, mut outputs: Outputs) -> Result<i32> {
     if a.list {
-        let body = crate::report::bench::list(KERNELS.iter().map(|k| (k.id(), k.label)));
-        crate::report::write_result(&body, report)?;
+        // A list, not a result: always text, on stdout.
+        let list = sysdiet::report::bench::list(KERNELS.iter().map(|k| (k.id(), k.label)));
+        let _ = std::io::Write::write_all(&mut std::io::stdout(), list.as_bytes());
         return Ok(0);
     }
     if a.runs == 0 {
@@ -48,11 +28,7 @@ pub fn run(a: BenchArgs, report: &ReportOptions) -> Result<i32> {
     if let Some(&t) = a.threads.iter().find(|&&t| t == 0 || t > 1024) {
         return Err(Error::Usage(format!("--threads {t}: give thread counts from 1 to 1024")));
     }
-    let kernels = crate::bench::kernels::select(a.only.as_deref()).map_err(Error::Usage)?;
-    // A path that cannot be written is said now, not after the whole bench.
-    for path in [&a.svg, &report.output].into_iter().flatten() {
-        std::fs::File::create(path).map_err(|source| Error::File { path: path.clone(), source })?;
-    }
+    let kernels = sysdiet::bench::kernels::select(a.only.as_deref()).map_err(Error::Usage)?;
     let opts = BenchOptions { kernels, threads: a.threads, iterations: a.iterations, runs: a.runs };
 
     // Ctrl-C: the step under way ends (its worker gets the signal too) and
@@ -75,14 +51,7 @@ pub fn run(a: BenchArgs, report: &ReportOptions) -> Result<i32> {
     }
     let m = result?;
 
-    if let Some(path) = &a.svg {
-        std::fs::write(path, crate::report::plot::render(&m)).map_err(|source| Error::File { path: path.clone(), source })?;
-    }
-    let body = match report.format {
-        Format::Json => serde_json::to_string_pretty(&m).expect("serializes") + "\n",
-        Format::Text => crate::report::bench::render(&m),
-    };
-    crate::report::write_result(&body, report)?;
+    outputs.write(&Document::Bench(&m))?;
     Ok(if m.interrupted { 128 + libc::SIGINT } else { 0 })
 }
 

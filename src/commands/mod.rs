@@ -1,4 +1,5 @@
-//! The commands: each wires target → trace → model → report.
+//! The commands, thin: each reads its arguments, opens its outputs, runs
+//! the library's pipeline and writes what it returned.
 
 pub mod attach;
 pub mod bench;
@@ -6,71 +7,32 @@ pub mod check;
 pub mod compare;
 pub mod run;
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use sysdiet::report::export::{JsonExporter, MarkdownExporter, TextExporter};
+use sysdiet::report::{Destination, Outputs};
+use sysdiet::Result;
 
-use crate::error::Result;
-use crate::model::builder::TraceBuilder;
-use crate::diagnose::Finding;
-use crate::model::{RunInfo, Trace};
-use crate::report::ReportOptions;
-use crate::stacks::collector::Collector;
-use crate::trace::bpf::{BpfOptions, BpfTracer, SAMPLE_FIRST_GAP, SAMPLE_INTERVAL_NS};
-use crate::trace::filter::SyscallSet;
-use crate::trace::mappings::{MapEvent, MapEvents};
+use crate::cli::{ExportArgs, OutputArgs};
 
-/// What every tracing command takes.
-#[derive(Debug, Clone, Default)]
-pub struct TraceOptions {
-    pub filter: SyscallSet,
-    /// Sample stacks to find call sites.
-    pub stacks: bool,
-    /// Measure each call's wall time (two hooks) instead of sampling CPU time.
-    pub latency: bool,
-    /// The command's stdin, stdout and stderr go to /dev/null.
-    pub quiet: bool,
-    pub report: ReportOptions,
-}
-
-pub const BACKEND: &str = "bpf";
-
-impl TraceOptions {
-    fn bpf(&self) -> BpfOptions {
-        BpfOptions { stacks: self.stacks, latency: self.latency, keep_every_key: false }
+/// The main output: text or JSON, to `-o FILE` or the command's own stream
+/// (stderr for run and attach, whose stdout is the traced command's).
+pub fn main_output(out: &OutputArgs, stream: Destination, per_thread: bool) -> Result<Outputs> {
+    let mut outputs = Outputs::default();
+    let to = Destination::from_arg(out.output.as_deref(), stream);
+    if out.json {
+        outputs.add(JsonExporter, &to)?;
+    } else {
+        outputs.add(TextExporter { per_thread }, &to)?;
     }
+    Ok(outputs)
 }
 
-fn unix_now() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
-}
-
-/// Starts reading stack samples, when asked for, with the mappings of
-/// `tids` watched from now on (`initial`: what they map already).
-fn start_stacks(tracer: &BpfTracer, opts: &TraceOptions, tids: &[u32], initial: Vec<MapEvent>) -> Result<Option<Collector>> {
-    if !opts.stacks {
-        return Ok(None);
+/// hyperfine's --export-json / --export-markdown, besides the main output.
+pub fn add_exports(outputs: &mut Outputs, export: &ExportArgs) -> Result<()> {
+    if let Some(path) = &export.export_json {
+        outputs.add(JsonExporter, &Destination::from_arg(Some(path), Destination::Stdout))?;
     }
-    Collector::start(tracer.samples_ring()?, MapEvents::open(tids)?, initial, tracer.folded()).map(Some)
-}
-
-/// Reads the tracer out into a Trace and writes the report. `ended` is when
-/// the traced work ended: the report's latency is measured from it.
-fn finish(
-    tracer: &mut BpfTracer,
-    stacks: Option<Collector>,
-    mut run: RunInfo,
-    ended: Instant,
-    opts: &TraceOptions,
-) -> Result<(Trace, Vec<Finding>)> {
-    let mut builder = TraceBuilder::default();
-    // This stops sampling too, so the collector's last pass gets it all.
-    let lost = tracer.read_into(&mut builder)?;
-    if let Some(collector) = stacks {
-        let collected = collector.finish();
-        crate::stacks::resolve(collected, (SAMPLE_FIRST_GAP, SAMPLE_INTERVAL_NS), |nr, fd, hash| tracer.argument_for(nr, fd, hash), &mut builder);
+    if let Some(path) = &export.export_markdown {
+        outputs.add(MarkdownExporter, &Destination::from_arg(Some(path), Destination::Stdout))?;
     }
-    run.readout_ns = ended.elapsed().as_nanos() as u64;
-    run.time = tracer.time_kind();
-    let trace = builder.finish(run, lost);
-    let findings = crate::diagnose::diagnose(&trace, opts.report.all);
-    Ok((trace, findings))
+    Ok(())
 }

@@ -3,19 +3,17 @@
 //! after warm-ups, and measures each run; then traces one run of each to
 //! say which syscalls and findings the change removed.
 
-pub mod stats;
+mod diff;
 mod timing;
 
-use std::collections::BTreeMap;
 use std::ffi::OsString;
 
 use serde::{Deserialize, Serialize};
 
-use crate::commands::run::trace_command;
-use crate::commands::TraceOptions;
 use crate::error::{Error, Result};
-use crate::model::Trace;
-use stats::Summary;
+use crate::pipeline::{trace_command, TraceOptions};
+use crate::stats::{self, Summary};
+pub use diff::{diff, ArgumentChange, ArgumentCount, Change, Counted, Diff, FindingChange, FindingSummary, SyscallChange};
 pub use timing::RunTiming;
 
 /// One thing to run: the baseline or a variant.
@@ -42,7 +40,7 @@ pub struct CompareOptions {
     pub progress: bool,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Comparison {
     pub runs: usize,
     pub warmup: usize,
@@ -52,7 +50,7 @@ pub struct Comparison {
     pub trace_error: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct VariantResult {
     pub label: String,
     pub change: String,
@@ -74,17 +72,16 @@ pub struct VariantResult {
     pub output_differs: Option<String>,
     /// Runs that exited non-zero (with --ignore-failure).
     pub failed_runs: usize,
-    /// From the traced run: calls per syscall, per repeated argument, and
-    /// the findings (`id: what`).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub syscalls: BTreeMap<String, u64>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub arguments: BTreeMap<String, u64>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub findings: Vec<String>,
+    /// What its traced run counted (absent with --no-trace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counted: Option<Counted>,
+    /// The baseline's counts against this variant's (absent for the
+    /// baseline itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<Diff>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct VsBaseline {
     /// Median wall time of this variant over the baseline's.
     pub ratio: f64,
@@ -93,12 +90,52 @@ pub struct VsBaseline {
     pub verdict: Verdict,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Faster,
     Slower,
     NoSignificantDifference,
+}
+
+/// The variants: the baseline A, then B with the environment changes (if
+/// any), then each --vs command line.
+pub fn variants(command: &[OsString], set_env: &[String], unset_env: &[String], vs: &[String]) -> Result<Vec<Variant>> {
+    if command.is_empty() {
+        return Err(Error::Usage("no command given: sysdiet compare [--env K=V | --vs 'CMD'] -- COMMAND [ARGS...]".into()));
+    }
+    let base_env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    let mut out = vec![Variant { label: "A".into(), change: String::new(), command: command.to_vec(), env: base_env.clone() }];
+    if !set_env.is_empty() || !unset_env.is_empty() {
+        let mut env = base_env.clone();
+        let mut change = Vec::new();
+        for kv in set_env {
+            let (k, v) = kv.split_once('=').ok_or_else(|| Error::Usage(format!("--env {kv}: write it as NAME=VALUE (NAME= for empty)")))?;
+            if k.is_empty() {
+                return Err(Error::Usage(format!("--env {kv}: the name is empty")));
+            }
+            env.retain(|(name, _)| name != k);
+            env.push((k.into(), v.into()));
+            change.push(format!("--env {}", crate::diagnose::shell_quote(kv)));
+        }
+        for k in unset_env {
+            env.retain(|(name, _)| name != k.as_str());
+            change.push(format!("--unset-env {k}"));
+        }
+        out.push(Variant { label: "B".into(), change: change.join(" "), command: command.to_vec(), env });
+    }
+    for vs in vs {
+        let command = split_words(vs)?;
+        if command.is_empty() {
+            return Err(Error::Usage("--vs needs a command line".into()));
+        }
+        let label = ((b'A' + out.len() as u8) as char).to_string();
+        out.push(Variant { label, change: format!("--vs {}", crate::diagnose::shell_quote(vs)), command, env: base_env.clone() });
+    }
+    if out.len() < 2 {
+        return Err(Error::Usage("nothing to compare with: give --env K=V, --unset-env K or --vs 'CMD'".into()));
+    }
+    Ok(out)
 }
 
 /// Differences smaller than this are not called faster or slower even when
@@ -194,22 +231,21 @@ pub fn compare(variants: &[Variant], opts: &CompareOptions) -> Result<Comparison
     Ok(result)
 }
 
-/// One traced run per variant: its syscall counts and findings.
+/// One traced run per variant: its syscall counts and findings, and the
+/// diff of each variant against the baseline.
 fn trace_each(variants: &[Variant], result: &mut Comparison) -> Result<()> {
     let opts = TraceOptions { stacks: false, quiet: true, ..Default::default() };
     for (v, r) in variants.iter().zip(&mut result.variants) {
         let traced = trace_command(&v.command, &v.env, &opts, std::time::Instant::now())?;
-        fill_counts(&traced.trace, r);
-        r.findings = traced.findings.iter().map(|f| format!("[{}] {}", f.id, f.what)).collect();
+        r.counted = Some(Counted::of(&traced.trace, &traced.findings));
+    }
+    if let Some((base, rest)) = result.variants.split_first_mut() {
+        let base = base.counted.as_ref().expect("counted above");
+        for r in rest {
+            r.diff = Some(diff(base, r.counted.as_ref().expect("counted above")));
+        }
     }
     Ok(())
-}
-
-fn fill_counts(trace: &Trace, r: &mut VariantResult) {
-    r.syscalls = trace.syscalls.iter().map(|s| (s.name.clone(), s.calls)).collect();
-    for a in trace.arguments.iter().filter(|a| a.calls > 1) {
-        *r.arguments.entry(crate::report::text::describe_argument(a)).or_default() += a.calls;
-    }
 }
 
 fn normalize(text: &str, patterns: &[regex::Regex]) -> String {

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::Variant;
 use crate::error::{Error, Result};
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct RunTiming {
     pub wall_s: f64,
     pub user_s: f64,

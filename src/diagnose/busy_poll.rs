@@ -4,7 +4,7 @@
 
 use super::{Evidence, Finding, Fix};
 use crate::model::{Argument, Timeout, Trace};
-use crate::report::format::thousands;
+use crate::human::thousands;
 
 pub const ID: &str = "busy-poll";
 

@@ -5,7 +5,7 @@
 
 use super::{Evidence, Finding, Fix};
 use crate::model::{Argument, Trace};
-use crate::report::format::{quoted, thousands};
+use crate::human::{quoted, thousands};
 
 pub const ID: &str = "failing-calls";
 

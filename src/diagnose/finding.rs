@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{SiteShare, Trace};
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Finding {
     /// The rule's stable id (`tz-unset`); JSON consumers key on it.
     pub id: String,
@@ -32,7 +32,7 @@ pub struct Finding {
     pub prove: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Evidence {
     pub syscall: String,
     pub calls: u64,
@@ -48,13 +48,13 @@ pub struct Evidence {
     pub tick_ns: u64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct Fix {
     pub kind: FixKind,
     pub text: String,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FixKind {
     Environment,

@@ -4,10 +4,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::vdso_fallback::vdso_capable;
-use crate::target::host::RunningProcess;
+use crate::linux::vdso_capable;
+use crate::linux::host::RunningProcess;
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct HostAudit {
     pub clocksource: Option<String>,
     pub available_clocksources: Vec<String>,
@@ -25,7 +25,7 @@ pub struct HostAudit {
     pub sampled_ns: Option<u64>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct ProcessAudit {
     pub pid: u32,
     pub comm: String,

@@ -6,7 +6,7 @@
 
 use super::{prove, Evidence, Finding, Fix};
 use crate::model::Trace;
-use crate::report::format::thousands;
+use crate::human::thousands;
 
 pub const ID: &str = "memory-churn";
 

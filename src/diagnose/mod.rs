@@ -90,7 +90,7 @@ pub(crate) mod testing {
         t.run.duration_ns = duration_ns;
         t.run.command = vec!["./app".into()];
         for &(name, calls, ns) in syscalls {
-            let nr = crate::trace::syscalls::by_name(name).map_or(0, |s| s.nr);
+            let nr = crate::linux::syscalls::by_name(name).map_or(0, |s| s.nr);
             t.syscalls.push(SyscallStats { calls, total_ns: ns, ..SyscallStats::new(nr) });
         }
         t.processes.push(Process { pid: 7, comm: "app".into(), syscalls: t.syscalls.clone(), ..Default::default() });
@@ -98,7 +98,7 @@ pub(crate) mod testing {
     }
 
     pub fn argument<'a>(t: &'a mut Trace, syscall: &str, argument: Argument, calls: u64, ns: u64) -> &'a mut ArgumentStats {
-        let nr = crate::trace::syscalls::by_name(syscall).map_or(0, |s| s.nr);
+        let nr = crate::linux::syscalls::by_name(syscall).map_or(0, |s| s.nr);
         t.arguments.push(ArgumentStats {
             pid: 7,
             syscall: syscall.into(),

@@ -5,7 +5,7 @@
 
 use super::{called_through, Evidence, Finding, Fix, PATH_LOOKUPS, PATH_OPENS};
 use crate::model::{Argument, Trace};
-use crate::report::format::{quoted, thousands};
+use crate::human::{quoted, thousands};
 
 pub const ID: &str = "repeated-path";
 

@@ -6,7 +6,7 @@
 
 use super::{called_through, Evidence, Finding, Fix};
 use crate::model::{Argument, MaskChange, Trace};
-use crate::report::format::{mask_change, thousands};
+use crate::human::{mask_change, thousands};
 
 pub const ID: &str = "signal-mask-churn";
 

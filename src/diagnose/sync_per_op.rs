@@ -5,7 +5,7 @@
 
 use super::{Evidence, Finding, Fix};
 use crate::model::Trace;
-use crate::report::format::thousands;
+use crate::human::thousands;
 
 pub const ID: &str = "sync-per-op";
 

@@ -4,7 +4,7 @@
 
 use super::{prove, Evidence, Finding, Fix};
 use crate::model::{Argument, Trace};
-use crate::report::format::{bytes, thousands};
+use crate::human::{bytes, thousands};
 
 pub const ID: &str = "tiny-io";
 

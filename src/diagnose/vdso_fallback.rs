@@ -7,12 +7,11 @@
 
 use super::{Evidence, Finding, Fix};
 use crate::model::{Argument, Trace};
-use crate::report::format::{clock_name, thousands};
+use crate::human::{clock_name, thousands};
+use crate::linux::vdso_capable;
 
 pub const ID: &str = "vdso-fallback";
 
-/// Clocksources whose time the vDSO can read in user space (x86).
-const VDSO_CAPABLE: &[&str] = &["tsc", "kvm-clock", "hyperv_clocksource_tsc_page"];
 /// Clock ids the vDSO serves.
 const VDSO_CLOCKS: &[i64] = &[0, 1, 4, 5, 6, 7, 11];
 const CPU_CLOCKS: &[i64] = &[2, 3];
@@ -20,16 +19,11 @@ const CPU_CLOCKS: &[i64] = &[2, 3];
 /// Clock reads per second below which a CPU-time clock is not worth a word.
 const FREQUENT: f64 = 1000.0;
 
-/// Whether the vDSO can read the time from this clocksource.
-pub fn vdso_capable(source: &str) -> bool {
-    VDSO_CAPABLE.contains(&source)
-}
-
 pub fn check(trace: &Trace) -> Vec<Finding> {
     let env = &trace.run.environment;
     let source = env.clocksource.as_deref().unwrap_or("unknown");
     let capable = vdso_capable(source);
-    let better: Vec<&str> = env.available_clocksources.iter().map(String::as_str).filter(|c| VDSO_CAPABLE.contains(c)).collect();
+    let better: Vec<&str> = env.available_clocksources.iter().map(String::as_str).filter(|c| vdso_capable(c)).collect();
     let (why_source, fixes_source) = if capable {
         (
             format!("the clocksource ({source}) lets the vDSO answer these in user space, yet they entered the kernel: the program goes around the vDSO (a raw syscall(), a static binary with an old libc, a sandbox that forbids the vDSO)"),

@@ -69,7 +69,7 @@ impl TraceBuilder {
     }
 
     pub fn add_one_shot(&mut self, nr: u32, calls: u64, errors: u64, total_ns: u64) {
-        let o = self.one_shot.entry(nr).or_insert_with(|| OneShot { syscall: crate::trace::syscalls::name(nr), nr, ..Default::default() });
+        let o = self.one_shot.entry(nr).or_insert_with(|| OneShot { syscall: crate::linux::syscalls::name(nr), nr, ..Default::default() });
         o.calls += calls;
         o.errors += errors;
         o.total_ns += total_ns;

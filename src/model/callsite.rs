@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// One stack, innermost frame first (the syscall wrapper), `main` and
 /// `_start` last.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord, schemars::JsonSchema)]
 pub struct CallSite {
     pub frames: Vec<Frame>,
     /// The first frame in the program's own code, outside libc, ld.so, the
@@ -21,7 +21,7 @@ pub struct CallSite {
     pub complete: bool,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord, schemars::JsonSchema)]
 pub struct Frame {
     /// The function, demangled; `None` when no symbol covers the address.
     pub function: Option<String>,
@@ -82,7 +82,7 @@ impl CallSite {
 }
 
 /// A call site's share of one exact count.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct SiteShare {
     /// Index into `Trace::call_sites`.
     pub site: usize,
@@ -95,7 +95,7 @@ pub struct SiteShare {
 }
 
 /// How the stacks were sampled and what it cost.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Sampling {
     /// A thread starts at one sample per `first_gap` calls (random gaps);
     /// the gap then doubles or halves to keep about one sample per

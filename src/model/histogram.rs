@@ -3,7 +3,7 @@ use serde::{Deserialize, Serialize};
 /// Byte counts in power-of-two buckets, as the kernel side fills them:
 /// bucket 0 holds 0, bucket 1 holds 1, bucket k >= 2 holds (2^(k-2), 2^(k-1)],
 /// and the last bucket also holds everything larger.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct Histogram {
     pub buckets: Vec<u64>,
 }

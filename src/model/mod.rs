@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 /// Bumped whenever the JSON shape changes incompatibly (docs/json.md).
 pub const SCHEMA_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Trace {
     pub run: RunInfo,
     /// What went unseen; all zero when the counts are complete.
@@ -35,7 +35,7 @@ pub struct Trace {
     pub sampling: Option<Sampling>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct RunInfo {
     /// The command as given (`run`), empty for `attach`.
     pub command: Vec<String>,
@@ -67,7 +67,7 @@ pub struct RunInfo {
 }
 
 /// What `total_ns` and the other times of a Trace measure.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum TimeKind {
     /// CPU time in the kernel, sampled: a timer tick every `tick_ns` on each
@@ -80,7 +80,7 @@ pub enum TimeKind {
 }
 
 /// Facts about the target's environment that rules need.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Environment {
     /// `TZ` as the command saw it, `None` when unset.
     pub tz: Option<String>,
@@ -94,7 +94,7 @@ pub struct Environment {
     pub knobs: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Exit {
     Code { code: i32 },
@@ -122,7 +122,7 @@ impl Exit {
 
 /// What went unseen. Each counter is in calls unless its doc says otherwise;
 /// all zero when everything was counted.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct Lost {
     /// New tasks of a target left untraced: no memory for their state (tasks).
     pub tasks_untraced: u64,
@@ -198,7 +198,7 @@ impl Lost {
 }
 
 /// The calls of one syscall whose argument was seen once only.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct OneShot {
     pub syscall: String,
     pub nr: u32,
@@ -208,7 +208,7 @@ pub struct OneShot {
     pub total_ns: u64,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct SyscallStats {
     pub name: String,
     pub nr: u32,
@@ -230,7 +230,7 @@ pub struct SyscallStats {
 
 impl SyscallStats {
     pub fn new(nr: u32) -> SyscallStats {
-        SyscallStats { name: crate::trace::syscalls::name(nr), nr, ..Default::default() }
+        SyscallStats { name: crate::linux::syscalls::name(nr), nr, ..Default::default() }
     }
 
     /// Adds `other`'s counts (same syscall) into this one.
@@ -251,7 +251,7 @@ impl SyscallStats {
     }
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Process {
     /// The pid; for a folded row, an id above any pid (2^30 and up).
     pub pid: u32,
@@ -267,7 +267,7 @@ pub struct Process {
     pub threads: Vec<Thread>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Thread {
     pub tid: u32,
     pub comm: String,
@@ -275,7 +275,7 @@ pub struct Thread {
 }
 
 /// What identifies one call's argument.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Argument {
     /// A path (None when it could not be read); `dirfd` for `*at` calls
@@ -290,7 +290,7 @@ pub enum Argument {
     SigMask { change: MaskChange },
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Timeout {
     /// Returns at once: a poll that never waits.
@@ -304,7 +304,7 @@ pub enum Timeout {
     RanOut,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MaskChange {
     /// `set == NULL`: only reads the mask.
@@ -319,7 +319,7 @@ pub enum MaskChange {
     Undo,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct ArgumentStats {
     pub pid: u32,
     pub syscall: String,

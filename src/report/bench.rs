@@ -2,19 +2,8 @@
 
 use std::fmt::Write;
 
-use super::format::{duration, thousands};
+use crate::human::{duration, ns, thousands};
 use crate::bench::{KernelCost, Measurements, SyscallsPerCall};
-
-/// Nanoseconds with three significant digits: 0.312, 21.4, 412, 1,712.
-pub fn ns(v: f64) -> String {
-    match v {
-        v if v >= 999.5 => thousands(v.round() as u64),
-        v if v >= 99.95 => format!("{v:.0}"),
-        v if v >= 9.995 => format!("{v:.1}"),
-        v if v >= 0.9995 => format!("{v:.2}"),
-        v => format!("{v:.3}"),
-    }
-}
 
 /// "0", "<0.01", "1.00", with the syscalls when there are any.
 pub fn syscalls(s: &SyscallsPerCall) -> String {
@@ -91,6 +80,39 @@ pub fn render(m: &Measurements) -> String {
         }
     }
     footer(&mut out, m);
+    out
+}
+
+/// The table as Markdown: one row per kernel, a column per thread count.
+pub fn markdown(m: &Measurements) -> String {
+    let mut out = String::from("| kernel |");
+    for t in &m.threads {
+        let _ = write!(out, " ns/call, {t} thread{} |", if *t == 1 { "" } else { "s" });
+    }
+    out.push_str(" syscalls/call |\n|---|");
+    out.push_str(&"---:|".repeat(m.threads.len()));
+    out.push_str("---|\n");
+    for k in &m.kernels {
+        let _ = write!(out, "| {} |", k.label);
+        for t in &m.threads {
+            let cell = k.times.iter().find(|c| c.threads == *t).map_or("-".into(), |c| ns(c.ns_per_call.median));
+            let _ = write!(out, " {cell} |");
+        }
+        let count = k.syscalls.as_ref().map_or_else(|| "?".to_string(), |s| syscalls(s).trim().to_string());
+        let _ = writeln!(out, " {count} |");
+    }
+    let h = &m.host;
+    let _ = writeln!(
+        out,
+        "\nMedians of {} runs; {} ({} CPUs), {} {}, glibc {}, clocksource {}.",
+        m.runs,
+        h.cpu,
+        h.cpus,
+        h.kernel,
+        h.machine,
+        h.glibc,
+        h.clocksource.as_deref().unwrap_or("unknown")
+    );
     out
 }
 
@@ -189,15 +211,6 @@ pub fn list<'a>(kernels: impl Iterator<Item = (String, &'a str)>) -> String {
 mod tests {
     use super::*;
     use crate::bench::SyscallShare;
-
-    #[test]
-    fn numbers_keep_three_digits() {
-        assert_eq!(ns(0.3124), "0.312");
-        assert_eq!(ns(1.917), "1.92");
-        assert_eq!(ns(21.44), "21.4");
-        assert_eq!(ns(412.4), "412");
-        assert_eq!(ns(1712.3), "1,712");
-    }
 
     #[test]
     fn syscall_counts_name_the_calls() {

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use super::format::thousands;
+use crate::human::thousands;
 use crate::model::{CallSite, Frame, SiteShare, SyscallStats, Trace};
 
 

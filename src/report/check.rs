@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::format::thousands;
+use crate::human::thousands;
 use crate::diagnose::host::HostAudit;
 
 /// Rows of processes shown; the JSON has them all.

@@ -1,21 +1,14 @@
 //! The text and Markdown of `sysdiet compare`.
 
-use std::collections::BTreeSet;
 use std::fmt::Write;
 
-use super::format::thousands;
+use super::text::describe_key;
+use crate::compare::{Change, FindingChange};
+use crate::human::{escaped, seconds, thousands};
 use crate::compare::{Comparison, Verdict, VariantResult};
 
 /// Rows of syscalls and arguments shown in the diff.
 const DIFF_ROWS: usize = 12;
-
-fn secs(s: f64) -> String {
-    if s >= 1.0 {
-        format!("{s:.3} s")
-    } else {
-        format!("{:.1} ms", s * 1e3)
-    }
-}
 
 fn verdict(v: &VariantResult) -> Option<String> {
     let b = v.vs_baseline.as_ref()?;
@@ -46,11 +39,11 @@ pub fn render(c: &Comparison) -> String {
             out,
             "  {:<3} {:>10} {:>23} {:>21} {:>9} {:>9} {:>9}",
             v.label,
-            secs(v.wall.median),
-            format!("{} ± {}", secs(v.wall.mean), secs(v.wall.stddev)),
-            format!("{} … {}", secs(v.wall.min), secs(v.wall.max)),
-            secs(v.user.median),
-            secs(v.sys.median),
+            seconds(v.wall.median),
+            format!("{} ± {}", seconds(v.wall.mean), seconds(v.wall.stddev)),
+            format!("{} … {}", seconds(v.wall.min), seconds(v.wall.max)),
+            seconds(v.user.median),
+            seconds(v.sys.median),
             format!("{} MiB", v.max_rss_kib / 1024),
         );
     }
@@ -59,7 +52,7 @@ pub fn render(c: &Comparison) -> String {
             let _ = writeln!(out, "  {} vs A: {line}", v.label);
         }
         if !v.outliers.is_empty() {
-            let runs: Vec<String> = v.outliers.iter().map(|&i| format!("{} ({})", i + 1, secs(v.runs[i].wall_s))).collect();
+            let runs: Vec<String> = v.outliers.iter().map(|&i| format!("{} ({})", i + 1, seconds(v.runs[i].wall_s))).collect();
             let _ = writeln!(out, "  {}: outlier runs {}: a busy moment? more --runs, a quieter machine", v.label, runs.join(", "));
         }
         if v.failed_runs > 0 {
@@ -81,45 +74,41 @@ pub fn render(c: &Comparison) -> String {
 }
 
 fn diff(out: &mut String, c: &Comparison) {
-    let Some(base) = c.variants.first() else { return };
-    if base.syscalls.is_empty() {
-        return;
-    }
-    for v in &c.variants[1..] {
+    for v in c.variants.iter().skip(1) {
+        let Some(d) = &v.diff else { continue };
         let _ = writeln!(out, "\nsyscalls, A → {} (one traced run each)", v.label);
-        let rows = |a: &std::collections::BTreeMap<String, u64>, b: &std::collections::BTreeMap<String, u64>| {
-            let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
-            let mut rows: Vec<(String, u64, u64)> = keys
-                .into_iter()
-                .map(|k| (k.clone(), a.get(k).copied().unwrap_or(0), b.get(k).copied().unwrap_or(0)))
-                .filter(|(_, x, y)| x != y)
-                .collect();
-            rows.sort_by_key(|(_, x, y)| std::cmp::Reverse(x.abs_diff(*y)));
-            rows
+        let rows: Vec<(String, Change)> = d
+            .syscalls
+            .iter()
+            .map(|s| (escaped(&s.syscall), s.calls))
+            .chain(d.arguments.iter().map(|a| (describe_key(&a.syscall, &a.argument), a.calls)))
+            .collect();
+        let w = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(5).clamp(5, 60);
+        let line = |out: &mut String, name: &str, c: Change| {
+            let sign = if c.variant >= c.baseline { "+" } else { "−" };
+            let _ = writeln!(out, "  {name:<w$} {:>12} → {:>12}  {sign}{}", thousands(c.baseline), thousands(c.variant), thousands(c.size()));
         };
-        let calls = rows(&base.syscalls, &v.syscalls);
-        let args = rows(&base.arguments, &v.arguments);
-        let total = |m: &std::collections::BTreeMap<String, u64>| m.values().sum::<u64>();
-        let w = calls.iter().chain(&args).map(|r| r.0.chars().count()).max().unwrap_or(5).clamp(5, 60);
-        let line = |out: &mut String, name: &str, a: u64, b: u64| {
-            let sign = if b >= a { "+" } else { "−" };
-            let _ = writeln!(out, "  {name:<w$} {:>12} → {:>12}  {sign}{}", thousands(a), thousands(b), thousands(a.abs_diff(b)));
-        };
-        line(out, "total", total(&base.syscalls), total(&v.syscalls));
-        for (name, a, b) in calls.iter().chain(&args).take(DIFF_ROWS) {
-            line(out, name, *a, *b);
+        line(out, "total", d.total);
+        for (name, c) in rows.iter().take(DIFF_ROWS) {
+            line(out, name, *c);
         }
-        if calls.is_empty() {
+        if d.syscalls.is_empty() {
             let _ = writeln!(out, "  (the same calls, the same counts)");
         }
-        let gone: Vec<&String> = base.findings.iter().filter(|f| !v.findings.contains(f)).collect();
-        let new: Vec<&String> = v.findings.iter().filter(|f| !base.findings.contains(f)).collect();
-        for f in gone {
-            let _ = writeln!(out, "  gone in {}: {f}", v.label);
+        for f in &d.findings {
+            let _ = writeln!(out, "  {}", finding_change(f, &v.label));
         }
-        for f in new {
-            let _ = writeln!(out, "  new in {}: {f}", v.label);
-        }
+    }
+}
+
+/// `gone in B: [tz-unset] ...`, `new in B: ...`, `changed in B: [rule] x → y`.
+fn finding_change(f: &FindingChange, label: &str) -> String {
+    let program = if f.program.is_empty() { String::new() } else { format!(" ({})", escaped(&f.program)) };
+    match (&f.baseline, &f.variant) {
+        (Some(a), None) => format!("gone in {label}: [{}]{program} {a}", f.rule),
+        (None, Some(b)) => format!("new in {label}: [{}]{program} {b}", f.rule),
+        (Some(a), Some(b)) => format!("changed in {label}: [{}]{program} {a} → {b}", f.rule),
+        (None, None) => format!("[{}]{program}", f.rule),
     }
 }
 
@@ -139,15 +128,33 @@ pub fn markdown(c: &Comparison) -> String {
             out,
             "| {} | {change} | {} | {} ± {} | {} … {} | {} | {} | {vs} |",
             v.label,
-            secs(v.wall.median),
-            secs(v.wall.mean),
-            secs(v.wall.stddev),
-            secs(v.wall.min),
-            secs(v.wall.max),
-            secs(v.user.median),
-            secs(v.sys.median)
+            seconds(v.wall.median),
+            seconds(v.wall.mean),
+            seconds(v.wall.stddev),
+            seconds(v.wall.min),
+            seconds(v.wall.max),
+            seconds(v.user.median),
+            seconds(v.sys.median)
         );
     }
     let _ = writeln!(out, "\n{} runs per variant after {} warm-up, interleaved, untraced; 95% bootstrap intervals of the ratio of medians.", c.runs, c.warmup);
+    for v in c.variants.iter().skip(1) {
+        let Some(d) = &v.diff else { continue };
+        let _ = writeln!(out, "\n**Syscalls, A → {}** (one traced run each)\n\n| calls | A | {} | change |\n|---|---:|---:|---:|", v.label, v.label);
+        let row = |out: &mut String, name: &str, c: Change| {
+            let sign = if c.variant >= c.baseline { "+" } else { "−" };
+            let _ = writeln!(out, "| {name} | {} | {} | {sign}{} |", thousands(c.baseline), thousands(c.variant), thousands(c.size()));
+        };
+        row(&mut out, "total", d.total);
+        for s in d.syscalls.iter().take(DIFF_ROWS) {
+            row(&mut out, &format!("`{}`", s.syscall), s.calls);
+        }
+        for a in d.arguments.iter().take(DIFF_ROWS) {
+            row(&mut out, &format!("`{}`", describe_key(&a.syscall, &a.argument).replace('|', "\\|")), a.calls);
+        }
+        for f in &d.findings {
+            let _ = writeln!(out, "\n- {}", finding_change(f, &v.label).replace('|', "\\|"));
+        }
+    }
     out
 }

@@ -12,7 +12,7 @@
 use std::fmt::Write;
 
 use super::callsites::{by_chain, from_chain};
-use super::format::{duration, thousands};
+use crate::human::{duration, thousands};
 use crate::diagnose::{Finding, FixKind};
 use crate::model::Trace;
 
@@ -29,7 +29,7 @@ pub fn section(out: &mut String, trace: &Trace, findings: &[Finding]) {
     for f in findings {
         let e = &f.evidence;
         let pid = if trace.processes.len() > 1 {
-            f.pid.map(|p| format!(" ({})", super::format::who(trace, p))).unwrap_or_default()
+            f.pid.map(|p| format!(" ({})", super::who(trace, p))).unwrap_or_default()
         } else {
             String::new()
         };

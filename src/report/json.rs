@@ -1,12 +1,15 @@
-//! The JSON report: the whole Trace, with a schema version (docs/json.md).
+//! Every document as JSON, with the schema version first (docs/json.md;
+//! the schemas in docs/schema/ are generated from these types).
 
 use serde::{Deserialize, Serialize};
 
+use super::export::Document;
 use crate::diagnose::Finding;
 use crate::model::{Trace, SCHEMA_VERSION};
 
-#[derive(Serialize, Deserialize)]
-pub struct Document {
+/// What `run` and `attach` write.
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RunDocument {
     pub version: u32,
     #[serde(flatten)]
     pub trace: Trace,
@@ -15,9 +18,45 @@ pub struct Document {
     pub findings: Vec<Finding>,
 }
 
-pub fn render(trace: &Trace, findings: &[Finding]) -> String {
-    let doc = Document { version: SCHEMA_VERSION, trace: trace.clone(), findings: findings.to_vec() };
-    let mut s = serde_json::to_string_pretty(&doc).expect("a Trace always serializes");
+/// What `compare`, `bench` and `check` write: their result with the
+/// version beside it.
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Versioned<T> {
+    pub version: u32,
+    #[serde(flatten)]
+    pub result: T,
+}
+
+pub fn render(doc: &Document) -> String {
+    let mut s = match *doc {
+        Document::Run { trace, findings } => {
+            // Serialized from borrowed parts, without copying the Trace.
+            #[derive(Serialize)]
+            struct Borrowed<'a> {
+                version: u32,
+                #[serde(flatten)]
+                trace: &'a Trace,
+                findings: &'a [Finding],
+            }
+            serde_json::to_string_pretty(&Borrowed { version: SCHEMA_VERSION, trace, findings })
+        }
+        Document::Compare(c) => serde_json::to_string_pretty(&Versioned { version: SCHEMA_VERSION, result: c }),
+        Document::Bench(m) => serde_json::to_string_pretty(&Versioned { version: SCHEMA_VERSION, result: m }),
+        Document::Check(a) => serde_json::to_string_pretty(&Versioned { version: SCHEMA_VERSION, result: a }),
+    }
+    .expect("the model always serializes");
     s.push('\n');
     s
+}
+
+/// The JSON Schema of each document, generated from the types: (name,
+/// schema). docs/schema/ holds them; tests/schema.rs keeps them current.
+pub fn schemas() -> Vec<(&'static str, String)> {
+    let pretty = |s: schemars::Schema| serde_json::to_string_pretty(&s).expect("a schema serializes") + "\n";
+    vec![
+        ("run", pretty(schemars::schema_for!(RunDocument))),
+        ("compare", pretty(schemars::schema_for!(Versioned<crate::compare::Comparison>))),
+        ("bench", pretty(schemars::schema_for!(Versioned<crate::bench::Measurements>))),
+        ("check", pretty(schemars::schema_for!(Versioned<crate::diagnose::host::HostAudit>))),
+    ]
 }

@@ -6,7 +6,7 @@
 
 use std::fmt::Write;
 
-use super::bench::ns;
+use crate::human::ns;
 use crate::bench::{KernelCost, Measurements, SyscallsPerCall};
 
 const WIDTH: f64 = 960.0;
@@ -197,7 +197,7 @@ fn lines(m: &Measurements, kernels: &[&KernelCost]) -> String {
 /// A power of ten as an axis label: "0.1 ns", "10 ns", "1,000 ns".
 fn tick(v: f64) -> String {
     if v >= 1.0 {
-        format!("{} ns", super::format::thousands(v.round() as u64))
+        format!("{} ns", crate::human::thousands(v.round() as u64))
     } else {
         format!("{v} ns")
     }

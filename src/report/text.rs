@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::format::{bytes, duration, escaped, quoted, thousands};
+use crate::human::{bytes, duration, escaped, quoted, thousands};
 use crate::model::{Argument, ArgumentStats, Exit, SyscallStats, TimeKind, Trace};
 
 /// How many repeated arguments the report lists.
@@ -163,7 +163,7 @@ fn arguments(out: &mut String, trace: &Trace) {
     let lines: Vec<(String, &ArgumentStats)> = repeated.iter().map(|a| (describe_argument(a), *a)).collect();
     let dw = lines.iter().map(|(d, _)| d.chars().count()).max().unwrap_or(0);
     for (d, a) in lines {
-        let pid = if trace.processes.len() > 1 { format!("  {}", super::format::who(trace, a.pid)) } else { String::new() };
+        let pid = if trace.processes.len() > 1 { format!("  {}", super::who(trace, a.pid)) } else { String::new() };
         let _ = writeln!(
             out,
             "  {:>w$} × {d:<dw$}  {:>9}{pid}",
@@ -178,21 +178,27 @@ fn arguments(out: &mut String, trace: &Trace) {
     }
 }
 
-/// `newfstatat("/etc/localtime")`, `write(fd 1) of ≤ 16 bytes`.
-pub fn describe_argument(a: &ArgumentStats) -> String {
-    let mut s = match &a.argument {
+/// `newfstatat("/etc/localtime")`, `read(fd 3)`: the call and its argument.
+pub fn describe_key(syscall: &str, argument: &Argument) -> String {
+    let syscall = crate::human::escaped(syscall);
+    match argument {
         Argument::Path { path, dirfd } => {
             let path = path.as_deref().map_or_else(|| "(unreadable)".to_string(), quoted);
             match dirfd {
-                Some(fd) => format!("{}(fd {fd}, {path})", a.syscall),
-                None => format!("{}({path})", a.syscall),
+                Some(fd) => format!("{syscall}(fd {fd}, {path})"),
+                None => format!("{syscall}({path})"),
             }
         }
-        Argument::Fd { fd } => format!("{}(fd {fd})", a.syscall),
-        Argument::Clock { clock } => format!("{}({})", a.syscall, super::format::clock_name(*clock)),
-        Argument::Timeout { timeout } => format!("{}(timeout {})", a.syscall, super::format::timeout(*timeout)),
-        Argument::SigMask { change } => format!("{}({})", a.syscall, super::format::mask_change(*change)),
-    };
+        Argument::Fd { fd } => format!("{syscall}(fd {fd})"),
+        Argument::Clock { clock } => format!("{syscall}({})", crate::human::clock_name(*clock)),
+        Argument::Timeout { timeout } => format!("{syscall}(timeout {})", crate::human::timeout(*timeout)),
+        Argument::SigMask { change } => format!("{syscall}({})", crate::human::mask_change(*change)),
+    }
+}
+
+/// `newfstatat("/etc/localtime")`, `write(fd 1) of ≤ 16 bytes`.
+pub fn describe_argument(a: &ArgumentStats) -> String {
+    let mut s = describe_key(&a.syscall, &a.argument);
     if let Some(moved) = a.typical_bytes() {
         let _ = write!(s, " of ≤ {}", bytes(moved));
         if let Some(asked) = a.typical_request().filter(|&asked| asked > moved) {

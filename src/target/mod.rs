@@ -1,7 +1,6 @@
 //! The processes being traced: spawned held before exec (`run`) or found by
 //! pid (`attach`), and the events that end a trace.
 
-pub mod host;
 pub mod inherited;
 pub mod spawn;
 
@@ -166,8 +165,8 @@ pub fn environment_of_process(pid: u32) -> crate::model::Environment {
 fn environment(get: impl Fn(&str) -> Option<String>) -> crate::model::Environment {
     crate::model::Environment {
         tz: get("TZ"),
-        clocksource: crate::trace::clocksource(),
-        available_clocksources: crate::trace::available_clocksources(),
+        clocksource: crate::linux::clocksource(),
+        available_clocksources: crate::linux::available_clocksources(),
         knobs: KNOBS.iter().filter_map(|k| get(k).map(|v| (k.to_string(), v))).collect(),
     }
 }

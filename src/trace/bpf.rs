@@ -12,7 +12,7 @@ use libbpf_rs::{Link, MapCore, MapFlags};
 use super::exits::{ExitReader, SweepMaps};
 use super::filter::{SyscallSet, MAX_SYSCALLS};
 use super::perf::{self, PerfEventAttr, PERF_COUNT_SW_CPU_CLOCK, PERF_TYPE_SOFTWARE};
-use super::syscalls::{self, ArgKind};
+use crate::linux::syscalls::{self, ArgKind};
 use crate::error::{Error, Result};
 use crate::model::builder::TraceBuilder;
 use crate::model::{Argument, Lost, TimeKind};

@@ -198,7 +198,7 @@ fn file(raw: &RefCell<Vec<Vec<u8>>>, out: &mut Collected, late: bool, to_sweep: 
                 out.exited.add_thread(t);
             }
             Some(Record::Slot(tgid, _, s)) => {
-                let io = super::syscalls::by_nr(s.nr).is_some_and(|i| matches!(i.arg, super::syscalls::ArgKind::FdIo { .. }));
+                let io = crate::linux::syscalls::by_nr(s.nr).is_some_and(|i| matches!(i.arg, crate::linux::syscalls::ArgKind::FdIo { .. }));
                 out.exited.add_slot(tgid, *s, io);
             }
             None => {}

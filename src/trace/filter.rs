@@ -1,7 +1,7 @@
 //! `-e trace=SET`, as strace reads it: names, `%class`es, `/regex`, `all`,
 //! `none`, `?name` (no error if unknown), and a leading `!` to negate.
 
-use super::syscalls::{self, Class};
+use crate::linux::syscalls::{self, Class};
 use crate::error::Error;
 
 pub const MAX_SYSCALLS: usize = 512;

@@ -12,7 +12,7 @@ use super::bpf::skel::types::{arg_key, arg_slot, arg_val, io_hist, once_summary,
 use super::bpf::{bpf_error, c_string, from_bytes, read_all, BpfTracer, TICK_NS};
 use super::fold::Fold;
 use super::exits::{errnos_of, used, Record, ThreadCounts};
-use super::syscalls::{self, ArgKind};
+use crate::linux::syscalls::{self, ArgKind};
 use crate::error::Result;
 use crate::model::builder::{TaskRecord, TraceBuilder};
 use crate::model::{Argument, ArgumentStats, Histogram, Lost, MaskChange, Timeout};
@@ -97,7 +97,7 @@ pub(super) fn read_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Resul
         let Some(per_cpu) = maps.errno_stats.lookup_percpu(&k, MapFlags::ANY).map_err(bpf_error)? else { continue };
         let [tgid, nr, err, _]: [u32; 4] = from_bytes(&k);
         let n: u64 = per_cpu.iter().map(|v| from_bytes::<u64>(v)).sum();
-        out.add_errno(row(tgid).unwrap_or(tgid), nr, &super::errno::name(err), n);
+        out.add_errno(row(tgid).unwrap_or(tgid), nr, &crate::linux::errno::name(err), n);
     }
     for nr in 0..super::filter::MAX_SYSCALLS as u32 {
         let Some(per_cpu) = maps.once_summary.lookup_percpu(&nr.to_ne_bytes(), MapFlags::ANY).map_err(bpf_error)? else { continue };
@@ -187,7 +187,7 @@ fn add_thread(out: &mut TraceBuilder, t: &ThreadCounts, tick_ns: u64, lost: &mut
         out.add_argument(mask_stats(t.tgid, class as i64, n));
     }
     for &(nr, err, n) in &t.errnos {
-        out.add_errno(t.tgid, nr, &super::errno::name(err), n);
+        out.add_errno(t.tgid, nr, &crate::linux::errno::name(err), n);
     }
     lost.errno_table_full += t.errnos_lost;
     out.add_user_cpu(t.user_ticks * tick_ns);

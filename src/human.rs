@@ -1,4 +1,6 @@
-//! Number and duration formatting shared by the text renderers.
+//! Numbers, durations, sizes and names as people read them. The rules
+//! write their one-line findings with these and the renderers their tables,
+//! so that a count looks the same everywhere.
 
 /// 1234567 -> "1,234,567"
 pub fn thousands(n: u64) -> String {
@@ -26,6 +28,26 @@ pub fn duration(ns: u64) -> String {
         format!("{:.0} µs", ns_f / 1e3)
     } else {
         format!("{ns} ns")
+    }
+}
+
+/// Seconds, as compare shows them: "1.234 s", "56.7 ms".
+pub fn seconds(s: f64) -> String {
+    if s >= 1.0 {
+        format!("{s:.3} s")
+    } else {
+        format!("{:.1} ms", s * 1e3)
+    }
+}
+
+/// Nanoseconds with three significant digits: 0.312, 21.4, 412, 1,712.
+pub fn ns(v: f64) -> String {
+    match v {
+        v if v >= 999.5 => thousands(v.round() as u64),
+        v if v >= 99.95 => format!("{v:.0}"),
+        v if v >= 9.995 => format!("{v:.1}"),
+        v if v >= 0.9995 => format!("{v:.2}"),
+        v => format!("{v:.3}"),
     }
 }
 
@@ -63,15 +85,6 @@ pub fn escaped(s: &str) -> String {
     q[1..q.len() - 1].to_string()
 }
 
-/// `pid 1234`, or for a row folding many exited processes of a program,
-/// `true ×19,000 (folded)`.
-pub fn who(trace: &crate::model::Trace, pid: u32) -> String {
-    match trace.processes.iter().find(|p| p.pid == pid && p.folded > 0) {
-        Some(p) => format!("{} ×{} (folded)", escaped(&p.comm), thousands(p.folded)),
-        None => format!("pid {pid}"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,6 +103,13 @@ mod tests {
         assert_eq!(bytes(16), "16 bytes");
         assert_eq!(bytes(4096), "4 KiB");
         assert_eq!(quoted("a\"b\n"), "\"a\\\"b\\n\"");
+        assert_eq!(seconds(1.2345), "1.234 s");
+        assert_eq!(seconds(0.0567), "56.7 ms");
+        assert_eq!(ns(0.3124), "0.312");
+        assert_eq!(ns(1.917), "1.92");
+        assert_eq!(ns(21.44), "21.4");
+        assert_eq!(ns(412.4), "412");
+        assert_eq!(ns(1712.2), "1,712");
     }
 }
 

@@ -1,0 +1,197 @@
+//! What a change did to the syscalls: one traced run of the baseline
+//! against one of a variant, keyed by what a call is (syscall; syscall and
+//! argument; rule and program), never by how it is printed, so a finding
+//! whose count changed is "changed", not "gone" and "new".
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::diagnose::Finding;
+use crate::model::{Argument, Trace};
+
+/// What one traced run of a variant counted.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct Counted {
+    /// Calls per syscall.
+    pub syscalls: BTreeMap<String, u64>,
+    /// Calls per (syscall, argument), for arguments seen more than once.
+    pub arguments: Vec<ArgumentCount>,
+    pub findings: Vec<FindingSummary>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct ArgumentCount {
+    pub syscall: String,
+    pub argument: Argument,
+    pub calls: u64,
+}
+
+/// A finding, as far as a comparison needs it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct FindingSummary {
+    /// The rule's id (`tz-unset`).
+    pub rule: String,
+    /// The program it is about (its comm), empty for the whole run.
+    pub program: String,
+    pub what: String,
+    pub saving_ns: u64,
+}
+
+/// The baseline's counts against a variant's.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct Diff {
+    pub total: Change,
+    /// Syscalls whose count changed, the largest change first.
+    pub syscalls: Vec<SyscallChange>,
+    /// Repeated arguments whose count changed, the largest change first.
+    pub arguments: Vec<ArgumentChange>,
+    /// Findings gone, new, or changed, keyed by (rule, program).
+    pub findings: Vec<FindingChange>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
+pub struct Change {
+    pub baseline: u64,
+    pub variant: u64,
+}
+
+impl Change {
+    pub fn size(&self) -> u64 {
+        self.baseline.abs_diff(self.variant)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct SyscallChange {
+    pub syscall: String,
+    pub calls: Change,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct ArgumentChange {
+    pub syscall: String,
+    pub argument: Argument,
+    pub calls: Change,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct FindingChange {
+    pub rule: String,
+    pub program: String,
+    /// What the baseline's finding said; None when the variant's is new.
+    pub baseline: Option<String>,
+    /// What the variant's finding says; None when it is gone.
+    pub variant: Option<String>,
+}
+
+impl Counted {
+    pub fn of(trace: &Trace, findings: &[Finding]) -> Counted {
+        let syscalls = trace.syscalls.iter().map(|s| (s.name.clone(), s.calls)).collect();
+        let mut arguments: BTreeMap<(String, Argument), u64> = BTreeMap::new();
+        for a in trace.arguments.iter().filter(|a| a.calls > 1) {
+            *arguments.entry((a.syscall.clone(), a.argument.clone())).or_default() += a.calls;
+        }
+        let program = |pid: Option<u32>| {
+            pid.and_then(|p| trace.processes.iter().find(|x| x.pid == p)).map(|p| p.comm.clone()).unwrap_or_default()
+        };
+        Counted {
+            syscalls,
+            arguments: arguments.into_iter().map(|((syscall, argument), calls)| ArgumentCount { syscall, argument, calls }).collect(),
+            findings: findings
+                .iter()
+                .map(|f| FindingSummary { rule: f.id.clone(), program: program(f.pid), what: f.what.clone(), saving_ns: f.saving_ns })
+                .collect(),
+        }
+    }
+}
+
+/// Pairs keys present on either side with their counts, changed ones only,
+/// the largest change first.
+fn changes<K: Ord + Clone>(a: &BTreeMap<K, u64>, b: &BTreeMap<K, u64>) -> Vec<(K, Change)> {
+    let mut keys: Vec<&K> = a.keys().chain(b.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let mut out: Vec<(K, Change)> = keys
+        .into_iter()
+        .map(|k| (k.clone(), Change { baseline: a.get(k).copied().unwrap_or(0), variant: b.get(k).copied().unwrap_or(0) }))
+        .filter(|(_, c)| c.size() > 0)
+        .collect();
+    out.sort_by_key(|(_, c)| std::cmp::Reverse(c.size()));
+    out
+}
+
+pub fn diff(base: &Counted, variant: &Counted) -> Diff {
+    let total = Change { baseline: base.syscalls.values().sum(), variant: variant.syscalls.values().sum() };
+    let syscalls = changes(&base.syscalls, &variant.syscalls).into_iter().map(|(syscall, calls)| SyscallChange { syscall, calls }).collect();
+    let by_argument = |c: &Counted| -> BTreeMap<(String, Argument), u64> {
+        c.arguments.iter().map(|a| ((a.syscall.clone(), a.argument.clone()), a.calls)).collect()
+    };
+    let arguments = changes(&by_argument(base), &by_argument(variant))
+        .into_iter()
+        .map(|((syscall, argument), calls)| ArgumentChange { syscall, argument, calls })
+        .collect();
+    // A rule can report a program more than once (tiny-io on two fds): the
+    // n-th of a (rule, program) pairs with the n-th of the other side.
+    let keyed = |c: &Counted| -> BTreeMap<(String, String, usize), String> {
+        let mut seen: BTreeMap<(String, String), usize> = BTreeMap::new();
+        c.findings
+            .iter()
+            .map(|f| {
+                let n = seen.entry((f.rule.clone(), f.program.clone())).or_default();
+                *n += 1;
+                ((f.rule.clone(), f.program.clone(), *n), f.what.clone())
+            })
+            .collect()
+    };
+    let (a, b) = (keyed(base), keyed(variant));
+    let mut keys: Vec<&(String, String, usize)> = a.keys().chain(b.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let findings = keys
+        .into_iter()
+        .filter(|k| a.get(*k) != b.get(*k))
+        .map(|k| FindingChange { rule: k.0.clone(), program: k.1.clone(), baseline: a.get(k).cloned(), variant: b.get(k).cloned() })
+        .collect();
+    Diff { total, syscalls, arguments, findings }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finding(rule: &str, program: &str, what: &str) -> FindingSummary {
+        FindingSummary { rule: rule.into(), program: program.into(), what: what.into(), saving_ns: 0 }
+    }
+
+    #[test]
+    fn a_finding_whose_count_changed_is_changed_not_gone_and_new() {
+        let a = Counted { findings: vec![finding("tz-unset", "app", "1,000 × newfstatat"), finding("tiny-io", "app", "x")], ..Default::default() };
+        let b = Counted { findings: vec![finding("tz-unset", "app", "10 × newfstatat"), finding("busy-poll", "app", "y")], ..Default::default() };
+        let d = diff(&a, &b);
+        let show: Vec<(&str, Option<&str>, Option<&str>)> =
+            d.findings.iter().map(|f| (f.rule.as_str(), f.baseline.as_deref(), f.variant.as_deref())).collect();
+        assert_eq!(
+            show,
+            vec![("busy-poll", None, Some("y")), ("tiny-io", Some("x"), None), ("tz-unset", Some("1,000 × newfstatat"), Some("10 × newfstatat"))]
+        );
+    }
+
+    #[test]
+    fn counts_keyed_by_syscall_and_argument() {
+        let path = |p: &str| Argument::Path { path: Some(p.into()), dirfd: None };
+        let arg = |p: &str, calls| ArgumentCount { syscall: "newfstatat".into(), argument: path(p), calls };
+        let a = Counted {
+            syscalls: [("newfstatat".to_string(), 1000), ("read".to_string(), 5)].into(),
+            arguments: vec![arg("/etc/localtime", 998), arg("/x", 2)],
+            ..Default::default()
+        };
+        let b = Counted { syscalls: [("newfstatat".to_string(), 3), ("read".to_string(), 5)].into(), arguments: vec![arg("/x", 2)], ..Default::default() };
+        let d = diff(&a, &b);
+        assert_eq!(d.total, Change { baseline: 1005, variant: 8 });
+        assert_eq!(d.syscalls, vec![SyscallChange { syscall: "newfstatat".into(), calls: Change { baseline: 1000, variant: 3 } }]);
+        assert_eq!(d.arguments.len(), 1, "/x did not change");
+        assert_eq!(d.arguments[0].argument, path("/etc/localtime"));
+        assert_eq!(d.arguments[0].calls, Change { baseline: 998, variant: 0 });
+    }
+}

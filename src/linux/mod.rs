@@ -1,0 +1,29 @@
+//! Facts about Linux that every layer reads: syscall names and numbers,
+//! errno names, the host's clocksource, its processes and time zone. No
+//! tracing here; nothing above is imported.
+
+pub mod errno;
+pub mod host;
+pub mod syscalls;
+
+const CLOCKSOURCE: &str = "/sys/devices/system/clocksource/clocksource0";
+
+/// Clocksources the vDSO reads the time from without a syscall.
+const VDSO_CAPABLE: &[&str] = &["tsc", "kvm-clock", "hyperv_clocksource_tsc_page"];
+
+/// The host's current clocksource (tsc, hpet, xen, ...).
+pub fn clocksource() -> Option<String> {
+    std::fs::read_to_string(format!("{CLOCKSOURCE}/current_clocksource")).ok().map(|s| s.trim().to_string())
+}
+
+/// The clocksources the host offers.
+pub fn available_clocksources() -> Vec<String> {
+    std::fs::read_to_string(format!("{CLOCKSOURCE}/available_clocksource"))
+        .map(|s| s.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// Whether the vDSO can read the time from this clocksource.
+pub fn vdso_capable(source: &str) -> bool {
+    VDSO_CAPABLE.contains(&source)
+}

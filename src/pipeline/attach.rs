@@ -1,0 +1,90 @@
+//! Running processes traced, all their threads and their future children,
+//! until they exit, the duration runs out, or a signal.
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use super::{finish, start_stacks, unix_now, TraceOptions, Traced, BACKEND};
+use crate::error::{Error, Result};
+use crate::model::RunInfo;
+use crate::target::{self, Event};
+use crate::trace::bpf::BpfTracer;
+
+pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, started: Instant) -> Result<Traced> {
+    if pids.is_empty() {
+        return Err(Error::Usage("no pid given: sysdiet attach -p PID[,PID...]".into()));
+    }
+    let threads: Vec<Vec<(u32, String)>> = pids.iter().map(|&p| target::live_threads(p)).collect::<Result<_>>()?;
+
+    let (tx, rx) = mpsc::channel();
+    target::watch_signals(tx.clone())?;
+    let mut tracer = BpfTracer::load(&opts.filter, opts.bpf())?;
+    let mut armed = Vec::new();
+    for (&pid, threads) in pids.iter().zip(threads) {
+        armed.extend(arm_threads(&tracer, pid, threads)?);
+    }
+    let initial = pids.iter().flat_map(|&p| crate::trace::mappings::snapshot(p)).collect();
+    let stacks = start_stacks(&tracer, opts, &armed, initial)?;
+    let setup_ns = started.elapsed().as_nanos() as u64;
+    let started_at = unix_now();
+    let t0 = Instant::now();
+    target::watch_pids(pids, tx.clone())?;
+    if let Some(d) = duration {
+        target::watch_timeout(d, tx);
+    }
+    let interrupted = loop {
+        match rx.recv() {
+            Ok(Event::AllGone) | Ok(Event::Timeout) => break false,
+            Ok(Event::Signal { .. }) | Err(_) => break true,
+            Ok(Event::Exited(_)) => {}
+        }
+    };
+    let ended = Instant::now();
+    let run = RunInfo {
+        command: Vec::new(),
+        root_pids: pids.to_vec(),
+        backend: BACKEND.into(),
+        filter: opts.filter.expr.clone(),
+        started_at,
+        duration_ns: (ended - t0).as_nanos() as u64,
+        exit: None,
+        interrupted,
+        setup_ns,
+        readout_ns: 0,
+        time: Default::default(),
+        user_cpu_ns: 0,
+        environment: target::environment_of_process(pids[0]),
+    };
+    let (trace, findings) = finish(&mut tracer, stacks, run, ended, opts)?;
+    Ok(Traced { trace, findings, status: 0 })
+}
+
+/// Arms every thread of `pid`. Threads that armed threads create are armed
+/// by the kernel side at fork; a thread made meanwhile by one not yet armed
+/// shows up in the next look at /proc, so look until nothing is new.
+/// Returns the threads armed.
+pub fn arm_threads(tracer: &BpfTracer, pid: u32, mut threads: Vec<(u32, String)>) -> Result<Vec<u32>> {
+    let ppid = target::parent_of(pid);
+    let mut armed = std::collections::HashSet::new();
+    loop {
+        let new: Vec<(u32, String)> = threads.into_iter().filter(|(tid, _)| !armed.contains(tid)).collect();
+        if new.is_empty() {
+            return Ok(armed.into_iter().collect());
+        }
+        for (tid, comm) in new {
+            match tracer.add_target(tid, false, pid, ppid, &comm) {
+                Ok(()) => {}
+                // A thread that ended in between has nothing to count; one
+                // that still runs but has no pidfd (Linux < 6.9) would be
+                // lost silently, so say so instead.
+                Err(Error::NoSuchProcess(_)) if std::path::Path::new(&format!("/proc/{pid}/task/{tid}")).exists() => {
+                    return Err(Error::ThreadUnreachable { pid, tid });
+                }
+                Err(Error::NoSuchProcess(_)) => {}
+                Err(e) => return Err(e),
+            }
+            armed.insert(tid);
+        }
+        threads = target::live_threads(pid)?;
+    }
+}

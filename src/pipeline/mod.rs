@@ -1,0 +1,89 @@
+//! The pipeline every tracing command runs: a target (a command started
+//! held, or running processes), traced until it ends, read out into a
+//! Trace, diagnosed. target → trace (+ stacks) → model → diagnose; what is
+//! written where is the caller's business.
+
+mod attach;
+mod run;
+mod zone;
+
+pub use attach::{attach, arm_threads};
+pub use run::trace_command;
+pub use zone::zone_lookups;
+
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use crate::error::Result;
+use crate::model::builder::TraceBuilder;
+use crate::diagnose::Finding;
+use crate::model::{RunInfo, Trace};
+use crate::stacks::collector::Collector;
+use crate::trace::bpf::{BpfOptions, BpfTracer, SAMPLE_FIRST_GAP, SAMPLE_INTERVAL_NS};
+use crate::trace::filter::SyscallSet;
+use crate::trace::mappings::{MapEvent, MapEvents};
+
+/// What every tracing command takes.
+#[derive(Debug, Clone, Default)]
+pub struct TraceOptions {
+    pub filter: SyscallSet,
+    /// Sample stacks to find call sites.
+    pub stacks: bool,
+    /// Measure each call's wall time (two hooks) instead of sampling CPU time.
+    pub latency: bool,
+    /// The command's stdin, stdout and stderr go to /dev/null.
+    pub quiet: bool,
+    /// Report small findings too.
+    pub all: bool,
+}
+
+/// A traced run: its Trace, the findings, and the status to exit with (the
+/// command's own, 128 + N when killed by signal N; 0 for attach).
+pub struct Traced {
+    pub trace: Trace,
+    pub findings: Vec<Finding>,
+    pub status: i32,
+}
+
+pub const BACKEND: &str = "bpf";
+
+impl TraceOptions {
+    fn bpf(&self) -> BpfOptions {
+        BpfOptions { stacks: self.stacks, latency: self.latency, keep_every_key: false }
+    }
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Starts reading stack samples, when asked for, with the mappings of
+/// `tids` watched from now on (`initial`: what they map already).
+fn start_stacks(tracer: &BpfTracer, opts: &TraceOptions, tids: &[u32], initial: Vec<MapEvent>) -> Result<Option<Collector>> {
+    if !opts.stacks {
+        return Ok(None);
+    }
+    Collector::start(tracer.samples_ring()?, MapEvents::open(tids)?, initial, tracer.folded()).map(Some)
+}
+
+/// Reads the tracer out into a Trace and writes the report. `ended` is when
+/// the traced work ended: the report's latency is measured from it.
+fn finish(
+    tracer: &mut BpfTracer,
+    stacks: Option<Collector>,
+    mut run: RunInfo,
+    ended: Instant,
+    opts: &TraceOptions,
+) -> Result<(Trace, Vec<Finding>)> {
+    let mut builder = TraceBuilder::default();
+    // This stops sampling too, so the collector's last pass gets it all.
+    let lost = tracer.read_into(&mut builder)?;
+    if let Some(collector) = stacks {
+        let collected = collector.finish();
+        crate::stacks::resolve(collected, (SAMPLE_FIRST_GAP, SAMPLE_INTERVAL_NS), |nr, fd, hash| tracer.argument_for(nr, fd, hash), &mut builder);
+    }
+    run.readout_ns = ended.elapsed().as_nanos() as u64;
+    run.time = tracer.time_kind();
+    let trace = builder.finish(run, lost);
+    let findings = crate::diagnose::diagnose(&trace, opts.all);
+    Ok((trace, findings))
+}

@@ -1,0 +1,79 @@
+//! A command traced from its execve to its end.
+
+use std::ffi::OsString;
+use std::sync::mpsc;
+use std::time::Instant;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use super::{finish, start_stacks, unix_now, TraceOptions, Traced, BACKEND};
+use crate::error::{Error, Result};
+use crate::model::RunInfo;
+use crate::target::{self, spawn, Event};
+use crate::trace::bpf::BpfTracer;
+
+/// Runs `command` with environment `env`, traced to its end.
+pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &TraceOptions, started: Instant) -> Result<Traced> {
+    let Some(name) = command.first() else {
+        return Err(Error::Usage("no command given: sysdiet run -- COMMAND [ARGS...]".into()));
+    };
+    // Cheap errors first: a typo should not wait for BPF to load.
+    let program = spawn::resolve_program(name)?;
+
+    let (tx, rx) = mpsc::channel();
+    target::watch_signals(tx.clone())?;
+    let mut tracer = BpfTracer::load(&opts.filter, opts.bpf())?;
+    let held = spawn::spawn_held(&program, command, env, opts.quiet)?;
+    let comm = program.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    tracer.add_target(held.pid(), true, held.pid(), std::process::id(), &comm)?;
+    // Before its execve, so that the mappings of the new program are seen.
+    let stacks = start_stacks(&tracer, opts, &[held.pid()], Vec::new())?;
+
+    let setup_ns = started.elapsed().as_nanos() as u64;
+    let started_at = unix_now();
+    let t0 = Instant::now();
+    let pid = held.release()?;
+    target::watch_child(pid, tx);
+
+    let mut interrupts = 0;
+    let exit = loop {
+        match rx.recv() {
+            Ok(Event::Exited(exit)) => break Some(exit),
+            Ok(Event::Signal { signal, from_terminal }) => {
+                // The terminal signals the whole process group; a signal
+                // sent to sysdiet alone is passed on to the command.
+                if !from_terminal {
+                    if let Ok(sig) = Signal::try_from(signal) {
+                        let _ = kill(Pid::from_raw(pid as i32), sig);
+                    }
+                }
+                interrupts += 1;
+                // Asked twice: report now, leave the command running, untraced.
+                if interrupts >= 2 {
+                    break None;
+                }
+            }
+            Ok(_) => {}
+            Err(_) => break None,
+        }
+    };
+    let ended = Instant::now();
+    let run = RunInfo {
+        command: command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
+        root_pids: vec![pid],
+        backend: BACKEND.into(),
+        filter: opts.filter.expr.clone(),
+        started_at,
+        duration_ns: (ended - t0).as_nanos() as u64,
+        exit,
+        interrupted: exit.is_none(),
+        setup_ns,
+        readout_ns: 0,
+        time: Default::default(),
+        user_cpu_ns: 0,
+        environment: target::environment_of_command(env),
+    };
+    let (trace, findings) = finish(&mut tracer, stacks, run, ended, opts)?;
+    Ok(Traced { trace, findings, status: exit.map_or(128 + libc::SIGINT, |e| e.shell_status()) })
+}
