@@ -13,7 +13,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 SYSDIET := target/release/sysdiet
 DEMO := target/demo/timeloop
 
-.PHONY: all deps bench-deps build demo test bench bench-workloads schema clean
+.PHONY: all deps bench-deps build demo test lint install bench bench-workloads schema clean
 
 all: build
 
@@ -49,6 +49,24 @@ demo: build $(DEMO)
 # with the kernel's rings as the debug build's may not.
 test: deps
 	cargo test --release
+
+# The binary, its man pages and shell completions, under $(DESTDIR)$(PREFIX).
+PREFIX ?= /usr/local
+install: build
+	install -D -m 755 $(SYSDIET) $(DESTDIR)$(PREFIX)/bin/sysdiet
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1
+	$(SYSDIET) __man $(DESTDIR)$(PREFIX)/share/man/man1
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+	$(SYSDIET) completions bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/sysdiet
+	$(SYSDIET) completions zsh > $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_sysdiet
+	$(SYSDIET) completions fish > $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/sysdiet.fish
+
+# Formatting and clippy's lints, as CI runs them (rustup's default profile
+# has both; a minimal one gets them added).
+lint: deps
+	@cargo fmt --version >/dev/null 2>&1 && cargo clippy --version >/dev/null 2>&1 || rustup component add rustfmt clippy
+	cargo fmt --check
+	cargo clippy --release --all-targets -- -D warnings
 
 # docs/schema/*.json, generated from the model types (tests/schema.rs
 # fails when they are stale).

@@ -20,12 +20,7 @@ fn main() {
         let src = format!("src/bpf/{name}.bpf.c");
         SkeletonBuilder::new()
             .source(&src)
-            .clang_args([
-                "-I".as_ref(),
-                vmlinux_dir.as_os_str(),
-                "-I".as_ref(),
-                "src/bpf".as_ref(),
-            ])
+            .clang_args(["-I".as_ref(), vmlinux_dir.as_os_str(), "-I".as_ref(), "src/bpf".as_ref()])
             .build_and_generate(out.join(format!("{name}.skel.rs")))
             .unwrap_or_else(|e| panic!("building {src} failed: {e:#}\n(is clang installed? `make deps`)"));
         println!("cargo:rerun-if-changed={src}");
@@ -55,10 +50,7 @@ fn write_vmlinux_h(dest: &Path) {
         .into_iter()
         .find(|b| Command::new(b).arg("version").output().is_ok())
         .unwrap_or_else(|| panic!("bpftool not found: install it (`make deps`) or set SYSDIET_VMLINUX_H"));
-    let dump = Command::new(bpftool)
-        .args(["btf", "dump", "file", btf, "format", "c"])
-        .output()
-        .unwrap_or_else(|e| panic!("running bpftool: {e}"));
+    let dump = Command::new(bpftool).args(["btf", "dump", "file", btf, "format", "c"]).output().unwrap_or_else(|e| panic!("running bpftool: {e}"));
     if !dump.status.success() {
         panic!(
             "bpftool could not dump {btf}: {}\n(the kernel needs CONFIG_DEBUG_INFO_BTF=y, or set SYSDIET_VMLINUX_H)",

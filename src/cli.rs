@@ -89,6 +89,18 @@ pub enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<OsString>,
     },
+    /// Print a shell's completion script for sysdiet
+    #[command(after_help = "Examples:\n  sysdiet completions bash > /usr/share/bash-completion/completions/sysdiet\n  \
+                            sysdiet completions zsh > /usr/local/share/zsh/site-functions/_sysdiet\n  \
+                            sysdiet completions fish > ~/.config/fish/completions/sysdiet.fish\n\n\
+                            `make install` puts them in place, with the man page.")]
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages (sysdiet.1, sysdiet-run.1, ...) to DIR (make install does)
+    #[command(name = "__man", hide = true)]
+    Man { dir: PathBuf },
     /// Audit the host without running anything: clocksource, TZ, processes without TZ
     #[command(after_help = "Examples:\n  sysdiet check\n  sysdiet check --sample 5s\n\n\
                             Lists the processes that have no TZ, with the fix for each (a systemd drop-in for services).\n\

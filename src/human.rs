@@ -7,7 +7,7 @@ pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -85,34 +85,6 @@ pub fn escaped(s: &str) -> String {
     q[1..q.len() - 1].to_string()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn formats() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1_000_004), "1,000,004");
-        assert_eq!(duration(1_984_000_000), "1.984 s");
-        assert_eq!(duration(12_300_000), "12 ms");
-        assert_eq!(duration(1_230_000), "1.2 ms");
-        assert_eq!(duration(850_000), "850 µs");
-        assert_eq!(duration(420), "420 ns");
-        assert_eq!(bytes(1), "1 byte");
-        assert_eq!(bytes(16), "16 bytes");
-        assert_eq!(bytes(4096), "4 KiB");
-        assert_eq!(quoted("a\"b\n"), "\"a\\\"b\\n\"");
-        assert_eq!(seconds(1.2345), "1.234 s");
-        assert_eq!(seconds(0.0567), "56.7 ms");
-        assert_eq!(ns(0.3124), "0.312");
-        assert_eq!(ns(1.917), "1.92");
-        assert_eq!(ns(21.44), "21.4");
-        assert_eq!(ns(412.4), "412");
-        assert_eq!(ns(1712.2), "1,712");
-    }
-}
-
 /// CLOCK_MONOTONIC, or the number for one without a name (a CPU clock of
 /// another process or thread is negative).
 pub fn clock_name(id: i64) -> String {
@@ -157,5 +129,33 @@ pub fn mask_change(c: crate::model::MaskChange) -> &'static str {
         Unblock => "unblock",
         Set => "set",
         Undo => "undoes the previous change",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_000_004), "1,000,004");
+        assert_eq!(duration(1_984_000_000), "1.984 s");
+        assert_eq!(duration(12_300_000), "12 ms");
+        assert_eq!(duration(1_230_000), "1.2 ms");
+        assert_eq!(duration(850_000), "850 µs");
+        assert_eq!(duration(420), "420 ns");
+        assert_eq!(bytes(1), "1 byte");
+        assert_eq!(bytes(16), "16 bytes");
+        assert_eq!(bytes(4096), "4 KiB");
+        assert_eq!(quoted("a\"b\n"), "\"a\\\"b\\n\"");
+        assert_eq!(seconds(1.2345), "1.234 s");
+        assert_eq!(seconds(0.0567), "56.7 ms");
+        assert_eq!(ns(0.3124), "0.312");
+        assert_eq!(ns(1.917), "1.92");
+        assert_eq!(ns(21.44), "21.4");
+        assert_eq!(ns(412.4), "412");
+        assert_eq!(ns(1712.2), "1,712");
     }
 }

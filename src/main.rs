@@ -59,8 +59,31 @@ fn dispatch(cli: Cli, started: Instant) -> Result<i32> {
             None => Err(sysdiet::Error::Usage("__bench-worker is run by `sysdiet bench`, not by hand".into())),
         },
         Command::Floor { hooks, command } => floor(&hooks, &command),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut public_command(), "sysdiet", &mut std::io::stdout());
+            Ok(0)
+        }
+        Command::Man { dir } => {
+            clap_mangen::generate_to(public_command(), &dir).map_err(|source| sysdiet::Error::File { path: dir.clone(), source })?;
+            Ok(0)
+        }
         Command::Check { args } => commands::check::check(args.sample, main_output(&args.out, Destination::Stdout, false)?),
     }
+}
+
+/// The command line without its hidden commands (sysdiet's own helpers):
+/// what completions offer and the man pages describe.
+fn public_command() -> clap::Command {
+    let full = <Cli as clap::CommandFactory>::command();
+    let mut public = clap::Command::new("sysdiet")
+        .version(env!("CARGO_PKG_VERSION"))
+        .about(full.get_about().cloned().unwrap_or_default())
+        .long_about(full.get_long_about().cloned().unwrap_or_default())
+        .subcommand_required(true);
+    for sub in full.get_subcommands().filter(|s| !s.is_hide_set()) {
+        public = public.subcommand(sub.clone());
+    }
+    public
 }
 
 /// Runs `command` under empty hooks; its exit status is ours.

@@ -66,11 +66,7 @@ fn syscalls_per_call_are_counted_not_guessed() {
 fn the_json_has_every_kernel_timed_and_counted() {
     let list = sysdiet().args(["bench", "--list"]).output().unwrap();
     assert_eq!(list.status.code(), Some(0));
-    let ids: Vec<String> = String::from_utf8_lossy(&list.stdout)
-        .lines()
-        .skip(1)
-        .map(|l| l.split_whitespace().next().unwrap().to_string())
-        .collect();
+    let ids: Vec<String> = String::from_utf8_lossy(&list.stdout).lines().skip(1).map(|l| l.split_whitespace().next().unwrap().to_string()).collect();
     assert!(ids.len() > 25, "{ids:?}");
 
     let (code, doc, err) = bench(&["--iterations", "200", "--runs", "2"]);
@@ -125,7 +121,8 @@ fn the_table_shows_the_host_and_the_seeds_three_cases() {
     for want in ["cpu ", "kernel ", "glibc 2.", "clocksource ", "tz ", "20,000 calls per thread", "per run"] {
         assert!(text.contains(want), "{want:?} in\n{text}");
     }
-    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("  none") || l.starts_with("  localtime") || l.starts_with("  gettimeofday")).collect();
+    let rows: Vec<&str> =
+        text.lines().filter(|l| l.starts_with("  none") || l.starts_with("  localtime") || l.starts_with("  gettimeofday")).collect();
     assert_eq!(rows.len(), 4, "none, localtime twice, gettimeofday:\n{text}");
     let unset = rows.iter().find(|r| r.contains("TZ unset")).unwrap();
     assert!(unset.contains("1.00  newfstatat") || unset.contains("1.00  stat"), "{unset}");
@@ -173,8 +170,16 @@ fn the_svg_is_valid_and_names_the_kernels() {
     for threads in ["1", "1,2"] {
         let svg = dir.path().join(format!("plot-{threads}.svg"));
         let (code, doc, err) = bench(&[
-            "--only", "strftime,sigsetjmp,getpid", "--threads", threads, "--iterations", "300", "--runs", "1",
-            "--svg", svg.to_str().unwrap(),
+            "--only",
+            "strftime,sigsetjmp,getpid",
+            "--threads",
+            threads,
+            "--iterations",
+            "300",
+            "--runs",
+            "1",
+            "--svg",
+            svg.to_str().unwrap(),
         ]);
         assert_eq!(code, Some(0), "{err}");
         let text = std::fs::read_to_string(&svg).unwrap();

@@ -10,7 +10,11 @@ use serde_json::Value;
 fn shares<'a>(doc: &'a Value, shares: &'a Value) -> Vec<(&'a Value, u64, u64)> {
     shares
         .as_array()
-        .map(|a| a.iter().map(|s| (&doc["call_sites"][s["site"].as_u64().unwrap() as usize], s["calls"].as_u64().unwrap(), s["samples"].as_u64().unwrap())).collect())
+        .map(|a| {
+            a.iter()
+                .map(|s| (&doc["call_sites"][s["site"].as_u64().unwrap() as usize], s["calls"].as_u64().unwrap(), s["samples"].as_u64().unwrap()))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -79,7 +83,10 @@ fn signal_mask_calls_name_their_glibc_source() {
             let ratio = reaching(&doc, mask, roots);
             assert!(ratio >= 0.99, "{exe}: only {:.1}% of samples unwound to main", ratio * 100.0);
             let s = shares(&doc, &mask["sites"]);
-            assert!(s.iter().any(|(site, _, _)| has_function(site, source) && blamed(site).as_deref() == Some(blame)), "{exe}: no {source} site blamed on {blame}: {s:?}");
+            assert!(
+                s.iter().any(|(site, _, _)| has_function(site, source) && blamed(site).as_deref() == Some(blame)),
+                "{exe}: no {source} site blamed on {blame}: {s:?}"
+            );
         }
     }
 }

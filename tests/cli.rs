@@ -163,7 +163,8 @@ fn errors_are_broken_down_by_errno() {
     assert_eq!(by_name("ioctl")["errnos"]["ENOTTY"], 100);
     assert_eq!(by_name("close")["errnos"]["EBADF"], 100);
     assert_eq!(by_name("openat")["errnos"]["ENOENT"], 100);
-    let missing = doc["arguments"].as_array().unwrap().iter().find(|a| a["argument"]["path"] == "/nonexistent/sysdiet" && a["syscall"] == "openat").unwrap();
+    let missing =
+        doc["arguments"].as_array().unwrap().iter().find(|a| a["argument"]["path"] == "/nonexistent/sysdiet" && a["syscall"] == "openat").unwrap();
     assert_eq!((missing["calls"].as_u64(), missing["errors"].as_u64()), (Some(100), Some(100)));
 }
 
@@ -196,15 +197,7 @@ fn signal_sent_to_sysdiet_is_forwarded_and_report_printed() {
     let exe = victim("exitwith");
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("r.txt");
-    let mut child = sysdiet()
-        .args(["run", "-o"])
-        .arg(&report)
-        .arg("--")
-        .arg(&exe)
-        .arg("sleep")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = sysdiet().args(["run", "-o"]).arg(&report).arg("--").arg(&exe).arg("sleep").stdout(Stdio::piped()).spawn().unwrap();
     // The command prints its pid once it runs.
     let mut line = String::new();
     std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
@@ -280,15 +273,7 @@ fn without_kernel_btf_the_message_says_so() {
 /// pid and a reader of the command's stdout.
 fn stubborn_under_sysdiet(report: &std::path::Path) -> (std::process::Child, i32, std::io::BufReader<std::process::ChildStdout>) {
     let exe = victim("exitwith");
-    let mut child = sysdiet()
-        .args(["run", "-o"])
-        .arg(report)
-        .arg("--")
-        .arg(&exe)
-        .arg("stubborn")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = sysdiet().args(["run", "-o"]).arg(report).arg("--").arg(&exe).arg("stubborn").stdout(Stdio::piped()).spawn().unwrap();
     let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     std::io::BufRead::read_line(&mut out, &mut line).unwrap();
@@ -428,4 +413,24 @@ fn the_floor_runs_a_command_under_empty_hooks_and_passes_its_status() {
         let out = sysdiet().args(["__floor", "--hooks", hooks, "--", "sh", "-c", "exit 3"]).output().unwrap();
         assert_eq!(out.status.code(), Some(3), "{hooks}: {}", String::from_utf8_lossy(&out.stderr));
     }
+}
+
+#[test]
+fn completions_and_man_pages_come_from_the_command_line() {
+    let out = sysdiet().args(["completions", "bash"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let script = String::from_utf8_lossy(&out.stdout);
+    for word in ["run", "attach", "compare", "--flamegraph", "--export-markdown"] {
+        assert!(script.contains(word), "{word} in the bash completions");
+    }
+    assert!(!script.contains("__bench-worker"), "hidden commands are not offered");
+    let out = sysdiet().args(["completions", "tcsh"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "an unknown shell is a usage error");
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = sysdiet().arg("__man").arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let run = std::fs::read_to_string(dir.path().join("sysdiet-run.1")).unwrap();
+    assert!(run.contains(".TH sysdiet-run 1") && run.contains("\\-\\-latency"), "{run}");
+    assert!(dir.path().join("sysdiet.1").exists() && !dir.path().join("sysdiet-__floor.1").exists());
 }

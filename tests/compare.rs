@@ -7,16 +7,7 @@ use serde_json::Value;
 fn compare(args: &[&str], command: &[&str]) -> (Option<i32>, Value, String) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("c.json");
-    let out = sysdiet()
-        .arg("compare")
-        .args(args)
-        .args(["--json", "-o"])
-        .arg(&json)
-        .arg("--")
-        .args(command)
-        .env_remove("TZ")
-        .output()
-        .unwrap();
+    let out = sysdiet().arg("compare").args(args).args(["--json", "-o"]).arg(&json).arg("--").args(command).env_remove("TZ").output().unwrap();
     // The file is opened before anything runs: empty when compare failed.
     let doc = std::fs::read_to_string(&json).ok().filter(|t| !t.is_empty()).map_or(Value::Null, |t| serde_json::from_str(&t).unwrap());
     (out.status.code(), doc, String::from_utf8_lossy(&out.stderr).into_owned())
@@ -47,7 +38,14 @@ fn the_tz_fix_is_measured_faster_and_its_stats_are_gone() {
     assert!(b["counted"]["findings"].as_array().unwrap().is_empty(), "{b}");
     // The diff, keyed by (syscall, argument) and (rule, program).
     let d = &b["diff"];
-    assert!(d["arguments"].as_array().unwrap().iter().any(|x| x["argument"]["path"] == "/etc/localtime" && x["calls"]["baseline"] == 99_999 && x["calls"]["variant"] == 0), "{d}");
+    assert!(
+        d["arguments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["argument"]["path"] == "/etc/localtime" && x["calls"]["baseline"] == 99_999 && x["calls"]["variant"] == 0),
+        "{d}"
+    );
     let tz: Vec<&Value> = d["findings"].as_array().unwrap().iter().filter(|f| f["rule"] == "tz-unset").collect();
     assert_eq!(tz.len(), 1, "{d}");
     assert!(tz[0]["baseline"].is_string() && tz[0]["variant"].is_null(), "gone, not changed: {d}");
@@ -68,10 +66,8 @@ fn a_variant_that_prints_something_else_is_caught() {
     assert_eq!(code, Some(1), "a fix that changes the output fails");
     assert_eq!(doc["variants"][1]["output_differs"], "line 1: baseline \"1 apple\" vs \"2 apples\"");
     // Normalized away, the outputs agree.
-    let (code, doc, _) = compare(
-        &["--runs", "2", "--no-trace", "--check-output", "--normalize", "[0-9]+ apples?", "--vs", "echo 2 apples"],
-        &["echo", "1 apple"],
-    );
+    let (code, doc, _) =
+        compare(&["--runs", "2", "--no-trace", "--check-output", "--normalize", "[0-9]+ apples?", "--vs", "echo 2 apples"], &["echo", "1 apple"]);
     assert_eq!(code, Some(0));
     assert!(doc["variants"][1].get("output_differs").is_none());
 }

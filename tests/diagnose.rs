@@ -30,16 +30,22 @@ fn findings_with(options: &[&str], name: &str, args: &[&str], env: &[(&str, &str
         .unwrap();
     assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    doc["findings"].as_array().cloned().unwrap_or_default().into_iter().map(|mut f| {
-        // Resolve the top site's blamed frame, for the assertions.
-        let blamed = f["sites"][0]["site"].as_u64().and_then(|i| {
-            let site = &doc["call_sites"][i as usize];
-            let frame = &site["frames"][site["responsible"].as_u64()? as usize];
-            Some(format!("{} {}:{}", frame["function"].as_str()?, frame["file"].as_str()?.rsplit('/').next()?, frame["line"]))
-        });
-        f["blamed"] = blamed.map_or(Value::Null, Value::String);
-        f
-    }).collect()
+    doc["findings"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|mut f| {
+            // Resolve the top site's blamed frame, for the assertions.
+            let blamed = f["sites"][0]["site"].as_u64().and_then(|i| {
+                let site = &doc["call_sites"][i as usize];
+                let frame = &site["frames"][site["responsible"].as_u64()? as usize];
+                Some(format!("{} {}:{}", frame["function"].as_str()?, frame["file"].as_str()?.rsplit('/').next()?, frame["line"]))
+            });
+            f["blamed"] = blamed.map_or(Value::Null, Value::String);
+            f
+        })
+        .collect()
 }
 
 fn ids(f: &[Value]) -> Vec<&str> {

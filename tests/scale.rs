@@ -63,8 +63,7 @@ fn twenty_thousand_exec_d_processes() {
     assert_eq!(row["comm"], "true");
     // Per-argument counts survive folding and the sweeps of ended
     // processes' entries: every /bin/true closes fd 3 twice (ld.so).
-    let true_pids: std::collections::HashSet<u64> =
-        processes.iter().filter(|p| p["comm"] == "true").map(|p| p["pid"].as_u64().unwrap()).collect();
+    let true_pids: std::collections::HashSet<u64> = processes.iter().filter(|p| p["comm"] == "true").map(|p| p["pid"].as_u64().unwrap()).collect();
     let closes: u64 = doc["arguments"]
         .as_array()
         .unwrap()
@@ -105,12 +104,7 @@ fn a_repeated_path_is_not_crowded_out_by_a_walk() {
     let exe = victim("manypaths");
     let (doc, _) = sysdiet_json(&[], &[exe.to_str().unwrap(), "100000", "10000"]);
     lost_nothing(&doc);
-    let tz = doc["arguments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["argument"]["path"] == "/etc/localtime")
-        .expect("the zone file's stats are kept");
+    let tz = doc["arguments"].as_array().unwrap().iter().find(|a| a["argument"]["path"] == "/etc/localtime").expect("the zone file's stats are kept");
     // The first localtime() reads the file; the 9,999 after it stat it.
     assert_eq!(tz["calls"], 9_999);
     let finding = doc["findings"].as_array().unwrap().iter().find(|f| f["id"] == "tz-unset").expect("tz-unset found");

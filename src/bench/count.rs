@@ -36,10 +36,7 @@ fn per_call(once: &std::collections::BTreeMap<u32, u64>, twice: &std::collection
             // A process that made fewer calls of a kind in the longer run
             // did so by chance, not per call: not counted.
             let extra = n.saturating_sub(once.get(nr).copied().unwrap_or(0));
-            (extra > 0).then(|| SyscallShare {
-                name: crate::linux::syscalls::name(*nr),
-                per_call: extra as f64 / calls as f64,
-            })
+            (extra > 0).then(|| SyscallShare { name: crate::linux::syscalls::name(*nr), per_call: extra as f64 / calls as f64 })
         })
         .collect();
     by_syscall.sort_by(|a, b| b.per_call.total_cmp(&a.per_call).then_with(|| a.name.cmp(&b.name)));

@@ -23,9 +23,8 @@ pub struct Host {
 
 pub fn facts() -> Host {
     let uts = nix::sys::utsname::uname().ok();
-    let field = |f: fn(&nix::sys::utsname::UtsName) -> &std::ffi::OsStr| {
-        uts.as_ref().map_or_else(String::new, |u| f(u).to_string_lossy().into_owned())
-    };
+    let field =
+        |f: fn(&nix::sys::utsname::UtsName) -> &std::ffi::OsStr| uts.as_ref().map_or_else(String::new, |u| f(u).to_string_lossy().into_owned());
     let clocksource = crate::linux::clocksource();
     Host {
         cpu: cpu_model(&std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default()),

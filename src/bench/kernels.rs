@@ -132,9 +132,7 @@ pub fn select(only: Option<&[String]>) -> Result<Vec<usize>, String> {
             return Err(format!("unknown kernel `{want}` (see `sysdiet bench --list`)"));
         }
     }
-    Ok((0..KERNELS.len())
-        .filter(|&i| only.iter().any(|w| KERNELS[i].name == w || KERNELS[i].id() == *w))
-        .collect())
+    Ok((0..KERNELS.len()).filter(|&i| only.iter().any(|w| KERNELS[i].name == w || KERNELS[i].id() == *w)).collect())
 }
 
 #[cfg(test)]
@@ -152,10 +150,7 @@ mod tests {
     #[test]
     fn a_name_selects_every_variant_and_an_id_one() {
         let names = |sel: Vec<usize>| sel.iter().map(|&i| KERNELS[i].id()).collect::<Vec<_>>();
-        assert_eq!(
-            names(select(Some(&["localtime".into(), "none".into()])).unwrap()),
-            ["none", "localtime:tz_unset", "localtime:tz_set"]
-        );
+        assert_eq!(names(select(Some(&["localtime".into(), "none".into()])).unwrap()), ["none", "localtime:tz_unset", "localtime:tz_set"]);
         assert_eq!(names(select(Some(&["localtime:tz_set".into()])).unwrap()), ["localtime:tz_set"]);
         assert!(select(Some(&["localtim".into()])).unwrap_err().contains("localtim"));
         assert_eq!(select(None).unwrap().len(), KERNELS.len());

@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use crate::stats::{summarize, Summary};
 use crate::error::{Error, Result};
+use crate::stats::{summarize, Summary};
 use crate::trace::tally::Tally;
 use host::Host;
 use kernels::{Tz, KERNELS, TZ_SET};
@@ -208,13 +208,7 @@ impl Steps<'_> {
 
 fn cost_of(i: usize) -> KernelCost {
     let k = &KERNELS[i];
-    KernelCost {
-        id: k.id(),
-        name: k.name.into(),
-        label: k.label.into(),
-        tz: (k.tz == Tz::Set).then(|| TZ_SET.into()),
-        ..Default::default()
-    }
+    KernelCost { id: k.id(), name: k.name.into(), label: k.label.into(), tz: (k.tz == Tz::Set).then(|| TZ_SET.into()), ..Default::default() }
 }
 
 /// Times a job in a worker process; None when Ctrl-C ended it.
@@ -229,9 +223,7 @@ fn time(job: &Job, stop: &AtomicBool) -> Result<Option<Timed>> {
         let why = String::from_utf8_lossy(&out.stderr).lines().next().unwrap_or("").to_string();
         return Err(worker_failed(job.kernel, &format!("{} {why}", out.status)));
     }
-    serde_json::from_slice(&out.stdout)
-        .map(Some)
-        .map_err(|e| worker_failed(job.kernel, &format!("unreadable answer: {e}")))
+    serde_json::from_slice(&out.stdout).map(Some).map_err(|e| worker_failed(job.kernel, &format!("unreadable answer: {e}")))
 }
 
 /// sysdiet's own executable, which runs the kernels.

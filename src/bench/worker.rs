@@ -28,13 +28,8 @@ pub struct Job {
 
 impl Job {
     pub fn args(&self) -> Vec<String> {
-        let mut a = vec![
-            WORKER_COMMAND.to_string(),
-            self.kernel.to_string(),
-            self.threads.to_string(),
-            self.iterations.to_string(),
-            self.runs.to_string(),
-        ];
+        let mut a =
+            vec![WORKER_COMMAND.to_string(), self.kernel.to_string(), self.threads.to_string(), self.iterations.to_string(), self.runs.to_string()];
         if self.count {
             a.push("count".into());
         }
@@ -111,9 +106,7 @@ fn time(kernel: &'static Kernel, job: &Job) -> std::io::Result<Timed> {
             })
             .collect::<Vec<f64>>()
     })?;
-    let ns_per_call = (0..runs)
-        .map(|r| per_thread.iter().map(|t| t[r]).sum::<f64>() / job.threads as f64)
-        .collect();
+    let ns_per_call = (0..runs).map(|r| per_thread.iter().map(|t| t[r]).sum::<f64>() / job.threads as f64).collect();
     Ok(Timed { iterations, ns_per_call })
 }
 

@@ -57,8 +57,7 @@ pub fn run(a: BenchArgs, mut outputs: Outputs) -> Result<i32> {
 
 fn progress_bar() -> indicatif::ProgressBar {
     let bar = indicatif::ProgressBar::new(1);
-    let style = indicatif::ProgressStyle::with_template("sysdiet bench {bar:30} {pos}/{len}  {msg}")
-        .expect("a valid template");
+    let style = indicatif::ProgressStyle::with_template("sysdiet bench {bar:30} {pos}/{len}  {msg}").expect("a valid template");
     bar.set_style(style);
     bar.enable_steady_tick(std::time::Duration::from_millis(200));
     bar

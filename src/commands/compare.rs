@@ -10,11 +10,8 @@ use sysdiet::Result;
 use crate::cli::CompareArgs;
 
 pub fn run(a: CompareArgs, mut outputs: Outputs) -> Result<i32> {
-    let normalize = a
-        .normalize
-        .iter()
-        .map(|r| regex::Regex::new(r).map_err(|e| Error::Usage(format!("--normalize {r}: {e}"))))
-        .collect::<Result<Vec<_>>>()?;
+    let normalize =
+        a.normalize.iter().map(|r| regex::Regex::new(r).map_err(|e| Error::Usage(format!("--normalize {r}: {e}")))).collect::<Result<Vec<_>>>()?;
     let variants = variants(&a.command, &a.env, &a.unset_env, &a.vs)?;
     let opts = CompareOptions {
         runs: a.runs,

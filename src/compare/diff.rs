@@ -92,9 +92,7 @@ impl Counted {
         for a in trace.arguments.iter().filter(|a| a.calls > 1) {
             *arguments.entry((a.syscall.clone(), a.argument.clone())).or_default() += a.calls;
         }
-        let program = |pid: Option<u32>| {
-            pid.and_then(|p| trace.processes.iter().find(|x| x.pid == p)).map(|p| p.comm.clone()).unwrap_or_default()
-        };
+        let program = |pid: Option<u32>| pid.and_then(|p| trace.processes.iter().find(|x| x.pid == p)).map(|p| p.comm.clone()).unwrap_or_default();
         Counted {
             syscalls,
             arguments: arguments.into_iter().map(|((syscall, argument), calls)| ArgumentCount { syscall, argument, calls }).collect(),
@@ -186,7 +184,11 @@ mod tests {
             arguments: vec![arg("/etc/localtime", 998), arg("/x", 2)],
             ..Default::default()
         };
-        let b = Counted { syscalls: [("newfstatat".to_string(), 3), ("read".to_string(), 5)].into(), arguments: vec![arg("/x", 2)], ..Default::default() };
+        let b = Counted {
+            syscalls: [("newfstatat".to_string(), 3), ("read".to_string(), 5)].into(),
+            arguments: vec![arg("/x", 2)],
+            ..Default::default()
+        };
         let d = diff(&a, &b);
         assert_eq!(d.total, Change { baseline: 1005, variant: 8 });
         assert_eq!(d.syscalls, vec![SyscallChange { syscall: "newfstatat".into(), calls: Change { baseline: 1000, variant: 3 } }]);

@@ -3,8 +3,8 @@
 //! sched_yield spins. Each burns a syscall and a CPU for nothing.
 
 use super::{Evidence, Finding, Fix};
-use crate::model::{Argument, Timeout, Trace};
 use crate::human::thousands;
+use crate::model::{Argument, Timeout, Trace};
 
 pub const ID: &str = "busy-poll";
 
@@ -21,7 +21,10 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             evidence: Evidence::new(trace, &a.syscall, a.calls, a.total_ns),
             sites: a.sites.clone(),
             saving_ns: a.total_ns,
-            why: format!("{} with a zero timeout returns at once: called in a loop it spins, asking whether anything is ready instead of waiting for it", a.syscall),
+            why: format!(
+                "{} with a zero timeout returns at once: called in a loop it spins, asking whether anything is ready instead of waiting for it",
+                a.syscall
+            ),
             fixes: vec![
                 Fix::code("wait with a timeout (or -1) and let the kernel wake the thread when an fd is ready"),
                 Fix::code("if a loop must also do other work, wait until that work's deadline instead of 0"),

@@ -4,8 +4,8 @@
 //! again. A failure that repeats is an answer that could be kept.
 
 use super::{Evidence, Finding, Fix};
-use crate::model::{Argument, Trace};
 use crate::human::{quoted, thousands};
+use crate::model::{Argument, Trace};
 
 pub const ID: &str = "failing-calls";
 
@@ -13,7 +13,9 @@ fn advice(syscall: &str, errno: &str) -> &'static str {
     match (syscall, errno) {
         ("ioctl", "ENOTTY") => "the program asks again and again whether a file is a terminal (isatty): ask once per fd",
         ("close", "EBADF") => "closing fds that are not open (a close-everything sweep): use close_range(2) or closefrom(), or track what is open",
-        (_, "ENOENT") => "looking for a file that is not there, again and again: remember that it is missing, or fix the search path so it is found first",
+        (_, "ENOENT") => {
+            "looking for a file that is not there, again and again: remember that it is missing, or fix the search path so it is found first"
+        }
         (_, "EAGAIN") => "retrying a non-blocking call that is not ready: wait for readiness (poll/epoll) instead",
         _ => "the same call keeps failing the same way: find out why once and stop making it, or keep the answer",
     }
@@ -28,11 +30,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                     continue;
                 }
                 // The path or fd that failed most, when there is one.
-                let arg = trace
-                    .arguments
-                    .iter()
-                    .filter(|a| a.pid == p.pid && a.nr == s.nr && a.errors > 0)
-                    .max_by_key(|a| a.errors);
+                let arg = trace.arguments.iter().filter(|a| a.pid == p.pid && a.nr == s.nr && a.errors > 0).max_by_key(|a| a.errors);
                 let on = match arg.map(|a| &a.argument) {
                     Some(Argument::Path { path: Some(path), .. }) => format!("({})", quoted(path)),
                     Some(Argument::Fd { fd }) => format!("(fd {fd})"),
@@ -46,7 +44,12 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                     evidence: Evidence::new(trace, &s.name, n, ns),
                     sites: arg.map_or_else(|| s.sites.clone(), |a| a.sites.clone()),
                     saving_ns: ns,
-                    why: format!("{} of {} {} calls failed with {errno}: the same question, the same answer", thousands(n), thousands(s.calls), s.name),
+                    why: format!(
+                        "{} of {} {} calls failed with {errno}: the same question, the same answer",
+                        thousands(n),
+                        thousands(s.calls),
+                        s.name
+                    ),
                     fixes: vec![Fix::code(advice(&s.name, errno))],
                     tradeoff: None,
                     prove: None,

@@ -4,8 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::linux::vdso_capable;
 use crate::linux::host::RunningProcess;
+use crate::linux::vdso_capable;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct HostAudit {
@@ -45,7 +45,9 @@ pub fn audit(
 ) -> HostAudit {
     let vdso_clocks = clocksource.as_deref().is_some_and(vdso_capable);
     let clocksource_fix = (!vdso_clocks).then(|| match available.iter().find(|c| vdso_capable(c)) {
-        Some(c) => format!("echo {c} > /sys/devices/system/clocksource/clocksource0/current_clocksource, and clocksource={c} on the kernel command line"),
+        Some(c) => {
+            format!("echo {c} > /sys/devices/system/clocksource/clocksource0/current_clocksource, and clocksource={c} on the kernel command line")
+        }
         None => "no clocksource here lets the vDSO read the time: on a VM, give the guest a stable TSC or kvm-clock".into(),
     });
     let mut out: Vec<ProcessAudit> = processes

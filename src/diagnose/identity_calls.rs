@@ -3,8 +3,8 @@
 //! answer does not change (getppid only when the parent dies).
 
 use super::{Evidence, Finding, Fix};
-use crate::model::Trace;
 use crate::human::thousands;
+use crate::model::Trace;
 
 pub const ID: &str = "identity-calls";
 

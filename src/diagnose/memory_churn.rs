@@ -5,8 +5,8 @@
 //! and freeing such blocks in a loop makes a syscall pair each time.
 
 use super::{prove, Evidence, Finding, Fix};
-use crate::model::Trace;
 use crate::human::thousands;
+use crate::model::Trace;
 
 pub const ID: &str = "memory-churn";
 

@@ -52,9 +52,7 @@ pub fn rules_reading_arguments() -> Vec<&'static str> {
 /// well under 1% of the run) only when `all`.
 pub fn diagnose(trace: &Trace, all: bool) -> Vec<Finding> {
     let mut found: Vec<Finding> = RULES.iter().flat_map(|r| (r.check)(trace)).filter(|f| all || !f.is_small()).collect();
-    found.sort_by(|a, b| {
-        b.saving_ns.cmp(&a.saving_ns).then(b.evidence.calls.cmp(&a.evidence.calls)).then(a.id.cmp(&b.id))
-    });
+    found.sort_by(|a, b| b.saving_ns.cmp(&a.saving_ns).then(b.evidence.calls.cmp(&a.evidence.calls)).then(a.id.cmp(&b.id)));
     found
 }
 
@@ -73,9 +71,7 @@ fn called_through(trace: &Trace, shares: &[SiteShare], names: &[&str]) -> bool {
 }
 
 /// Syscalls that look a path up without opening it.
-const PATH_LOOKUPS: &[&str] = &[
-    "stat", "lstat", "newfstatat", "statx", "access", "faccessat", "faccessat2", "readlink", "readlinkat",
-];
+const PATH_LOOKUPS: &[&str] = &["stat", "lstat", "newfstatat", "statx", "access", "faccessat", "faccessat2", "readlink", "readlinkat"];
 
 /// Syscalls that open a path.
 const PATH_OPENS: &[&str] = &["open", "openat", "openat2", "creat"];

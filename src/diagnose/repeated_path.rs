@@ -4,18 +4,22 @@
 //! zone file with TZ unset is tz-unset's.
 
 use super::{called_through, Evidence, Finding, Fix, PATH_LOOKUPS, PATH_OPENS};
-use crate::model::{Argument, Trace};
 use crate::human::{quoted, thousands};
+use crate::model::{Argument, Trace};
 
 pub const ID: &str = "repeated-path";
 
 /// Libraries behind a repeated path, recognised by their functions, and
 /// the knob that makes them cache.
 const KNOWN: &[(&[&str], &str)] = &[
-    (&["getpwnam", "getpwuid", "getgrnam", "getgrgid", "initgroups", "getpwnam_r", "getpwuid_r"],
-     "the user/group lookups re-read /etc/passwd and /etc/group each time: run nscd (or sssd) to cache them, or look each user up once"),
-    (&["getaddrinfo", "gethostbyname", "gethostbyname2", "res_init", "__res_maybe_init"],
-     "name resolution re-reads /etc/hosts, /etc/resolv.conf and nsswitch.conf: run a caching resolver (nscd, systemd-resolved) or resolve once"),
+    (
+        &["getpwnam", "getpwuid", "getgrnam", "getgrgid", "initgroups", "getpwnam_r", "getpwuid_r"],
+        "the user/group lookups re-read /etc/passwd and /etc/group each time: run nscd (or sssd) to cache them, or look each user up once",
+    ),
+    (
+        &["getaddrinfo", "gethostbyname", "gethostbyname2", "res_init", "__res_maybe_init"],
+        "name resolution re-reads /etc/hosts, /etc/resolv.conf and nsswitch.conf: run a caching resolver (nscd, systemd-resolved) or resolve once",
+    ),
     (&["iconv_open", "setlocale", "newlocale"], "locale or iconv set-up per call: create it once and reuse it"),
 ];
 
@@ -54,7 +58,11 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             evidence: Evidence::new(trace, &a.syscall, a.calls, a.total_ns),
             sites: a.sites.clone(),
             saving_ns: a.total_ns - a.total_ns / a.calls,
-            why: format!("the same path is {} {} times; the answer rarely changes between two of them", if open { "opened" } else { "looked up" }, thousands(a.calls)),
+            why: format!(
+                "the same path is {} {} times; the answer rarely changes between two of them",
+                if open { "opened" } else { "looked up" },
+                thousands(a.calls)
+            ),
             fixes,
             tradeoff: Some("a cached answer misses changes to the file until it is re-read".into()),
             prove: None,
@@ -66,12 +74,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
 /// Whether process `pid` changed its working directory: its relative
 /// paths then name other files from one call to the next (tar, find).
 fn changes_directory(trace: &Trace, pid: u32) -> bool {
-    trace
-        .processes
-        .iter()
-        .filter(|p| p.pid == pid)
-        .flat_map(|p| &p.syscalls)
-        .any(|s| (s.name == "chdir" || s.name == "fchdir") && s.calls > 0)
+    trace.processes.iter().filter(|p| p.pid == pid).flat_map(|p| &p.syscalls).any(|s| (s.name == "chdir" || s.name == "fchdir") && s.calls > 0)
 }
 
 #[cfg(test)]

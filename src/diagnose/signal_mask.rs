@@ -5,8 +5,8 @@
 //! 1)/siglongjmp save and restore the mask on every switch or jump.
 
 use super::{called_through, Evidence, Finding, Fix};
-use crate::model::{Argument, MaskChange, Trace};
 use crate::human::{mask_change, thousands};
+use crate::model::{Argument, MaskChange, Trace};
 
 pub const ID: &str = "signal-mask-churn";
 
@@ -30,9 +30,8 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                 _ => None,
             })
             .collect();
-        kinds.sort_by(|a, b| b.1.cmp(&a.1));
-        let pointless: u64 =
-            kinds.iter().filter(|(k, _)| matches!(k, MaskChange::Query | MaskChange::Same | MaskChange::Undo)).map(|k| k.1).sum();
+        kinds.sort_by_key(|k| std::cmp::Reverse(k.1));
+        let pointless: u64 = kinds.iter().filter(|(k, _)| matches!(k, MaskChange::Query | MaskChange::Same | MaskChange::Undo)).map(|k| k.1).sum();
         let share = |n: u64| format!("{:.0}%", 100.0 * n as f64 / s.calls as f64);
         let breakdown: Vec<String> =
             kinds.iter().filter(|(_, n)| n * 200 >= s.calls).take(3).map(|(k, n)| format!("{} {}", share(*n), mask_change(*k))).collect();

@@ -4,8 +4,8 @@
 //! durability of the batch at a fraction of the cost.
 
 use super::{Evidence, Finding, Fix};
-use crate::model::Trace;
 use crate::human::thousands;
+use crate::model::Trace;
 
 pub const ID: &str = "sync-per-op";
 

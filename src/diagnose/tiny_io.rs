@@ -3,8 +3,8 @@
 //! pipe. Buffering turns thousands of syscalls into a few.
 
 use super::{prove, Evidence, Finding, Fix};
-use crate::model::{Argument, Trace};
 use crate::human::{bytes, thousands};
+use crate::model::{Argument, Trace};
 
 pub const ID: &str = "tiny-io";
 
@@ -47,10 +47,11 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             evidence: Evidence::new(trace, &a.syscall, a.calls, a.total_ns),
             sites: a.sites.clone(),
             // Block-sized calls would take about calls × moved / 4 KiB.
-            saving_ns: a.total_ns - a.total_ns * (moved.max(1)).min(4096) / 4096,
+            saving_ns: a.total_ns - a.total_ns * moved.clamp(1, 4096) / 4096,
             why: format!("each call moves at most {} (90% of them); every one pays a full syscall for it", bytes(moved)),
             fixes,
-            tradeoff: writing.then(|| "buffered output reaches the reader later: flush where a line must be seen at once (prompts, logs before a crash)".into()),
+            tradeoff: writing
+                .then(|| "buffered output reaches the reader later: flush where a line must be seen at once (prompts, logs before a crash)".into()),
             prove: (!variants.is_empty()).then(|| prove(trace, &variants.join(" "))).flatten(),
         });
     }

@@ -4,8 +4,8 @@
 //! strftime() check once. Setting TZ makes it check once too.
 
 use super::{called_through, prove, Evidence, Finding, Fix, PATH_LOOKUPS};
-use crate::model::{Argument, Trace};
 use crate::human::{quoted, thousands};
+use crate::model::{Argument, Trace};
 
 pub const ID: &str = "tz-unset";
 
@@ -28,7 +28,11 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         .filter(|a| a.calls >= 2)
         .map(|a| {
             let via: Vec<&str> = RECHECKING.iter().copied().filter(|f| called_through(trace, &a.sites, &[f])).collect();
-            let through = if via.is_empty() { "localtime()/mktime()/tzset()/ctime()".to_string() } else { via.iter().map(|f| format!("{f}()")).collect::<Vec<_>>().join("/") };
+            let through = if via.is_empty() {
+                "localtime()/mktime()/tzset()/ctime()".to_string()
+            } else {
+                via.iter().map(|f| format!("{f}()")).collect::<Vec<_>>().join("/")
+            };
             let per_call = a.total_ns / a.calls;
             Finding {
                 id: ID.into(),

@@ -6,9 +6,9 @@
 //! clocks are always syscalls: a cost only when read very often.
 
 use super::{Evidence, Finding, Fix};
-use crate::model::{Argument, Trace};
 use crate::human::{clock_name, thousands};
 use crate::linux::vdso_capable;
+use crate::model::{Argument, Trace};
 
 pub const ID: &str = "vdso-fallback";
 

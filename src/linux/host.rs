@@ -26,10 +26,7 @@ pub fn processes(except: u32) -> Vec<RunningProcess> {
             if environ.is_empty() {
                 return None;
             }
-            let tz = environ
-                .split(|&b| b == 0)
-                .find_map(|kv| kv.strip_prefix(b"TZ="))
-                .map(|v| String::from_utf8_lossy(v).into_owned());
+            let tz = environ.split(|&b| b == 0).find_map(|kv| kv.strip_prefix(b"TZ=")).map(|v| String::from_utf8_lossy(v).into_owned());
             let comm = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?.trim().to_string();
             let unit = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok().and_then(|c| unit_of(&c));
             Some(RunningProcess { pid, comm, tz, unit })
@@ -41,7 +38,7 @@ pub fn processes(except: u32) -> Vec<RunningProcess> {
 
 /// The service unit in a /proc/PID/cgroup text (`0::/system.slice/x.service`).
 fn unit_of(cgroup: &str) -> Option<String> {
-    cgroup.lines().flat_map(|l| l.rsplit(':').next().unwrap_or("").split('/')).filter(|p| p.ends_with(".service")).last().map(str::to_string)
+    cgroup.lines().flat_map(|l| l.rsplit(':').next().unwrap_or("").split('/')).rfind(|p| p.ends_with(".service")).map(str::to_string)
 }
 
 /// Where TZ is set for every process the system starts, if anywhere:

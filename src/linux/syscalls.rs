@@ -64,7 +64,10 @@ pub enum ArgKind {
     Path(u8),
     Fd(u8),
     /// An fd and a requested byte count (read, write, ...).
-    FdIo { fd: u8, size: u8 },
+    FdIo {
+        fd: u8,
+        size: u8,
+    },
     /// A clock id (clock_gettime).
     Clock(u8),
     /// A timeout in milliseconds (poll, epoll_wait): zero, finite or none.
@@ -95,10 +98,7 @@ pub fn all() -> &'static [SyscallInfo] {
 }
 
 pub fn by_nr(nr: u32) -> Option<&'static SyscallInfo> {
-    table::TABLE
-        .binary_search_by_key(&nr, |s| s.nr)
-        .ok()
-        .map(|i| &table::TABLE[i])
+    table::TABLE.binary_search_by_key(&nr, |s| s.nr).ok().map(|i| &table::TABLE[i])
 }
 
 pub fn by_name(name: &str) -> Option<&'static SyscallInfo> {

@@ -142,11 +142,8 @@ pub fn apportion(calls: u64, total_ns: u64, samples: &[(usize, f64, f64, u64)]) 
     let sites: Vec<(usize, f64, f64, u64)> = by_site.into_iter().map(|(s, (w, t, n))| (s, w, t, n)).collect();
     let call_shares = largest_remainder(calls, &sites.iter().map(|s| s.1).collect::<Vec<_>>());
     // Time: by sampled time, or by calls when no sample took any time.
-    let time_weights: Vec<f64> = if sites.iter().any(|s| s.2 > 0.0) {
-        sites.iter().map(|s| s.2).collect()
-    } else {
-        sites.iter().map(|s| s.1).collect()
-    };
+    let time_weights: Vec<f64> =
+        if sites.iter().any(|s| s.2 > 0.0) { sites.iter().map(|s| s.2).collect() } else { sites.iter().map(|s| s.1).collect() };
     let ns_shares = largest_remainder(total_ns, &time_weights);
     let mut out: Vec<SiteShare> = sites
         .iter()

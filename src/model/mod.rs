@@ -188,12 +188,7 @@ impl Lost {
     /// read arguments (repeated paths, tiny I/O, ...) may be missing.
     pub fn arguments_incomplete(&self) -> bool {
         self.counts_incomplete()
-            || self.argument_table_full
-                + self.argument_alloc_failed
-                + self.once_table_full
-                + self.path_strings
-                + self.histogram_table_full
-                > 0
+            || self.argument_table_full + self.argument_alloc_failed + self.once_table_full + self.path_strings + self.histogram_table_full > 0
     }
 }
 
@@ -280,14 +275,25 @@ pub struct Thread {
 pub enum Argument {
     /// A path (None when it could not be read); `dirfd` for `*at` calls
     /// not relative to the working directory.
-    Path { path: Option<String>, dirfd: Option<i64> },
-    Fd { fd: i64 },
+    Path {
+        path: Option<String>,
+        dirfd: Option<i64>,
+    },
+    Fd {
+        fd: i64,
+    },
     /// clock_gettime's clock id (CLOCK_MONOTONIC = 1, ...).
-    Clock { clock: i64 },
+    Clock {
+        clock: i64,
+    },
     /// poll/epoll_wait/ppoll/select: the kind of timeout.
-    Timeout { timeout: Timeout },
+    Timeout {
+        timeout: Timeout,
+    },
     /// rt_sigprocmask: what the call did to the mask it found.
-    SigMask { change: MaskChange },
+    SigMask {
+        change: MaskChange,
+    },
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash, schemars::JsonSchema)]
@@ -366,9 +372,7 @@ impl Trace {
 
 /// Sorts syscall stats the way reports show them: most time, then most calls.
 pub fn sort_by_cost(stats: &mut [SyscallStats]) {
-    stats.sort_by(|a, b| {
-        b.total_ns.cmp(&a.total_ns).then(b.calls.cmp(&a.calls)).then(a.name.cmp(&b.name))
-    });
+    stats.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(b.calls.cmp(&a.calls)).then(a.name.cmp(&b.name)));
 }
 
 impl ArgumentStats {

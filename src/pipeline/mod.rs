@@ -7,15 +7,15 @@ mod attach;
 mod run;
 mod zone;
 
-pub use attach::{attach, arm_threads};
+pub use attach::{arm_threads, attach};
 pub use run::trace_command;
 pub use zone::zone_lookups;
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use crate::diagnose::Finding;
 use crate::error::Result;
 use crate::model::builder::TraceBuilder;
-use crate::diagnose::Finding;
 use crate::model::{RunInfo, Trace};
 use crate::stacks::collector::Collector;
 use crate::trace::bpf::{BpfOptions, BpfTracer, SAMPLE_FIRST_GAP, SAMPLE_INTERVAL_NS};
@@ -67,13 +67,7 @@ fn start_stacks(tracer: &BpfTracer, opts: &TraceOptions, tids: &[u32], initial: 
 
 /// Reads the tracer out into a Trace and writes the report. `ended` is when
 /// the traced work ended: the report's latency is measured from it.
-fn finish(
-    tracer: &mut BpfTracer,
-    stacks: Option<Collector>,
-    mut run: RunInfo,
-    ended: Instant,
-    opts: &TraceOptions,
-) -> Result<(Trace, Vec<Finding>)> {
+fn finish(tracer: &mut BpfTracer, stacks: Option<Collector>, mut run: RunInfo, ended: Instant, opts: &TraceOptions) -> Result<(Trace, Vec<Finding>)> {
     let mut builder = TraceBuilder::default();
     // This stops sampling too, so the collector's last pass gets it all.
     let lost = tracer.read_into(&mut builder)?;

@@ -2,8 +2,8 @@
 
 use std::fmt::Write;
 
-use crate::human::{duration, ns, thousands};
 use crate::bench::{KernelCost, Measurements, SyscallsPerCall};
+use crate::human::{duration, ns, thousands};
 
 /// "0", "<0.01", "1.00", with the syscalls when there are any.
 pub fn syscalls(s: &SyscallsPerCall) -> String {
@@ -119,9 +119,7 @@ pub fn markdown(m: &Measurements) -> String {
 /// Whether a count with more threads shows a syscall the one-thread count
 /// does not, or another rate of one, as the table rounds them.
 fn differs(one: Option<&SyscallsPerCall>, more: &SyscallsPerCall) -> bool {
-    let rate = |s: Option<&SyscallsPerCall>, name: &str| {
-        s.and_then(|s| s.by_syscall.iter().find(|x| x.name == name)).map_or(0.0, |x| x.per_call)
-    };
+    let rate = |s: Option<&SyscallsPerCall>, name: &str| s.and_then(|s| s.by_syscall.iter().find(|x| x.name == name)).map_or(0.0, |x| x.per_call);
     more.by_syscall.iter().any(|x| (x.per_call - rate(one, &x.name)).abs() >= 0.005)
 }
 

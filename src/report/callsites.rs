@@ -7,7 +7,6 @@ use std::fmt::Write;
 use crate::human::thousands;
 use crate::model::{CallSite, Frame, SiteShare, SyscallStats, Trace};
 
-
 /// How many syscalls, and sites under each, the report shows; a syscall
 /// below MIN_SHARE of all calls, or a site below it of its syscall's, is
 /// left to the JSON and the flame graph.
@@ -20,8 +19,7 @@ const CHAIN: usize = 5;
 pub fn section(out: &mut String, trace: &Trace) {
     let Some(sampling) = &trace.sampling else { return };
     let floor = (MIN_SHARE * trace.total_calls() as f64).max(2.0) as u64;
-    let mut by_calls: Vec<&SyscallStats> =
-        trace.syscalls.iter().filter(|s| s.calls >= floor && !s.sites.is_empty()).collect();
+    let mut by_calls: Vec<&SyscallStats> = trace.syscalls.iter().filter(|s| s.calls >= floor && !s.sites.is_empty()).collect();
     by_calls.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.name.cmp(&b.name)));
     if by_calls.is_empty() {
         return;
@@ -31,11 +29,7 @@ pub fn section(out: &mut String, trace: &Trace) {
         thousands(1_000_000_000 / sampling.interval_ns.max(1)),
         if sampling.max_gap > 1 { format!(", gaps up to {} calls", thousands(sampling.max_gap)) } else { String::new() }
     );
-    let _ = writeln!(
-        out,
-        "\ncall sites ({} stack samples{rate}; counts are exact, samples split them among sites)",
-        thousands(sampling.samples)
-    );
+    let _ = writeln!(out, "\ncall sites ({} stack samples{rate}; counts are exact, samples split them among sites)", thousands(sampling.samples));
     for s in by_calls.into_iter().take(TOP_SYSCALLS) {
         let _ = writeln!(out, "  {} × {}", thousands(s.calls), s.name);
         sites(out, trace, &s.sites, s.calls, "    ");
@@ -61,7 +55,7 @@ pub fn sites(out: &mut String, trace: &Trace, shares: &[SiteShare], calls: u64, 
             None => shown.push((head, tail, share.calls)),
         }
     }
-    shown.sort_by(|a, b| b.2.cmp(&a.2));
+    shown.sort_by_key(|s| std::cmp::Reverse(s.2));
     let big = |n: u64| n as f64 >= MIN_SHARE * calls as f64;
     let keep = shown.iter().take(TOP_SITES).filter(|s| big(s.2)).count().max(1);
     let label = |n: u64| format!("{approx}{}", thousands(n));

@@ -2,8 +2,8 @@
 
 use std::fmt::Write;
 
-use crate::human::thousands;
 use crate::diagnose::host::HostAudit;
+use crate::human::thousands;
 
 /// Rows of processes shown; the JSON has them all.
 const ROWS: usize = 25;
@@ -30,14 +30,7 @@ pub fn render(a: &HostAudit) -> String {
         return out;
     }
     let sampled = a.sampled_ns.is_some();
-    let _ = writeln!(
-        out,
-        "\n  {:>7}  {:<16} {:<28} {}fix",
-        "pid",
-        "comm",
-        "unit",
-        if sampled { "zone stats/s  " } else { "" }
-    );
+    let _ = writeln!(out, "\n  {:>7}  {:<16} {:<28} {}fix", "pid", "comm", "unit", if sampled { "zone stats/s  " } else { "" });
     for p in a.processes.iter().take(ROWS) {
         let rate = p.zone_stats_per_s.map(|r| format!("{:>12}  ", thousands(r.round() as u64))).unwrap_or_default();
         let _ = writeln!(out, "  {:>7}  {:<16} {:<28} {rate}{}", p.pid, p.comm, p.unit.as_deref().unwrap_or("-"), p.fix);

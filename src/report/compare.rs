@@ -4,8 +4,8 @@ use std::fmt::Write;
 
 use super::text::describe_key;
 use crate::compare::{Change, FindingChange};
+use crate::compare::{Comparison, VariantResult, Verdict};
 use crate::human::{escaped, seconds, thousands};
-use crate::compare::{Comparison, Verdict, VariantResult};
 
 /// Rows of syscalls and arguments shown in the diff.
 const DIFF_ROWS: usize = 12;
@@ -61,7 +61,11 @@ pub fn render(c: &Comparison) -> String {
     }
     for v in &c.variants {
         if let Some(d) = &v.output_differs {
-            let _ = writeln!(out, "\n  OUTPUT DIFFERS: {} does not print what the baseline prints ({d}): a fix that changes the output is not a fix", v.label);
+            let _ = writeln!(
+                out,
+                "\n  OUTPUT DIFFERS: {} does not print what the baseline prints ({d}): a fix that changes the output is not a fix",
+                v.label
+            );
         }
     }
     match &c.trace_error {
@@ -113,7 +117,8 @@ fn finding_change(f: &FindingChange, label: &str) -> String {
 }
 
 pub fn markdown(c: &Comparison) -> String {
-    let mut out = String::from("| variant | change | wall (median) | mean ± sd | min … max | user | sys | vs A |\n|---|---|---:|---:|---:|---:|---:|---|\n");
+    let mut out =
+        String::from("| variant | change | wall (median) | mean ± sd | min … max | user | sys | vs A |\n|---|---|---:|---:|---:|---:|---:|---|\n");
     for v in &c.variants {
         let vs = v.vs_baseline.as_ref().map_or("baseline".to_string(), |b| {
             let word = match b.verdict {
@@ -137,7 +142,11 @@ pub fn markdown(c: &Comparison) -> String {
             seconds(v.sys.median)
         );
     }
-    let _ = writeln!(out, "\n{} runs per variant after {} warm-up, interleaved, untraced; 95% bootstrap intervals of the ratio of medians.", c.runs, c.warmup);
+    let _ = writeln!(
+        out,
+        "\n{} runs per variant after {} warm-up, interleaved, untraced; 95% bootstrap intervals of the ratio of medians.",
+        c.runs, c.warmup
+    );
     for v in c.variants.iter().skip(1) {
         let Some(d) = &v.diff else { continue };
         let _ = writeln!(out, "\n**Syscalls, A → {}** (one traced run each)\n\n| calls | A | {} | change |\n|---|---:|---:|---:|", v.label, v.label);

@@ -261,7 +261,7 @@ mod tests {
     #[test]
     fn a_bad_path_fails_when_added() {
         let mut out = Outputs::default();
-        let err = out.add(JsonExporter, &Destination::File("/nonexistent/dir/x.json".into())).err().expect("no such directory");
+        let err = out.add(JsonExporter, &Destination::File("/nonexistent/dir/x.json".into())).expect_err("no such directory");
         assert!(err.to_string().starts_with("/nonexistent/dir/x.json: "), "{err}");
     }
 

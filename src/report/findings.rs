@@ -12,8 +12,8 @@
 use std::fmt::Write;
 
 use super::callsites::{by_chain, from_chain};
-use crate::human::{duration, thousands};
 use crate::diagnose::{Finding, FixKind};
+use crate::human::{duration, thousands};
 use crate::model::Trace;
 
 pub fn section(out: &mut String, trace: &Trace, findings: &[Finding]) {
@@ -28,11 +28,7 @@ pub fn section(out: &mut String, trace: &Trace, findings: &[Finding]) {
     let _ = writeln!(out, "\n{n} {}{share}", if n == 1 { "problem" } else { "problems" });
     for f in findings {
         let e = &f.evidence;
-        let pid = if trace.processes.len() > 1 {
-            f.pid.map(|p| format!(" ({})", super::who(trace, p))).unwrap_or_default()
-        } else {
-            String::new()
-        };
+        let pid = if trace.processes.len() > 1 { f.pid.map(|p| format!(" ({})", super::who(trace, p))).unwrap_or_default() } else { String::new() };
         let _ = writeln!(
             out,
             "\n[{}] {}{pid} — {} in the kernel, of a {} run; {}/s, {:.0}% of all calls",

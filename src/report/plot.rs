@@ -6,8 +6,8 @@
 
 use std::fmt::Write;
 
-use crate::human::ns;
 use crate::bench::{KernelCost, Measurements, SyscallsPerCall};
+use crate::human::ns;
 
 const WIDTH: f64 = 960.0;
 const LABELS: f64 = 300.0; // left margin for kernel names (bars)
@@ -106,7 +106,8 @@ fn bars(m: &Measurements, kernels: &[&KernelCost]) -> String {
         );
         let (wmin, wmax) = (axis.at(t.ns_per_call.min), axis.at(t.ns_per_call.max));
         let _ = writeln!(out, r#"<line x1="{wmin:.1}" x2="{wmax:.1}" y1="{:.1}" y2="{:.1}" stroke="black"/>"#, y + ROW / 2.0, y + ROW / 2.0);
-        let syscalls = k.syscalls.as_ref().map_or("?".to_string(), |s| super::bench::syscalls(&SyscallsPerCall { by_syscall: Vec::new(), ..s.clone() }));
+        let syscalls =
+            k.syscalls.as_ref().map_or("?".to_string(), |s| super::bench::syscalls(&SyscallsPerCall { by_syscall: Vec::new(), ..s.clone() }));
         let _ = writeln!(
             out,
             r#"<text x="{:.1}" y="{:.1}">{} ns · {} syscalls/call</text>"#,
@@ -150,9 +151,7 @@ fn lines(m: &Measurements, kernels: &[&KernelCost]) -> String {
     let bottom = top + plot_height;
     let height = (bottom + 50.0).max(TOP + ROW * kernels.len() as f64 + 20.0);
     // Thread counts sit evenly spaced, in the order given.
-    let xs: Vec<f64> = (0..m.threads.len())
-        .map(|i| left + 20.0 + i as f64 * (right - left - 40.0) / (m.threads.len() - 1) as f64)
-        .collect();
+    let xs: Vec<f64> = (0..m.threads.len()).map(|i| left + 20.0 + i as f64 * (right - left - 40.0) / (m.threads.len() - 1) as f64).collect();
     let axis = Axis::new(kernels.iter().flat_map(|k| k.times.iter().map(|t| t.ns_per_call.median)), bottom, top);
     let mut out = String::new();
     head(&mut out, height, m, "nanoseconds per call by threads calling at once (log scale)");
@@ -187,7 +186,12 @@ fn lines(m: &Measurements, kernels: &[&KernelCost]) -> String {
             let _ = writeln!(out, r#"<circle cx="{x:.1}" cy="{y:.1}" r="3" fill="{colour}"/>"#);
         }
         let ly = TOP + ROW * i as f64;
-        let _ = writeln!(out, r#"<line x1="{:.1}" x2="{:.1}" y1="{ly:.1}" y2="{ly:.1}" stroke="{colour}" stroke-width="2"{dash}/>"#, right + 20.0, right + 44.0);
+        let _ = writeln!(
+            out,
+            r#"<line x1="{:.1}" x2="{:.1}" y1="{ly:.1}" y2="{ly:.1}" stroke="{colour}" stroke-width="2"{dash}/>"#,
+            right + 20.0,
+            right + 44.0
+        );
         let _ = writeln!(out, r#"<text x="{:.1}" y="{:.1}">{}</text>"#, right + 50.0, ly + 4.0, escape(&k.label));
     }
     out.push_str("</svg>\n");

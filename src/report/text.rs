@@ -47,11 +47,9 @@ fn header(out: &mut String, trace: &Trace) {
     ];
     match run.exit {
         Some(Exit::Code { code }) => facts.push(format!("exit {code}")),
-        Some(Exit::Signal { signal, core_dumped }) => facts.push(format!(
-            "killed by {}{}",
-            signal_name(signal),
-            if core_dumped { " (core dumped)" } else { "" }
-        )),
+        Some(Exit::Signal { signal, core_dumped }) => {
+            facts.push(format!("killed by {}{}", signal_name(signal), if core_dumped { " (core dumped)" } else { "" }))
+        }
         None => {}
     }
     if run.interrupted {
@@ -70,11 +68,8 @@ fn header(out: &mut String, trace: &Trace) {
         let what = if trace.lost.counts_incomplete() { "counts incomplete" } else { "counts complete" };
         let _ = writeln!(out, "  LOST ({what}): {}", items.join(", "));
         if trace.lost.arguments_incomplete() {
-            let _ = writeln!(
-                out,
-                "  findings that read arguments may be missing ({}): see LOST",
-                crate::diagnose::rules_reading_arguments().join(", ")
-            );
+            let _ =
+                writeln!(out, "  findings that read arguments may be missing ({}): see LOST", crate::diagnose::rules_reading_arguments().join(", "));
         }
     }
     let _ = writeln!(out, "  {}", time_line(trace));
@@ -106,15 +101,9 @@ fn table(out: &mut String, syscalls: &[SyscallStats]) {
     let _ = writeln!(out, "{rule}");
     let row = |out: &mut String, s: &SyscallStats| {
         let share = if total_ns > 0 { 100.0 * s.total_ns as f64 / total_ns as f64 } else { 0.0 };
-        let per_call = if s.calls > 0 { s.total_ns / s.calls / 1000 } else { 0 };
+        let per_call = s.total_ns.checked_div(s.calls).unwrap_or(0) / 1000;
         let errors = if s.errors > 0 { thousands(s.errors) } else { String::new() };
-        let _ = writeln!(
-            out,
-            "{share:>6.2} {:>11.6} {per_call:>11} {:>w$} {errors:>w$} {}",
-            s.total_ns as f64 / 1e9,
-            thousands(s.calls),
-            s.name
-        );
+        let _ = writeln!(out, "{share:>6.2} {:>11.6} {per_call:>11} {:>w$} {errors:>w$} {}", s.total_ns as f64 / 1e9, thousands(s.calls), s.name);
     };
     for s in syscalls {
         row(out, s);
@@ -131,8 +120,12 @@ fn one_shot(out: &mut String, trace: &Trace, alone: bool) {
     }
     once.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.syscall.cmp(&b.syscall)));
     let items: Vec<String> = once.iter().take(4).map(|o| format!("{} × {}", thousands(o.calls), o.syscall)).collect();
-    let _ = writeln!(out, "
-arguments seen once (summarised, not listed): {}", items.join(", "));
+    let _ = writeln!(
+        out,
+        "
+arguments seen once (summarised, not listed): {}",
+        items.join(", ")
+    );
     if alone {
         let _ = writeln!(out, "no argument repeated");
     }
@@ -219,7 +212,7 @@ fn breakdown(out: &mut String, trace: &Trace, per_thread: bool) {
         let errors: u64 = stats.iter().map(|s| s.errors).sum();
         let ns: u64 = stats.iter().map(|s| s.total_ns).sum();
         let mut by_calls: Vec<&SyscallStats> = stats.iter().collect();
-        by_calls.sort_by(|a, b| b.calls.cmp(&a.calls));
+        by_calls.sort_by_key(|s| std::cmp::Reverse(s.calls));
         let top: Vec<String> = by_calls.iter().take(3).map(|s| format!("{} {}", s.name, thousands(s.calls))).collect();
         let tid = tid.map_or_else(|| "-".to_string(), |t| t.to_string());
         let _ = writeln!(
@@ -254,9 +247,12 @@ fn breakdown(out: &mut String, trace: &Trace, per_thread: bool) {
     }
 }
 
-
 fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
-    if n == 1 { one } else { many }
+    if n == 1 {
+        one
+    } else {
+        many
+    }
 }
 
 fn signal_name(signal: i32) -> String {

@@ -14,8 +14,8 @@ use libbpf_rs::{MapHandle, RingBufferBuilder};
 use super::unwind::{RawStack, Unwinder};
 use crate::error::{Error, Result};
 use crate::trace::mappings::{MapEvent, MapEvents};
-use crate::trace::wake::Stop;
 use crate::trace::samples::StackSample;
+use crate::trace::wake::Stop;
 
 /// How often the reader looks, besides the kernel's batched wake-ups.
 const POLL: Duration = Duration::from_millis(20);
@@ -208,8 +208,7 @@ fn refold(samples: &mut HashMap<SampleKey, SampleSum>, folded: &Folded) {
     if rows.is_empty() {
         return;
     }
-    let moved: Vec<(SampleKey, SampleSum)> =
-        samples.iter().filter(|(k, _)| rows.contains_key(&k.tgid)).map(|(k, v)| (*k, *v)).collect();
+    let moved: Vec<(SampleKey, SampleSum)> = samples.iter().filter(|(k, _)| rows.contains_key(&k.tgid)).map(|(k, v)| (*k, *v)).collect();
     for (k, v) in moved {
         samples.remove(&k);
         let sum = samples.entry(SampleKey { tgid: rows[&k.tgid], ..k }).or_default();

@@ -62,10 +62,7 @@ impl Image {
     /// Where the file's address 0 lies in a process that maps file offset
     /// `pgoff` at `start`.
     pub fn bias(&self, start: u64, pgoff: u64) -> Option<u64> {
-        let &(vaddr, offset, _) = self
-            .segments
-            .iter()
-            .find(|&&(_, off, size)| off & !0xfff <= pgoff && pgoff < off + size)?;
+        let &(vaddr, offset, _) = self.segments.iter().find(|&&(_, off, size)| off & !0xfff <= pgoff && pgoff < off + size)?;
         start.checked_sub(vaddr.wrapping_sub(offset).wrapping_add(pgoff))
     }
 

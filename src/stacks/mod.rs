@@ -19,12 +19,7 @@ use collector::Collected;
 /// Names the collected stacks and gives every sample to the builder with
 /// its call site. `argument_for(nr, fd, path_hash)` turns a sample's key
 /// into the argument the counts use.
-pub fn resolve(
-    collected: Collected,
-    budget: (u32, u64),
-    argument_for: impl Fn(u32, i64, u64) -> Option<Argument>,
-    out: &mut TraceBuilder,
-) {
+pub fn resolve(collected: Collected, budget: (u32, u64), argument_for: impl Fn(u32, i64, u64) -> Option<Argument>, out: &mut TraceBuilder) {
     let t = Instant::now();
     let (sites, site_of) = symbolize::call_sites(&collected.unwinder.images, &collected.stacks);
     let symbolize_ns = t.elapsed().as_nanos() as u64;

@@ -11,10 +11,8 @@ const SYSTEM_LIBRARY_DIRS: &[&str] = &["/lib/", "/lib64/", "/usr/lib/", "/usr/li
 
 /// Functions of language runtimes that may be linked into an executable
 /// (CPython, Ruby, Perl, Rust's std and core, a static glibc).
-const RUNTIME_PREFIXES: &[&str] = &[
-    "_Py", "rb_", "ruby_", "Perl_", "perl_", "std::", "core::", "alloc::", "<std::", "<core::", "<alloc::", "__libc_",
-    "_IO_", "__GI_", "_dl_",
-];
+const RUNTIME_PREFIXES: &[&str] =
+    &["_Py", "rb_", "ruby_", "Perl_", "perl_", "std::", "core::", "alloc::", "<std::", "<core::", "<alloc::", "__libc_", "_IO_", "__GI_", "_dl_"];
 
 /// The responsible frame, and how many frames from it outward are the
 /// program's own.

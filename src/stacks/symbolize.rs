@@ -74,9 +74,7 @@ fn name_frames(images: &Images, stacks: &[RawStack]) -> HashMap<RawFrame, Vec<Fr
                     // A function "inlined" into its own namesake (glibc's
                     // syscall wrappers) is one frame: keep the inner line.
                     match frames.pop() {
-                        Some(inner) if inner.function == outer.function => {
-                            frames.push(Frame { inlined: false, ..inner })
-                        }
+                        Some(inner) if inner.function == outer.function => frames.push(Frame { inlined: false, ..inner }),
                         Some(inner) => frames.extend([inner, outer]),
                         None => frames.push(outer),
                     }

@@ -42,13 +42,15 @@ pub struct UnwindFacts {
     pub unmapped_frames: u64,
 }
 
+type ImageUnwinder = UnwinderX86_64<Arc<[u8]>>;
+
 #[derive(Default)]
 pub struct Unwinder {
     spaces: AddressSpaces,
     pub images: Images,
     /// (pid, epoch) -> its framehop unwinder, and how many of the epoch's
     /// mappings it holds.
-    unwinders: HashMap<(u32, usize), (UnwinderX86_64<Arc<[u8]>>, usize)>,
+    unwinders: HashMap<(u32, usize), (ImageUnwinder, usize)>,
     cache: CacheX86_64,
 }
 

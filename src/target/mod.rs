@@ -76,8 +76,7 @@ pub fn watch_timeout(d: Duration, tx: Sender<Event>) {
 pub fn watch_pids(pids: &[u32], tx: Sender<Event>) -> Result<()> {
     let fds: Vec<OwnedFd> = pids.iter().map(|&p| pidfd(p).ok_or(Error::NoSuchProcess(p))).collect::<Result<_>>()?;
     std::thread::spawn(move || {
-        let mut polls: Vec<libc::pollfd> =
-            fds.iter().map(|fd| libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
+        let mut polls: Vec<libc::pollfd> = fds.iter().map(|fd| libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
         while !polls.is_empty() {
             // SAFETY: polls is a valid array of pollfd.
             let n = unsafe { libc::poll(polls.as_mut_ptr(), polls.len() as libc::nfds_t, -1) };
@@ -174,10 +173,7 @@ fn environment(get: impl Fn(&str) -> Option<String>) -> crate::model::Environmen
 pub fn env_var_of(pid: u32, name: &str) -> Option<String> {
     let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
     let prefix = format!("{name}=");
-    environ
-        .split(|&b| b == 0)
-        .find_map(|kv| kv.strip_prefix(prefix.as_bytes()))
-        .map(|v| String::from_utf8_lossy(v).into_owned())
+    environ.split(|&b| b == 0).find_map(|kv| kv.strip_prefix(prefix.as_bytes())).map(|v| String::from_utf8_lossy(v).into_owned())
 }
 
 #[cfg(test)]

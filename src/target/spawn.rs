@@ -62,10 +62,7 @@ pub fn spawn_held(program: &Path, argv: &[OsString], env: &[(OsString, OsString)
     let cstr = |s: &[u8]| CString::new(s).map_err(|_| Error::Usage("arguments cannot contain NUL bytes".into()));
     let path = cstr(program.as_os_str().as_bytes())?;
     let args: Vec<CString> = argv.iter().map(|a| cstr(a.as_bytes())).collect::<Result<_>>()?;
-    let envs: Vec<CString> = env
-        .iter()
-        .map(|(k, v)| cstr(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
-        .collect::<Result<_>>()?;
+    let envs: Vec<CString> = env.iter().map(|(k, v)| cstr(&[k.as_bytes(), b"=", v.as_bytes()].concat())).collect::<Result<_>>()?;
     let mut arg_ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
     arg_ptrs.push(std::ptr::null());
     let mut env_ptrs: Vec<*const libc::c_char> = envs.iter().map(|e| e.as_ptr()).collect();
@@ -92,9 +89,7 @@ pub fn spawn_held(program: &Path, argv: &[OsString], env: &[(OsString, OsString)
             }
             let mut byte = 0u8;
             // One byte: go. EOF: sysdiet is gone; run anyway.
-            while libc::read(wait_r.as_raw_fd(), (&mut byte as *mut u8).cast(), 1) < 0
-                && *libc::__errno_location() == libc::EINTR
-            {}
+            while libc::read(wait_r.as_raw_fd(), (&mut byte as *mut u8).cast(), 1) < 0 && *libc::__errno_location() == libc::EINTR {}
             libc::execve(path.as_ptr(), arg_ptrs.as_ptr(), env_ptrs.as_ptr());
             let errno = *libc::__errno_location();
             libc::write(err_w.as_raw_fd(), (&errno as *const i32).cast(), 4);
@@ -129,10 +124,7 @@ impl HeldChild {
         if n == 4 {
             let _ = waitpid(self.pid, None);
             let errno = i32::from_ne_bytes(buf);
-            return Err(Error::Exec {
-                name: std::mem::take(&mut self.name),
-                source: std::io::Error::from_raw_os_error(errno),
-            });
+            return Err(Error::Exec { name: std::mem::take(&mut self.name), source: std::io::Error::from_raw_os_error(errno) });
         }
         Ok(self.pid())
     }

@@ -12,8 +12,8 @@ use libbpf_rs::{Link, MapCore, MapFlags};
 use super::exits::{ExitReader, SweepMaps};
 use super::filter::{SyscallSet, MAX_SYSCALLS};
 use super::perf::{self, PerfEventAttr, PERF_COUNT_SW_CPU_CLOCK, PERF_TYPE_SOFTWARE};
-use crate::linux::syscalls::{self, ArgKind};
 use crate::error::{Error, Result};
+use crate::linux::syscalls::{self, ArgKind};
 use crate::model::builder::TraceBuilder;
 use crate::model::{Argument, Lost, TimeKind};
 
@@ -223,10 +223,7 @@ pub(super) fn read_all<M: MapCore>(map: &M) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
     let mut first = true;
     loop {
         let mut count = batch as u32;
-        let opts = libbpf_sys::bpf_map_batch_opts {
-            sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _,
-            ..Default::default()
-        };
+        let opts = libbpf_sys::bpf_map_batch_opts { sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _, ..Default::default() };
         let in_token = token.clone();
         // SAFETY: buffers sized for `count` keys and values and one token.
         let ret = unsafe {

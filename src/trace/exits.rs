@@ -6,9 +6,9 @@
 //! out of the kernel's table.
 
 use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::{mpsc, Arc};
-use std::collections::{HashMap, HashSet};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -157,9 +157,8 @@ impl ExitReader {
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
         let (cp_tx, cp_rx) = mpsc::channel();
         let reader_stop = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("sysdiet-exits".into())
-            .spawn(move || read(rings, sweep, folded, &reader_stop, cp_rx, ready_tx))?;
+        let thread =
+            std::thread::Builder::new().name("sysdiet-exits".into()).spawn(move || read(rings, sweep, folded, &reader_stop, cp_rx, ready_tx))?;
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(ExitReader { stop, checkpoint: cp_tx, thread }),
             Ok(Err(e)) => Err(e),

@@ -1,8 +1,8 @@
 //! `-e trace=SET`, as strace reads it: names, `%class`es, `/regex`, `all`,
 //! `none`, `?name` (no error if unknown), and a leading `!` to negate.
 
-use crate::linux::syscalls::{self, Class};
 use crate::error::Error;
+use crate::linux::syscalls::{self, Class};
 
 pub const MAX_SYSCALLS: usize = 512;
 
@@ -36,11 +36,7 @@ impl SyscallSet {
         let bad = |why: String| Error::Usage(format!("-e {expr}: {why}"));
         let set = match expr.split_once('=') {
             Some(("trace", set)) => set,
-            Some((qualifier, _)) => {
-                return Err(bad(format!(
-                    "only the `trace` qualifier is supported, not `{qualifier}`"
-                )))
-            }
+            Some((qualifier, _)) => return Err(bad(format!("only the `trace` qualifier is supported, not `{qualifier}`"))),
             None => expr,
         };
         let (negate, set) = match set.strip_prefix('!') {
@@ -58,10 +54,7 @@ impl SyscallSet {
             };
             let matched = add_item(&mut members, item).map_err(bad)?;
             if !matched && !optional {
-                return Err(bad(format!(
-                    "unknown syscall or class `{item}` (classes: {})",
-                    Class::NAMES
-                )));
+                return Err(bad(format!("unknown syscall or class `{item}` (classes: {})", Class::NAMES)));
             }
         }
         if negate {
@@ -89,8 +82,7 @@ fn add_item(members: &mut [bool; MAX_SYSCALLS], item: &str) -> Result<bool, Stri
         return Ok(true);
     }
     if let Some(class) = item.strip_prefix('%') {
-        let class = Class::from_name(class)
-            .ok_or_else(|| format!("unknown class `{item}` (classes: {})", Class::NAMES))?;
+        let class = Class::from_name(class).ok_or_else(|| format!("unknown class `{item}` (classes: {})", Class::NAMES))?;
         return Ok(mark(&|s| s.in_class(class)));
     }
     if let Some(pattern) = item.strip_prefix('/') {

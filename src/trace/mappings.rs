@@ -29,10 +29,7 @@ pub enum MapEvent {
 impl MapEvent {
     pub fn time(&self) -> u64 {
         match self {
-            MapEvent::Mmap { time, .. }
-            | MapEvent::Exec { time, .. }
-            | MapEvent::Fork { time, .. }
-            | MapEvent::Exit { time, .. } => *time,
+            MapEvent::Mmap { time, .. } | MapEvent::Exec { time, .. } | MapEvent::Fork { time, .. } | MapEvent::Exit { time, .. } => *time,
         }
     }
 }
@@ -117,9 +114,7 @@ impl MapEvents {
                     Ok(r) => rings.push(r),
                     // The thread ended meanwhile: nothing of it to watch.
                     Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
-                    Err(e) if e.raw_os_error() == Some(libc::EACCES) || e.raw_os_error() == Some(libc::EPERM) => {
-                        return Err(Error::NoBpfRights)
-                    }
+                    Err(e) if e.raw_os_error() == Some(libc::EACCES) || e.raw_os_error() == Some(libc::EPERM) => return Err(Error::NoBpfRights),
                     Err(e) => return Err(Error::Io(std::io::Error::other(format!("perf_event_open (mapping events): {e}")))),
                 }
             }
@@ -153,9 +148,7 @@ impl Ring {
         let page = page_size();
         let len = page * (1 + DATA_PAGES);
         // SAFETY: mapping the event's ring buffer, as perf_event_open(2) says.
-        let base = unsafe {
-            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.as_raw_fd(), 0)
-        };
+        let base = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.as_raw_fd(), 0) };
         if base == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
         }
@@ -166,9 +159,7 @@ impl Ring {
         let page = page_size();
         // SAFETY: data_head (offset 1024) and data_tail (1032) of the
         // perf_event_mmap_page at the start of our mapping; u64-aligned.
-        let (head_ptr, tail_ptr) = unsafe {
-            (&*(self.base.add(1024) as *const AtomicU64), &*(self.base.add(1032) as *const AtomicU64))
-        };
+        let (head_ptr, tail_ptr) = unsafe { (&*(self.base.add(1024) as *const AtomicU64), &*(self.base.add(1032) as *const AtomicU64)) };
         let head = head_ptr.load(Ordering::Acquire);
         let mut tail = tail_ptr.load(Ordering::Relaxed);
         // SAFETY: the data area follows the header page, data_size long.

@@ -10,10 +10,10 @@ use libbpf_rs::{MapCore, MapFlags};
 
 use super::bpf::skel::types::{arg_key, arg_slot, arg_val, io_hist, once_summary, task_state};
 use super::bpf::{bpf_error, c_string, from_bytes, read_all, BpfTracer, TICK_NS};
-use super::fold::Fold;
 use super::exits::{errnos_of, used, Record, ThreadCounts};
-use crate::linux::syscalls::{self, ArgKind};
+use super::fold::Fold;
 use crate::error::Result;
+use crate::linux::syscalls::{self, ArgKind};
 use crate::model::builder::{TaskRecord, TraceBuilder};
 use crate::model::{Argument, ArgumentStats, Histogram, Lost, MaskChange, Timeout};
 
@@ -103,9 +103,10 @@ pub(super) fn read_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Resul
         let Some(per_cpu) = maps.once_summary.lookup_percpu(&nr.to_ne_bytes(), MapFlags::ANY).map_err(bpf_error)? else { continue };
         // Per-CPU parts may wrap (a promotion undoes a key on another CPU);
         // their sum does not.
-        let sum = per_cpu.iter().map(|v| from_bytes::<once_summary>(v)).fold((0u64, 0u64, 0u64), |a, o| {
-            (a.0.wrapping_add(o.keys), a.1.wrapping_add(o.errors), a.2.wrapping_add(o.ns))
-        });
+        let sum = per_cpu
+            .iter()
+            .map(|v| from_bytes::<once_summary>(v))
+            .fold((0u64, 0u64, 0u64), |a, o| (a.0.wrapping_add(o.keys), a.1.wrapping_add(o.errors), a.2.wrapping_add(o.ns)));
         if sum.0 > 0 {
             out.add_one_shot(nr, sum.0, sum.1, sum.2);
         }
@@ -197,9 +198,7 @@ fn add_thread(out: &mut TraceBuilder, t: &ThreadCounts, tick_ns: u64, lost: &mut
 /// Every thread id on the host now, from /proc.
 fn all_tids() -> Vec<u32> {
     let numbers = |dir: &str| -> Vec<u32> {
-        std::fs::read_dir(dir)
-            .map(|d| d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
-            .unwrap_or_default()
+        std::fs::read_dir(dir).map(|d| d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect()).unwrap_or_default()
     };
     numbers("/proc").into_iter().flat_map(|pid| numbers(&format!("/proc/{pid}/task"))).collect()
 }
@@ -207,10 +206,7 @@ fn all_tids() -> Vec<u32> {
 fn read_lost(tracer: &BpfTracer) -> Result<Lost> {
     let lost = &tracer.skel.maps.lost;
     let get = |i: u32| -> Result<u64> {
-        Ok(lost
-            .lookup_percpu(&i.to_ne_bytes(), MapFlags::ANY)
-            .map_err(bpf_error)?
-            .map_or(0, |cpus| cpus.iter().map(|v| from_bytes::<u64>(v)).sum()))
+        Ok(lost.lookup_percpu(&i.to_ne_bytes(), MapFlags::ANY).map_err(bpf_error)?.map_or(0, |cpus| cpus.iter().map(|v| from_bytes::<u64>(v)).sum()))
     };
     // Order of enum lost_counter in syscount.h.
     Ok(Lost {
@@ -247,16 +243,7 @@ fn slot_stats(tgid: u32, s: &arg_slot, path_of: &HashMap<u64, String>) -> Argume
 }
 
 #[allow(clippy::too_many_arguments)]
-fn argument_stats(
-    tgid: u32,
-    nr: u32,
-    fd: i64,
-    path_hash: u64,
-    calls: u64,
-    errors: u64,
-    ns: u64,
-    path_of: &HashMap<u64, String>,
-) -> ArgumentStats {
+fn argument_stats(tgid: u32, nr: u32, fd: i64, path_hash: u64, calls: u64, errors: u64, ns: u64, path_of: &HashMap<u64, String>) -> ArgumentStats {
     ArgumentStats {
         pid: tgid,
         syscall: syscalls::name(nr),

@@ -26,10 +26,7 @@ pub fn victim(name: &str) -> PathBuf {
     let out = victims_dir().join(name);
     let fresh = |out: &Path| {
         let built = std::fs::metadata(out).and_then(|m| m.modified()).ok();
-        let newest_src = [src.clone(), src_dir.join("victim.h")]
-            .iter()
-            .filter_map(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
-            .max();
+        let newest_src = [src.clone(), src_dir.join("victim.h")].iter().filter_map(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok()).max();
         matches!((built, newest_src), (Some(b), Some(s)) if b >= s)
     };
     if !fresh(&out) {
@@ -79,8 +76,7 @@ pub fn sysdiet_json(args: &[&str], argv: &[&str]) -> (serde_json::Value, Output)
         .stdout(std::process::Stdio::null())
         .output()
         .unwrap();
-    let text = std::fs::read_to_string(&json)
-        .unwrap_or_else(|e| panic!("no JSON from sysdiet ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    let text = std::fs::read_to_string(&json).unwrap_or_else(|e| panic!("no JSON from sysdiet ({e}): {}", String::from_utf8_lossy(&out.stderr)));
     (serde_json::from_str(&text).expect("valid JSON"), out)
 }
 
@@ -89,9 +85,7 @@ pub fn counts_of(doc: &serde_json::Value) -> Counts {
         .as_array()
         .expect("syscalls array")
         .iter()
-        .map(|s| {
-            (s["name"].as_str().unwrap().to_string(), (s["calls"].as_u64().unwrap(), s["errors"].as_u64().unwrap()))
-        })
+        .map(|s| (s["name"].as_str().unwrap().to_string(), (s["calls"].as_u64().unwrap(), s["errors"].as_u64().unwrap())))
         .collect()
 }
 
@@ -181,12 +175,7 @@ pub fn attach_for_300ms(pid: u32) -> serde_json::Value {
     std::thread::sleep(std::time::Duration::from_millis(150));
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("a.json");
-    let out = sysdiet()
-        .args(["attach", "-p", &pid.to_string(), "--duration", "300ms", "--json", "-o"])
-        .arg(&json)
-        .output()
-        .unwrap();
+    let out = sysdiet().args(["attach", "-p", &pid.to_string(), "--duration", "300ms", "--json", "-o"]).arg(&json).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
 }
-
