@@ -13,6 +13,9 @@ pub mod json;
 pub mod plot;
 pub mod text;
 
+#[cfg(test)]
+mod snapshots;
+
 pub use export::{Destination, Document, Exporter, Outputs};
 pub use folded::Weight;
 
