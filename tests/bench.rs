@@ -31,6 +31,9 @@ fn about(x: f64, want: f64) -> bool {
 
 #[test]
 fn syscalls_per_call_are_counted_not_guessed() {
+    if skip_without_bpf() {
+        return;
+    }
     let only = "localtime,clock_gettime:monotonic,clock_gettime:process_cputime,sigprocmask,getcontext,sigsetjmp,_setjmp";
     let (code, doc, err) = bench(&["--only", only, "--iterations", "2000", "--runs", "1"]);
     assert_eq!(code, Some(0), "{err}");
@@ -64,6 +67,9 @@ fn syscalls_per_call_are_counted_not_guessed() {
 
 #[test]
 fn the_json_has_every_kernel_timed_and_counted() {
+    if skip_without_bpf() {
+        return;
+    }
     let list = sysdiet().args(["bench", "--list"]).output().unwrap();
     assert_eq!(list.status.code(), Some(0));
     let ids: Vec<String> = String::from_utf8_lossy(&list.stdout).lines().skip(1).map(|l| l.split_whitespace().next().unwrap().to_string()).collect();
@@ -89,6 +95,9 @@ fn the_json_has_every_kernel_timed_and_counted() {
 
 #[test]
 fn threads_give_one_time_per_count() {
+    if skip_without_bpf() {
+        return;
+    }
     let (code, doc, err) = bench(&["--only", "getpid,localtime_r", "--threads", "1,2", "--iterations", "500", "--runs", "1"]);
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(doc["threads"], serde_json::json!([1, 2]));
@@ -107,6 +116,9 @@ fn threads_give_one_time_per_count() {
 
 #[test]
 fn the_table_shows_the_host_and_the_seeds_three_cases() {
+    if skip_without_bpf() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let (md, json) = (dir.path().join("b.md"), dir.path().join("b.json"));
     let out = sysdiet()
@@ -166,6 +178,9 @@ fn svg_texts(svg: &str) -> Vec<String> {
 
 #[test]
 fn the_svg_is_valid_and_names_the_kernels() {
+    if skip_without_bpf() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     for threads in ["1", "1,2"] {
         let svg = dir.path().join(format!("plot-{threads}.svg"));
@@ -194,6 +209,9 @@ fn the_svg_is_valid_and_names_the_kernels() {
 
 #[test]
 fn without_bpf_rights_times_are_shown_and_counts_say_why_not() {
+    if skip_without_bpf() {
+        return;
+    }
     let out = std::process::Command::new("setpriv")
         .args(["--inh-caps=-all", "--bounding-set=-all", "--"])
         .arg(env!("CARGO_BIN_EXE_sysdiet"))

@@ -52,6 +52,9 @@ fn blamed(site: &Value) -> Option<String> {
 
 #[test]
 fn localtime_is_traced_through_glibc_to_the_victims_line() {
+    if skip_without_bpf() {
+        return;
+    }
     for exe in ["timeloop", "timeloop-fp"] {
         let (doc, _) = sysdiet_json(&[], &[victim(exe).to_str().unwrap(), "localtime", "200000"]);
         let tz = path_argument(&doc, "/etc/localtime");
@@ -69,6 +72,9 @@ fn localtime_is_traced_through_glibc_to_the_victims_line() {
 
 #[test]
 fn signal_mask_calls_name_their_glibc_source() {
+    if skip_without_bpf() {
+        return;
+    }
     for (victim_name, args, source, blame, roots) in [
         ("sigprocmask", vec!["200000"], "sigprocmask", "main sigprocmask.c:12", &["main"][..]),
         ("context", vec!["100000"], "swapcontext", "main context.c:30", &["main", "coroutine"][..]),
@@ -93,6 +99,9 @@ fn signal_mask_calls_name_their_glibc_source() {
 
 #[test]
 fn two_sites_taking_turns_are_both_seen() {
+    if skip_without_bpf() {
+        return;
+    }
     // The coroutine and main alternate: sampling at a fixed stride would see
     // only one of them.
     let (doc, _) = sysdiet_json(&[], &[victim("context").to_str().unwrap(), "200000"]);
@@ -107,6 +116,9 @@ fn two_sites_taking_turns_are_both_seen() {
 
 #[test]
 fn a_20ms_program_still_gets_named_call_sites() {
+    if skip_without_bpf() {
+        return;
+    }
     // The process is gone long before sysdiet reads its stacks: its
     // mappings were recorded as they were made.
     let (doc, _) = sysdiet_json(&[], &[victim("timeloop").to_str().unwrap(), "localtime", "5000"]);
@@ -117,6 +129,9 @@ fn a_20ms_program_still_gets_named_call_sites() {
 
 #[test]
 fn children_and_exec_resolve_in_their_own_address_space() {
+    if skip_without_bpf() {
+        return;
+    }
     // A shell forks, and the child execs the victim: its samples resolve
     // against the victim's mappings, not the shell's.
     let exe = victim("timeloop");
@@ -128,6 +143,9 @@ fn children_and_exec_resolve_in_their_own_address_space() {
 
 #[test]
 fn attach_gets_call_sites_too() {
+    if skip_without_bpf() {
+        return;
+    }
     let target = Running(std::process::Command::new(victim("timeloop")).args(["localtime", "1000000000"]).env_remove("TZ").spawn().unwrap());
     let doc = attach_for_300ms(target.0.id());
     let s = shares(&doc, &path_argument(&doc, "/etc/localtime")["sites"]);
@@ -136,6 +154,9 @@ fn attach_gets_call_sites_too() {
 
 #[test]
 fn text_report_says_who_makes_the_calls() {
+    if skip_without_bpf() {
+        return;
+    }
     let out = sysdiet().args(["run", "--"]).arg(victim("timeloop")).args(["localtime", "100000"]).env_remove("TZ").output().unwrap();
     let text = String::from_utf8_lossy(&out.stderr);
     assert!(text.contains("call sites ("), "{text}");
@@ -145,6 +166,9 @@ fn text_report_says_who_makes_the_calls() {
 
 #[test]
 fn no_stacks_means_no_call_sites() {
+    if skip_without_bpf() {
+        return;
+    }
     let (doc, _) = sysdiet_json(&["--no-stacks"], &[victim("timeloop").to_str().unwrap(), "localtime", "1000"]);
     assert!(doc.get("call_sites").is_none() && doc.get("sampling").is_none(), "{doc}");
     let out = sysdiet().args(["run", "--no-stacks", "--folded", "x", "--", "true"]).output().unwrap();
@@ -154,6 +178,9 @@ fn no_stacks_means_no_call_sites() {
 
 #[test]
 fn folded_stacks_round_trip_to_the_exact_counts() {
+    if skip_without_bpf() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let folded = dir.path().join("out.folded");
     let (doc, _) = sysdiet_json(&["--folded", folded.to_str().unwrap()], &[victim("timeloop").to_str().unwrap(), "localtime", "20000"]);
@@ -176,6 +203,9 @@ fn folded_stacks_round_trip_to_the_exact_counts() {
 
 #[test]
 fn flamegraph_is_a_valid_svg_naming_the_victim() {
+    if skip_without_bpf() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     for weight in ["count", "time"] {
         let svg = dir.path().join(format!("{weight}.svg"));

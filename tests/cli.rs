@@ -30,6 +30,9 @@ fn not_executable_exits_126() {
 
 #[test]
 fn a_file_the_kernel_cannot_execute_exits_126() {
+    if skip_without_bpf() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let junk = dir.path().join("junk");
     std::fs::write(&junk, [0x7f, b'E', b'L', b'F', 0, 0, 0, 0]).unwrap();
@@ -78,6 +81,9 @@ fn outputs_are_opened_before_the_command_runs() {
 
 #[test]
 fn dash_means_stdout() {
+    if skip_without_bpf() {
+        return;
+    }
     let out = sysdiet().args(["run", "--no-stacks", "--json", "-o", "-", "--", "true"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the JSON report on stdout");
@@ -87,6 +93,9 @@ fn dash_means_stdout() {
 
 #[test]
 fn a_symlink_planted_in_a_sticky_directory_is_not_followed() {
+    if skip_without_bpf() {
+        return;
+    }
     use std::os::unix::fs::{symlink, PermissionsExt};
     let dir = tempfile::tempdir().unwrap();
     let shared = dir.path().join("tmp");
@@ -111,6 +120,9 @@ fn a_symlink_planted_in_a_sticky_directory_is_not_followed() {
 
 #[test]
 fn exit_status_passes_through() {
+    if skip_without_bpf() {
+        return;
+    }
     let exe = victim("exitwith");
     let out = sysdiet().args(["run", "-o", "/dev/null", "--"]).arg(&exe).arg("7").output().unwrap();
     assert_eq!(out.status.code(), Some(7));
@@ -123,6 +135,9 @@ fn exit_status_passes_through() {
 
 #[test]
 fn commands_stdout_stays_clean_and_report_goes_to_stderr() {
+    if skip_without_bpf() {
+        return;
+    }
     let exe = victim("clean");
     let out = sysdiet().args(["run", "--"]).arg(&exe).output().unwrap();
     assert!(out.status.success());
@@ -134,6 +149,9 @@ fn commands_stdout_stays_clean_and_report_goes_to_stderr() {
 
 #[test]
 fn text_report_shows_repeated_paths_and_tiny_writes() {
+    if skip_without_bpf() {
+        return;
+    }
     let exe = victim("timeloop");
     let out = sysdiet().args(["run", "--"]).arg(&exe).args(["localtime", "20000"]).env_remove("TZ").output().unwrap();
     let err = stderr_of(&out);
@@ -146,6 +164,9 @@ fn text_report_shows_repeated_paths_and_tiny_writes() {
 
 #[test]
 fn localtime_r_does_not_repeat_the_stat() {
+    if skip_without_bpf() {
+        return;
+    }
     let exe = victim("timeloop");
     let (doc, _) = sysdiet_json(&[], &[exe.to_str().unwrap(), "localtime_r", "20000"]);
     let stats = counts_of(&doc);
@@ -157,6 +178,9 @@ fn localtime_r_does_not_repeat_the_stat() {
 
 #[test]
 fn errors_are_broken_down_by_errno() {
+    if skip_without_bpf() {
+        return;
+    }
     let exe = victim("failing");
     let (doc, _) = sysdiet_json(&[], &[exe.to_str().unwrap(), "100"]);
     let by_name = |n: &str| doc["syscalls"].as_array().unwrap().iter().find(|s| s["name"] == n).unwrap().clone();
@@ -170,6 +194,9 @@ fn errors_are_broken_down_by_errno() {
 
 #[test]
 fn json_has_version_and_whole_trace() {
+    if skip_without_bpf() {
+        return;
+    }
     let exe = victim("pipeline");
     let (doc, _) = sysdiet_json(&[], &[exe.to_str().unwrap(), "100"]);
     assert_eq!(doc["version"], 1);
@@ -184,6 +211,9 @@ fn json_has_version_and_whole_trace() {
 
 #[test]
 fn per_thread_breakdown_lists_threads() {
+    if skip_without_bpf() {
+        return;
+    }
     let exe = victim("threads");
     let out = sysdiet().args(["run", "--per-thread", "--"]).arg(&exe).args(["3", "100"]).output().unwrap();
     let err = stderr_of(&out);
@@ -194,6 +224,9 @@ fn per_thread_breakdown_lists_threads() {
 
 #[test]
 fn signal_sent_to_sysdiet_is_forwarded_and_report_printed() {
+    if skip_without_bpf() {
+        return;
+    }
     let exe = victim("exitwith");
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("r.txt");
@@ -213,6 +246,9 @@ fn signal_sent_to_sysdiet_is_forwarded_and_report_printed() {
 
 #[test]
 fn attach_counts_a_running_process_until_duration() {
+    if skip_without_bpf() {
+        return;
+    }
     let mut target = Running(std::process::Command::new(victim("statloop")).args(["/etc/passwd", "100000000"]).spawn().unwrap());
     let doc = attach_for_300ms(target.0.id());
     assert!(doc["syscalls"][0]["calls"].as_u64().unwrap() > 100, "{doc}");
@@ -224,6 +260,9 @@ fn attach_counts_a_running_process_until_duration() {
 
 #[test]
 fn attach_ends_when_the_process_exits() {
+    if skip_without_bpf() {
+        return;
+    }
     let exe = victim("statloop");
     let mut target = std::process::Command::new(&exe).args(["/etc/passwd", "1000000"]).spawn().unwrap();
     let out = sysdiet().args(["attach", "-p", &target.id().to_string(), "-o", "/dev/null"]).output().unwrap();
@@ -248,6 +287,9 @@ fn attach_to_a_dead_or_unknown_pid_fails_clearly() {
 
 #[test]
 fn without_bpf_rights_the_message_names_the_capability() {
+    if skip_without_bpf() {
+        return;
+    }
     // Root without any capability: what an unprivileged container sees.
     let out = std::process::Command::new("setpriv")
         .args(["--inh-caps=-all", "--bounding-set=-all", "--"])
@@ -299,6 +341,9 @@ fn still_runs(pid: i32, out: &mut std::io::BufReader<std::process::ChildStdout>)
 
 #[test]
 fn second_interrupt_reports_and_leaves_the_command_running() {
+    if skip_without_bpf() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("r.txt");
     let (mut child, target, mut out) = stubborn_under_sysdiet(&report);
@@ -324,6 +369,9 @@ fn second_interrupt_reports_and_leaves_the_command_running() {
 
 #[test]
 fn if_sysdiet_is_killed_the_command_runs_on() {
+    if skip_without_bpf() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let (mut child, target, mut out) = stubborn_under_sysdiet(&dir.path().join("r.txt"));
     let _cleanup = KillOnDrop(target);
@@ -337,6 +385,9 @@ fn if_sysdiet_is_killed_the_command_runs_on() {
 
 #[test]
 fn long_paths_are_cut_and_the_report_says_so() {
+    if skip_without_bpf() {
+        return;
+    }
     let exe = victim("statloop");
     let long = format!("/tmp/{}", "x".repeat(300));
     let out = sysdiet().args(["run", "--"]).arg(&exe).args([long.as_str(), "10"]).output().unwrap();
@@ -349,6 +400,9 @@ fn long_paths_are_cut_and_the_report_says_so() {
 
 #[test]
 fn attach_covers_every_running_thread() {
+    if skip_without_bpf() {
+        return;
+    }
     let target = Running(std::process::Command::new(victim("threads")).args(["2", "100000000"]).spawn().unwrap());
     let doc = attach_for_300ms(target.0.id());
     let busy = doc["processes"][0]["threads"]
@@ -384,6 +438,9 @@ fn ignored_under_sysdiet(ignore: bool) -> u64 {
 
 #[test]
 fn the_command_inherits_ignored_signals_not_sysdiets_handlers() {
+    if skip_without_bpf() {
+        return;
+    }
     let both = (1 << (libc::SIGINT - 1)) | (1 << (libc::SIGQUIT - 1));
     assert_eq!(ignored_under_sysdiet(true) & both, both, "still ignored, though sysdiet catches them");
     assert_eq!(ignored_under_sysdiet(false) & both, 0);
@@ -391,6 +448,9 @@ fn the_command_inherits_ignored_signals_not_sysdiets_handlers() {
 
 #[test]
 fn time_is_sampled_cpu_by_default_and_wall_with_latency() {
+    if skip_without_bpf() {
+        return;
+    }
     let exe = victim("idloop");
     let (doc, _) = sysdiet_json(&["--no-stacks"], &[exe.to_str().unwrap(), "2000000"]);
     assert_eq!(doc["run"]["time"]["kind"], "cpu_sampled");
@@ -409,6 +469,9 @@ fn time_is_sampled_cpu_by_default_and_wall_with_latency() {
 
 #[test]
 fn the_floor_runs_a_command_under_empty_hooks_and_passes_its_status() {
+    if skip_without_bpf() {
+        return;
+    }
     for hooks in ["enter", "exit", "both"] {
         let out = sysdiet().args(["__floor", "--hooks", hooks, "--", "sh", "-c", "exit 3"]).output().unwrap();
         assert_eq!(out.status.code(), Some(3), "{hooks}: {}", String::from_utf8_lossy(&out.stderr));

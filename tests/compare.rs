@@ -15,6 +15,9 @@ fn compare(args: &[&str], command: &[&str]) -> (Option<i32>, Value, String) {
 
 #[test]
 fn the_tz_fix_is_measured_faster_and_its_stats_are_gone() {
+    if skip_without_bpf() {
+        return;
+    }
     let exe = victim("timeloop");
     let (code, doc, err) = compare(&["--runs", "5", "--env", "TZ=:/etc/localtime"], &[exe.to_str().unwrap(), "localtime", "100000"]);
     assert_eq!(code, Some(0), "{err}");
@@ -74,6 +77,9 @@ fn a_variant_that_prints_something_else_is_caught() {
 
 #[test]
 fn text_and_markdown() {
+    if skip_without_bpf() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let md = dir.path().join("r.md");
     let json = dir.path().join("r.json");
@@ -105,6 +111,9 @@ fn text_and_markdown() {
 
 #[test]
 fn bad_input_is_refused_clearly() {
+    if skip_without_bpf() {
+        return;
+    }
     let (code, _, err) = compare(&["--vs", "no-such-command-here"], &["true"]);
     assert_eq!(code, Some(127));
     assert!(err.contains("no-such-command-here: command not found"), "{err}");

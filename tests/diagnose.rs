@@ -64,6 +64,9 @@ fn fixes(f: &Value) -> String {
 
 #[test]
 fn tz_unset_localtime() {
+    if skip_without_bpf() {
+        return;
+    }
     let f = findings("timeloop", &["localtime", "20000"], &[]);
     let tz = only(&f, "tz-unset");
     assert_eq!(tz["what"], "19,999 × newfstatat(\"/etc/localtime\")");
@@ -78,6 +81,9 @@ fn tz_unset_localtime() {
 
 #[test]
 fn signal_mask_churn_names_its_source() {
+    if skip_without_bpf() {
+        return;
+    }
     let ctx = findings("context", &["50000"], &[]);
     let m = only(&ctx, "signal-mask-churn");
     assert!(m["why"].as_str().unwrap().contains("swapcontext"), "{m}");
@@ -95,6 +101,9 @@ fn signal_mask_churn_names_its_source() {
 
 #[test]
 fn vdso_fallback_when_the_vdso_is_bypassed() {
+    if skip_without_bpf() {
+        return;
+    }
     let f = findings("clocks", &["raw", "20000"], &[]);
     let v = only(&f, "vdso-fallback");
     assert_eq!(v["what"], "20,000 × clock_gettime(CLOCK_MONOTONIC)");
@@ -107,6 +116,9 @@ fn vdso_fallback_when_the_vdso_is_bypassed() {
 
 #[test]
 fn repeated_path_and_open_churn() {
+    if skip_without_bpf() {
+        return;
+    }
     let f = findings("statloop", &["/etc/hostname", "5000"], &[]);
     let r = only(&f, "repeated-path");
     assert_eq!(r["what"], "5,000 × newfstatat(\"/etc/hostname\")");
@@ -117,6 +129,9 @@ fn repeated_path_and_open_churn() {
 
 #[test]
 fn tiny_io_and_its_fix() {
+    if skip_without_bpf() {
+        return;
+    }
     // Enough calls for the sampled CPU time to see them.
     let f = findings("tinywrite", &["50000"], &[]);
     let t = only(&f, "tiny-io");
@@ -132,6 +147,9 @@ fn tiny_io_and_its_fix() {
 
 #[test]
 fn sync_per_operation() {
+    if skip_without_bpf() {
+        return;
+    }
     let f = findings("syncloop", &["each", "300"], &[]);
     let s = only(&f, "sync-per-op");
     assert!(s["what"].as_str().unwrap().contains("fdatasync"));
@@ -141,6 +159,9 @@ fn sync_per_operation() {
 
 #[test]
 fn busy_polls_and_yield_spins() {
+    if skip_without_bpf() {
+        return;
+    }
     let f = findings("pollzero", &["20000", "zero"], &[]);
     assert_eq!(only(&f, "busy-poll")["what"], "20,000 × poll(timeout 0)");
     let f = findings("pollzero", &["20000", "yield"], &[]);
@@ -151,6 +172,9 @@ fn busy_polls_and_yield_spins() {
 
 #[test]
 fn identity_calls() {
+    if skip_without_bpf() {
+        return;
+    }
     let f = findings("idloop", &["20000"], &[]);
     assert_eq!(only(&f, "identity-calls")["what"], "20,000 × getpid");
     assert!(!ids(&findings("clean", &[], &[])).contains(&"identity-calls"));
@@ -158,6 +182,9 @@ fn identity_calls() {
 
 #[test]
 fn failing_calls() {
+    if skip_without_bpf() {
+        return;
+    }
     // Four failure patterns share the run; cheap ioctls can be under 1% of
     // its time, so ask for everything.
     let f = findings_with(&["--all"], "failing", &["500"], &[]);
@@ -169,6 +196,9 @@ fn failing_calls() {
 
 #[test]
 fn memory_churn() {
+    if skip_without_bpf() {
+        return;
+    }
     let f = findings("churn", &["big", "1000"], &[]);
     let m = only(&f, "memory-churn");
     assert!(m["what"].as_str().unwrap().contains("mmap with"), "{m}");
@@ -178,6 +208,9 @@ fn memory_churn() {
 
 #[test]
 fn clean_programs_have_no_findings() {
+    if skip_without_bpf() {
+        return;
+    }
     assert!(findings("clean", &[], &[]).is_empty());
     for argv in [&["true"][..], &["ls", "/"], &["python3", "-c", "pass"]] {
         if which(argv[0]).is_none() {
@@ -192,6 +225,9 @@ fn clean_programs_have_no_findings() {
 
 #[test]
 fn all_shows_small_findings_too() {
+    if skip_without_bpf() {
+        return;
+    }
     // 30 stats of one path: a repeat, but a small one.
     let exe = victim("statloop");
     let quiet = sysdiet().args(["run", "--"]).arg(&exe).args(["/etc/hostname", "30"]).output().unwrap();
@@ -217,6 +253,9 @@ fn row(audit: &Value, pid: u32) -> Option<&Value> {
 
 #[test]
 fn check_lists_processes_without_tz_and_samples_their_zone_stats() {
+    if skip_without_bpf() {
+        return;
+    }
     let exe = victim("timeloop");
     let spawn = |tz: Option<&str>| {
         let mut c = std::process::Command::new(&exe);
@@ -247,6 +286,9 @@ fn check_lists_processes_without_tz_and_samples_their_zone_stats() {
 
 #[test]
 fn check_text_and_bad_input() {
+    if skip_without_bpf() {
+        return;
+    }
     let out = sysdiet().arg("check").output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("sysdiet check\n  clocksource  "), "{text}");

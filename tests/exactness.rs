@@ -17,6 +17,9 @@ fn check(name: &str, args: &[&str], skip: &[&str]) {
 
 #[test]
 fn timeloop_every_mode() {
+    if skip_without_bpf() {
+        return;
+    }
     for mode in ["none", "localtime", "localtime_r", "gettimeofday", "strftime", "mktime"] {
         check("timeloop", &[mode, "2000"], &[]);
     }
@@ -24,6 +27,9 @@ fn timeloop_every_mode() {
 
 #[test]
 fn signal_mask_victims() {
+    if skip_without_bpf() {
+        return;
+    }
     check("sigprocmask", &["5000"], &[]);
     check("context", &["3000"], &[]);
     check("sigjmp", &["3000", "1"], &[]);
@@ -32,6 +38,9 @@ fn signal_mask_victims() {
 
 #[test]
 fn file_and_io_victims() {
+    if skip_without_bpf() {
+        return;
+    }
     check("statloop", &["/etc/passwd", "3000"], &[]);
     check("openclose", &["/etc/passwd", "2000"], &[]);
     check("tinywrite", &["3000"], &[]);
@@ -40,16 +49,25 @@ fn file_and_io_victims() {
 
 #[test]
 fn failing_calls_count_errors() {
+    if skip_without_bpf() {
+        return;
+    }
     check("failing", &["500"], &[]);
 }
 
 #[test]
 fn fork_vfork_exec_pipeline_is_followed() {
+    if skip_without_bpf() {
+        return;
+    }
     check("pipeline", &["500"], &[]);
 }
 
 #[test]
 fn clean_program() {
+    if skip_without_bpf() {
+        return;
+    }
     check("clean", &[], &[]);
 }
 
@@ -57,6 +75,9 @@ fn clean_program() {
 /// on timing, and strace's slowdown changes the timing: compare the rest.
 #[test]
 fn threads_calling_localtime() {
+    if skip_without_bpf() {
+        return;
+    }
     let exe = victim("threads");
     let argv = [exe.to_str().unwrap(), "4", "500"];
     let oracle = strace_counts(&[], &argv);
@@ -72,6 +93,9 @@ fn threads_calling_localtime() {
 /// -e trace=SET counts exactly what strace's own -e trace=SET counts.
 #[test]
 fn filter_matches_strace_classes() {
+    if skip_without_bpf() {
+        return;
+    }
     let exe = victim("failing");
     let argv = [exe.to_str().unwrap(), "50"];
     for expr in ["trace=%file", "trace=%desc", "trace=%memory", "trace=!close,ioctl", "trace=/^(open|acc)", "trace=%%stat"] {

@@ -21,7 +21,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("pipeline", &["diagnose", "error", "linux", "model", "stacks", "target", "trace"]),
     ("compare", &["diagnose", "error", "model", "pipeline", "stats", "target"]),
     ("bench", &["error", "linux", "stats", "target", "trace"]),
-    ("report", &["bench", "compare", "diagnose", "error", "human", "model"]),
+    ("report", &["bench", "compare", "diagnose", "error", "human", "linux", "model", "stats"]),
 ];
 
 /// Every top-level module named after `crate::` in `text`, `crate::{a, b}` included.

@@ -46,6 +46,9 @@ fn lost_nothing(doc: &serde_json::Value) {
 
 #[test]
 fn twenty_thousand_exec_d_processes() {
+    if skip_without_bpf() {
+        return;
+    }
     let exe = victim("forkexec");
     let exe = exe.to_str().unwrap();
     let expected = extrapolate(exe, &["/bin/true"], 20_000);
@@ -76,6 +79,9 @@ fn twenty_thousand_exec_d_processes() {
 
 #[test]
 fn five_thousand_processes_against_strace_itself() {
+    if skip_without_bpf() {
+        return;
+    }
     let exe = victim("forkexec");
     against_strace("5,000 × fork+exec", &[], &[exe.to_str().unwrap(), "5000", "/bin/true"], &[]);
 }
@@ -84,6 +90,9 @@ fn five_thousand_processes_against_strace_itself() {
 /// every other syscall.
 #[test]
 fn two_thousand_threads() {
+    if skip_without_bpf() {
+        return;
+    }
     let exe = victim("manythreads");
     let doc = against_strace("2,000 threads", &[], &[exe.to_str().unwrap(), "2000", "50"], &["futex"]);
     assert_eq!(doc["processes"][0]["threads"].as_array().unwrap().len(), 2001);
@@ -91,6 +100,9 @@ fn two_thousand_threads() {
 
 #[test]
 fn two_hundred_thousand_distinct_paths() {
+    if skip_without_bpf() {
+        return;
+    }
     let exe = victim("manypaths");
     let doc = against_strace("200,000 paths", &["--no-stacks"], &[exe.to_str().unwrap(), "200000", "0"], &[]);
     // Each path once: summarised, not listed.
@@ -101,6 +113,9 @@ fn two_hundred_thousand_distinct_paths() {
 
 #[test]
 fn a_repeated_path_is_not_crowded_out_by_a_walk() {
+    if skip_without_bpf() {
+        return;
+    }
     let exe = victim("manypaths");
     let (doc, _) = sysdiet_json(&[], &[exe.to_str().unwrap(), "100000", "10000"]);
     lost_nothing(&doc);
@@ -116,6 +131,9 @@ fn a_repeated_path_is_not_crowded_out_by_a_walk() {
 
 #[test]
 fn i386_calls_are_lost_under_their_own_label_not_misnamed() {
+    if skip_without_bpf() {
+        return;
+    }
     let exe = victim("compat");
     let (doc, out) = sysdiet_json(&[], &[exe.to_str().unwrap(), "1000"]);
     assert!(out.status.success());
@@ -130,6 +148,9 @@ fn i386_calls_are_lost_under_their_own_label_not_misnamed() {
 
 #[test]
 fn two_hundred_thousand_repeated_paths_keep_their_strings() {
+    if skip_without_bpf() {
+        return;
+    }
     let exe = victim("manypaths");
     let (doc, _) = sysdiet_json(&[], &[exe.to_str().unwrap(), "200000", "0", "2"]);
     lost_nothing(&doc);

@@ -179,3 +179,24 @@ pub fn attach_for_300ms(pid: u32) -> serde_json::Value {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
 }
+
+/// Whether this test must be skipped because BPF cannot be loaded here (not
+/// root, or a kernel without BTF). Says so once per test binary, on the
+/// real stderr (the harness captures only the print macros).
+pub fn skip_without_bpf() -> bool {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    let why = if !nix::unistd::geteuid().is_root() {
+        "not root"
+    } else if !Path::new("/sys/kernel/btf/vmlinux").exists() {
+        "the kernel has no BTF (/sys/kernel/btf/vmlinux)"
+    } else {
+        return false;
+    };
+    SAID.call_once(|| {
+        use std::io::Write;
+        let test = std::env::args().next().unwrap_or_default();
+        let name = Path::new(&test).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let _ = writeln!(std::io::stderr(), "{name}: skipping the tests that load BPF: {why} (run them as root on a kernel with BTF)");
+    });
+    true
+}
