@@ -37,7 +37,7 @@ pub fn run(a: BenchArgs, mut outputs: Outputs) -> Result<i32> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
     }
-    let bar = std::io::stderr().is_terminal().then(progress_bar);
+    let bar = std::io::stderr().is_terminal().then(|| super::progress_bar("bench"));
     let mut show = |p: Progress| {
         if let Some(bar) = &bar {
             bar.set_length(p.total as u64);
@@ -53,12 +53,4 @@ pub fn run(a: BenchArgs, mut outputs: Outputs) -> Result<i32> {
 
     outputs.write(&Document::Bench(&m))?;
     Ok(if m.interrupted { 128 + libc::SIGINT } else { 0 })
-}
-
-fn progress_bar() -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::new(1);
-    let style = indicatif::ProgressStyle::with_template("sysdiet bench {bar:30} {pos}/{len}  {msg}").expect("a valid template");
-    bar.set_style(style);
-    bar.enable_steady_tick(std::time::Duration::from_millis(200));
-    bar
 }

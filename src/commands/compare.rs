@@ -20,9 +20,20 @@ pub fn run(a: CompareArgs, mut outputs: Outputs) -> Result<i32> {
         normalize,
         ignore_failure: a.ignore_failure,
         trace: !a.no_trace,
-        progress: std::io::stderr().is_terminal(),
     };
-    let result = measure(&variants, &opts)?;
+    let bar = std::io::stderr().is_terminal().then(|| super::progress_bar("compare"));
+    let mut show = |done: usize, total: usize, label: &str| {
+        if let Some(bar) = &bar {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+            bar.set_message(if label.is_empty() { String::new() } else { format!("variant {label}") });
+        }
+    };
+    let result = measure(&variants, &opts, &mut show);
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    let result = result?;
     outputs.write(&Document::Compare(&result))?;
     // A fix that changes the output is not a fix: say so in the status too.
     Ok(if result.variants.iter().any(|v| v.output_differs.is_some()) { 1 } else { 0 })

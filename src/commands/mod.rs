@@ -36,3 +36,12 @@ pub fn add_exports(outputs: &mut Outputs, export: &ExportArgs) -> Result<()> {
     }
     Ok(())
 }
+
+/// A progress bar on stderr for `sysdiet WHAT`, when stderr is a terminal.
+pub fn progress_bar(what: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(1);
+    let style = indicatif::ProgressStyle::with_template(&format!("sysdiet {what} {{bar:30}} {{pos}}/{{len}}  {{msg}}")).expect("a valid template");
+    bar.set_style(style);
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    bar
+}

@@ -37,7 +37,6 @@ pub struct CompareOptions {
     pub ignore_failure: bool,
     /// Trace one run of each variant for the syscall diff.
     pub trace: bool,
-    pub progress: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
@@ -154,7 +153,9 @@ pub fn verdict(ratio: f64, lo: f64, hi: f64) -> Verdict {
     }
 }
 
-pub fn compare(variants: &[Variant], opts: &CompareOptions) -> Result<Comparison> {
+/// Measures the variants; `progress` hears of each run as it starts (runs
+/// done, runs in all, the variant's label).
+pub fn compare(variants: &[Variant], opts: &CompareOptions, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<Comparison> {
     if opts.runs == 0 {
         return Err(Error::Usage("--runs must be at least 1".into()));
     }
@@ -173,15 +174,10 @@ pub fn compare(variants: &[Variant], opts: &CompareOptions) -> Result<Comparison
         let order: Vec<usize> = if round % 2 == 0 { (0..n).collect() } else { (0..n).rev().collect() };
         for i in order {
             let v = &variants[i];
-            if opts.progress {
-                eprint!("\rsysdiet compare: run {}/{total} ({}){:10}", done + 1, v.label, "");
-            }
+            progress(done, total, &v.label);
             let (t, out) = timing::run_once(v, opts.check_output)?;
             done += 1;
             if t.status != 0 && !opts.ignore_failure {
-                if opts.progress {
-                    eprintln!();
-                }
                 return Err(Error::VariantFailed { label: v.label.clone(), change: v.change.clone(), status: t.status });
             }
             if outputs[i].is_none() {
@@ -192,9 +188,7 @@ pub fn compare(variants: &[Variant], opts: &CompareOptions) -> Result<Comparison
             }
         }
     }
-    if opts.progress {
-        eprint!("\r{:70}\r", "");
-    }
+    progress(done, total, "");
     let normalized: Vec<Option<String>> =
         outputs.iter().map(|o| o.as_ref().map(|b| normalize(&String::from_utf8_lossy(b), &opts.normalize))).collect();
     let base_wall: Vec<f64> = runs[0].iter().map(|r| r.wall_s).collect();
@@ -277,65 +271,10 @@ fn truncate(s: &str, n: usize) -> &str {
 }
 
 /// Splits a command line given as one string (`--vs './app --fast'`) into
-/// words, honouring single and double quotes and backslashes, as a shell
-/// would for plain words.
+/// words as a POSIX shell would for plain words (quotes, backslashes); no
+/// shell runs.
 pub fn split_words(s: &str) -> Result<Vec<OsString>> {
-    let mut words = Vec::new();
-    let mut cur = String::new();
-    let mut in_word = false;
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\'' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some(c) => cur.push(c),
-                        None => return Err(Error::Usage(format!("unclosed ' in `{s}`"))),
-                    }
-                }
-            }
-            '"' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        // Inside double quotes a backslash escapes only
-                        // these; before anything else it stays.
-                        Some('\\') => match chars.next() {
-                            Some(c @ ('"' | '\\' | '$' | '`')) => cur.push(c),
-                            Some(c) => {
-                                cur.push('\\');
-                                cur.push(c);
-                            }
-                            None => return Err(Error::Usage(format!("unclosed \" in `{s}`"))),
-                        },
-                        Some(c) => cur.push(c),
-                        None => return Err(Error::Usage(format!("unclosed \" in `{s}`"))),
-                    }
-                }
-            }
-            '\\' => {
-                in_word = true;
-                cur.extend(chars.next());
-            }
-            c if c.is_whitespace() => {
-                if in_word {
-                    words.push(OsString::from(std::mem::take(&mut cur)));
-                    in_word = false;
-                }
-            }
-            c => {
-                in_word = true;
-                cur.push(c);
-            }
-        }
-    }
-    if in_word {
-        words.push(OsString::from(cur));
-    }
-    Ok(words)
+    shell_words::split(s).map(|w| w.into_iter().map(OsString::from).collect()).map_err(|e| Error::Usage(format!("`{s}`: {e}")))
 }
 
 #[cfg(test)]

@@ -2,30 +2,28 @@
 //! at, and an eventfd that wakes it at once. Shared by the exit-record
 //! reader and the stack-sample collector.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::eventfd::{EfdFlags, EventFd};
+
 pub struct Stop {
     flag: AtomicBool,
-    wake: OwnedFd,
+    wake: EventFd,
 }
 
 impl Stop {
     pub fn new() -> std::io::Result<Stop> {
-        // SAFETY: eventfd has no preconditions; a new fd we own, or -1.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: fresh fd, ours.
-        Ok(Stop { flag: AtomicBool::new(false), wake: unsafe { OwnedFd::from_raw_fd(fd) } })
+        let wake = EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)?;
+        Ok(Stop { flag: AtomicBool::new(false), wake })
     }
 
     /// Wakes the reader, to look again (or to stop, after `stop`).
     pub fn poke(&self) {
-        // SAFETY: writing 8 bytes to our own eventfd.
-        unsafe { libc::write(self.wake.as_raw_fd(), 1u64.to_ne_bytes().as_ptr().cast(), 8) };
+        // Fails only when the counter would overflow: it is awake anyway.
+        let _ = self.wake.write(1);
     }
 
     pub fn stop(&self) {
@@ -42,16 +40,15 @@ impl Stop {
     /// Sleeps until `ring_fd` has data (the kernel wakes it), the reader is
     /// poked, or `timeout` passes.
     pub fn wait(&self, ring_fd: i32, timeout: Duration) {
-        let mut fds = [
-            libc::pollfd { fd: ring_fd, events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: self.wake.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-        ];
-        // SAFETY: two valid pollfds; an error or EINTR just means look again.
-        unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout.as_millis() as i32) };
-        if fds[1].revents & libc::POLLIN != 0 {
-            let mut buf = [0u8; 8];
-            // SAFETY: draining our own eventfd into an 8-byte buffer.
-            unsafe { libc::read(self.wake.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+        // SAFETY: the ring's fd stays open while its reader runs.
+        let ring = unsafe { BorrowedFd::borrow_raw(ring_fd) };
+        let mut fds = [PollFd::new(ring, PollFlags::POLLIN), PollFd::new(self.wake.as_fd(), PollFlags::POLLIN)];
+        let timeout = PollTimeout::try_from(timeout.as_millis().min(i32::MAX as u128) as i32).unwrap_or(PollTimeout::MAX);
+        // An error or EINTR just means look again.
+        let _ = poll(&mut fds, timeout);
+        if fds[1].revents().is_some_and(|r| r.contains(PollFlags::POLLIN)) {
+            // Drains the counter (non-blocking: EAGAIN when already empty).
+            let _ = self.wake.read();
         }
     }
 }
