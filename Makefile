@@ -1,19 +1,19 @@
 # sysdiet: `make demo` and `make test` each install what is missing, build, and run.
 
 # Debian packages the build and the tests need: clang/llvm build the BPF
-# programs, bpftool dumps vmlinux.h from the kernel's BTF, libelf/zlib/
+# programs (against the committed src/bpf/vmlinux/x86/vmlinux.h), libelf/zlib/
 # pkg-config build libbpf, strace is the tests' oracle, util-linux has setpriv,
 # libc6-dbg names glibc's own frames in call sites (found by build-id).
-DEBS := build-essential clang llvm libelf-dev zlib1g-dev pkg-config bpftool strace util-linux libc6-dbg
+DEBS := build-essential clang llvm libelf-dev zlib1g-dev pkg-config strace util-linux libc6-dbg
 # Only for bench/overhead and bench/workloads: the tools sysdiet is compared
 # against, and the workloads' programs.
-BENCH_DEBS := strace linux-perf bpftrace sqlite3 python3 make
+BENCH_DEBS := strace linux-perf bpftrace bpftool sqlite3 python3 make
 
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 SYSDIET := target/release/sysdiet
 DEMO := target/demo/timeloop
 
-.PHONY: all deps bench-deps build demo test lint install bench bench-workloads schema clean
+.PHONY: all deps bench-deps build demo test lint install vmlinux bench bench-workloads schema clean
 
 all: build
 
@@ -67,6 +67,12 @@ lint: deps
 	@cargo fmt --version >/dev/null 2>&1 && cargo clippy --version >/dev/null 2>&1 || rustup component add rustfmt clippy
 	cargo fmt --check
 	cargo clippy --release --all-targets -- -D warnings
+
+# src/bpf/vmlinux/x86/vmlinux.h dumped anew from the running kernel's BTF
+# (only when a program needs a type the committed one lacks).
+vmlinux:
+	$(call install,bpftool)
+	bpftool btf dump file /sys/kernel/btf/vmlinux format c > src/bpf/vmlinux/x86/vmlinux.h
 
 # docs/schema/*.json, generated from the model types (tests/schema.rs
 # fails when they are stale).

@@ -1,10 +1,11 @@
-//! Builds the BPF programs under src/bpf/ into skeletons (libbpf-cargo), with
-//! a vmlinux.h dumped from this kernel's BTF by bpftool: the bpftop way.
-//! Also compiles the C kernels `sysdiet bench` times (the cc crate).
+//! Builds the BPF programs under src/bpf/ into skeletons (libbpf-cargo): the
+//! bpftop way. The kernel's types come from the committed
+//! src/bpf/vmlinux/x86/vmlinux.h (CO-RE relocates them to the running
+//! kernel at load, so a build host needs no BTF), or from
+//! $SYSDIET_VMLINUX_H. Also compiles the C kernels `sysdiet bench` times.
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use libbpf_cargo::SkeletonBuilder;
 
@@ -36,26 +37,13 @@ fn main() {
     println!("cargo:rerun-if-env-changed=SYSDIET_VMLINUX_H");
 }
 
-/// vmlinux.h from $SYSDIET_VMLINUX_H, or dumped from the running kernel's BTF.
+/// The committed vmlinux.h (`make vmlinux` dumps it anew from the running
+/// kernel), or $SYSDIET_VMLINUX_H.
+const VMLINUX_H: &str = "src/bpf/vmlinux/x86/vmlinux.h";
+
 fn write_vmlinux_h(dest: &Path) {
-    if let Some(given) = env::var_os("SYSDIET_VMLINUX_H") {
-        fs::copy(&given, dest).unwrap_or_else(|e| panic!("copying SYSDIET_VMLINUX_H: {e}"));
-        return;
-    }
-    if dest.exists() {
-        return;
-    }
-    let btf = "/sys/kernel/btf/vmlinux";
-    let bpftool = ["bpftool", "/usr/sbin/bpftool"]
-        .into_iter()
-        .find(|b| Command::new(b).arg("version").output().is_ok())
-        .unwrap_or_else(|| panic!("bpftool not found: install it (`make deps`) or set SYSDIET_VMLINUX_H"));
-    let dump = Command::new(bpftool).args(["btf", "dump", "file", btf, "format", "c"]).output().unwrap_or_else(|e| panic!("running bpftool: {e}"));
-    if !dump.status.success() {
-        panic!(
-            "bpftool could not dump {btf}: {}\n(the kernel needs CONFIG_DEBUG_INFO_BTF=y, or set SYSDIET_VMLINUX_H)",
-            String::from_utf8_lossy(&dump.stderr).trim()
-        );
-    }
-    fs::write(dest, dump.stdout).expect("write vmlinux.h");
+    let given = env::var_os("SYSDIET_VMLINUX_H").map(PathBuf::from);
+    let src = given.as_deref().unwrap_or(Path::new(VMLINUX_H));
+    fs::copy(src, dest).unwrap_or_else(|e| panic!("copying {}: {e} (set SYSDIET_VMLINUX_H to a vmlinux.h, or run `make vmlinux`)", src.display()));
+    println!("cargo:rerun-if-changed={VMLINUX_H}");
 }

@@ -1,5 +1,8 @@
-//! Tracers: each turns a running target into a Trace. The BPF one counts in
-//! the kernel; others (ptrace, strace logs) fill the same TraceBuilder.
+//! The tracer: BPF programs that count every syscall of the targets in the
+//! kernel (bpf.rs loads src/bpf/syscount.bpf.c), the readers that bring
+//! their records out while the target runs (exits.rs) and at its end
+//! (readout.rs) into a TraceBuilder, and the small tracers beside it: bench's
+//! counter (tally.rs) and the empty hooks of the benchmark's floor (floor.rs).
 
 pub mod bpf;
 pub mod exits;
