@@ -29,6 +29,9 @@ fn main() {
     println!("cargo:rerun-if-changed=src/bpf/syscount.h");
     println!("cargo:rerun-if-changed=src/bpf/arguments.bpf.h");
     println!("cargo:rerun-if-changed=src/bpf/samples.bpf.h");
+    println!("cargo:rerun-if-changed=src/bpf/lifecycle.bpf.h");
+    println!("cargo:rerun-if-changed=src/bpf/bits.bpf.h");
+    println!("cargo:rerun-if-changed=src/bpf/maps.bpf.h");
     println!("cargo:rerun-if-changed=src/bpf/tally.h");
 
     // -O2 and nothing clever: each kernel must make its call every time.

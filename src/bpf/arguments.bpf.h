@@ -5,24 +5,6 @@
 #ifndef SYSDIET_ARGUMENTS_BPF_H
 #define SYSDIET_ARGUMENTS_BPF_H
 
-static __always_inline __u32 log2_32(__u32 v)
-{
-	__u32 r, shift;
-
-	r = (v > 0xFFFF) << 4; v >>= r;
-	shift = (v > 0xFF) << 3; v >>= shift; r |= shift;
-	shift = (v > 0xF) << 2; v >>= shift; r |= shift;
-	shift = (v > 0x3) << 1; v >>= shift; r |= shift;
-	r |= (v >> 1);
-	return r;
-}
-
-static __always_inline __u32 log2_64(__u64 v)
-{
-	__u32 hi = v >> 32;
-	return hi ? log2_32(hi) + 32 : log2_32(v);
-}
-
 /* Bucket 0 holds 0, bucket 1 holds 1, bucket k >= 2 holds (2^(k-2), 2^(k-1)],
  * so a bucket reads as "at most 2^(k-1) bytes". The last one holds the rest. */
 static __always_inline __u32 size_bucket(__u64 v)
@@ -130,11 +112,12 @@ static __always_inline void count_errno(struct task_state *ts, __u32 nr, __u32 e
 		}
 	}
 	struct errno_key k = { .tgid = ts->tgid, .nr = nr, .err = err };
-	__u64 one = 1, *v = bpf_map_lookup_elem(&errno_stats, &k);
+	static const __u64 zero;
+	__u64 *v = bpf_map_lookup_or_try_init(&errno_stats, &k, &zero);
 
 	if (v)
-		(*v)++;
-	else if (bpf_map_update_elem(&errno_stats, &k, &one, BPF_NOEXIST))
+		(*v)++; /* per-CPU: no other CPU adds to this copy */
+	else
 		ts->errnos_lost++;
 }
 
@@ -237,8 +220,7 @@ static __noinline bool argument_miss(struct task_state *ts, struct call *c)
 		if (c->kind == ARG_FD_IO) {
 			struct io_hist *h;
 
-			bpf_map_update_elem(&io_hists, &k, &zero_hist, BPF_NOEXIST);
-			h = bpf_map_lookup_elem(&io_hists, &k);
+			h = bpf_map_lookup_or_try_init(&io_hists, &k, &zero_hist);
 			if (h) {
 				h->requested[v->requested & (HIST_BUCKETS - 1)]++;
 				h->returned[v->returned & (HIST_BUCKETS - 1)]++;

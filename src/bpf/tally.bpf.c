@@ -7,8 +7,8 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include "tally.h"
+#include "maps.bpf.h"
 
-#define EEXIST 17
 
 /* The processes to count, by tgid: added (PENDING) before their execve and
  * counted (COUNTING) from it on, so that what ran between fork and exec,
@@ -35,27 +35,17 @@ int BPF_PROG(tally_enter, struct pt_regs *regs, long id)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct tally_key key = { .tgid = tgid, .nr = (__u32)id };
-	__u64 one = 1, *n;
-	long err;
-
+	static const __u64 zero;
 	__u8 *state = bpf_map_lookup_elem(&watched, &tgid);
+	__u64 *n;
 
 	if (!state || *state != TALLY_COUNTING)
 		return 0;
-	n = bpf_map_lookup_elem(&counts, &key);
-	if (n) {
+	n = bpf_map_lookup_or_try_init(&counts, &key, &zero);
+	if (n)
 		__sync_fetch_and_add(n, 1);
-		return 0;
-	}
-	err = bpf_map_update_elem(&counts, &key, &one, BPF_NOEXIST);
-	if (err == -EEXIST) {
-		/* Another thread made the entry first. */
-		n = bpf_map_lookup_elem(&counts, &key);
-		if (n)
-			__sync_fetch_and_add(n, 1);
-	} else if (err) {
+	else
 		__sync_fetch_and_add(&lost, 1);
-	}
 	return 0;
 }
 

@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Part of syscount.bpf.c, included after its hooks: following the targets'
+ * lives. A new task of a target is a target (fork), a held child starts
+ * counting at its exec, a signal handler makes the known mask stale, and an
+ * exiting thread sends its counts and cached argument keys to user space. */
+#ifndef SYSDIET_LIFECYCLE_BPF_H
+#define SYSDIET_LIFECYCLE_BPF_H
+
+static __always_inline void note_task(struct task_state *ts, struct task_struct *t, __u32 ppid)
+{
+	ts->tgid = t->tgid;
+	ts->ppid = ppid;
+	bpf_probe_read_kernel_str(ts->comm, sizeof(ts->comm), t->comm);
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)
+{
+	struct task_state *pts, *cts;
+
+	pts = bpf_task_storage_get(&states, parent, 0, 0);
+	if (!pts || pts->state != TARGET_ACTIVE)
+		return 0;
+	/* Threads and processes alike: every new task gets its own state. */
+	cts = bpf_task_storage_get(&states, child, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!cts) {
+		count_lost(LOST_NO_TASK_STORAGE, 1);
+		return 0;
+	}
+	cts->state = TARGET_FORKED;
+	note_task(cts, child, child->tgid != parent->tgid ? parent->tgid : parent->real_parent->tgid);
+	cts->mask = child->blocked.sig[0];
+	cts->mask_known = 1;
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	struct task_state *ts = bpf_task_storage_get(&states, p, 0, 0);
+
+	if (!ts)
+		return 0;
+	/* A held child counts from here: its execve is counted at its exit. */
+	ts->state = TARGET_ACTIVE;
+	note_task(ts, p, p->real_parent->tgid);
+	return 0;
+}
+
+/* A handler runs with another mask: the one last seen is stale. */
+SEC("tp_btf/signal_deliver")
+int BPF_PROG(signal_deliver, int sig, struct kernel_siginfo *info, struct k_sigaction *ka)
+{
+	struct task_state *ts = bpf_task_storage_get(&states, bpf_get_current_task_btf(), 0, 0);
+
+	if (ts)
+		ts->mask_known = 0;
+	return 0;
+}
+
+struct exit_ctx {
+	struct task_state *ts;
+	struct exit_record *rec;
+	__u32 tid;
+	__u64 calls;
+};
+
+/* Sends one cached argument key's pending calls. */
+static long send_slot(__u32 idx, struct exit_ctx *x)
+{
+	__u64 i = idx;
+	struct slot_record r = { .kind = RECORD_SLOT, .tgid = x->ts->tgid, .tid = x->tid };
+	struct arg_slot *s;
+
+	barrier_var(i);
+	if (i >= ARG_SLOTS)
+		return 1;
+	s = &x->ts->slots[i];
+	if (!s->used || !s->calls)
+		return 0;
+	r.slot = *s;
+	if (bpf_ringbuf_output(&exits, &r, sizeof(r), 0))
+		count_lost(LOST_EXIT_RECORDS, s->calls);
+	return 0;
+}
+
+/* Copies one syscall's counts into the record, packed. */
+static long pack_entry(__u32 i, struct exit_ctx *x)
+{
+	struct exit_record *rec = x->rec;
+	struct sys_val *v;
+	__u64 nr = i, n = rec->entries;
+
+	/* One register each, so that the checks bound what is indexed. */
+	barrier_var(nr);
+	barrier_var(n);
+	if (nr >= MAX_SYSCALLS || n >= MAX_SYSCALLS)
+		return 1;
+	v = &x->ts->stats[nr];
+	if (!v->calls)
+		return 0;
+	rec->e[n].nr = nr;
+	rec->e[n].v = *v;
+	rec->entries = n + 1;
+	x->calls += v->calls;
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(sched_process_exit, struct task_struct *p)
+{
+	struct exit_ctx x = { .tid = p->pid };
+	struct task_state *ts = bpf_task_storage_get(&states, p, 0, 0);
+	struct exit_record *rec;
+	struct pt_regs *regs;
+	__u32 zero = 0, size, n;
+	long nr;
+
+	if (!ts || ts->exited)
+		return 0;
+	/* exit and exit_group never return: count the one it is in. */
+	regs = (struct pt_regs *)bpf_task_pt_regs(p);
+	if (regs && ts->state == TARGET_ACTIVE && !stopped) {
+		nr = regs->orig_ax;
+		if ((nr == NR_EXIT || nr == NR_EXIT_GROUP) && regs->ax == -ENOSYS &&
+		    !(p->thread_info.status & TS_COMPAT) && specs[nr].traced) {
+			ts->stats[nr].calls++;
+			ts->seq++;
+		}
+	}
+	ts->exited = 1;
+	rec = bpf_map_lookup_elem(&exit_scratch, &zero);
+	if (!rec)
+		return 0;
+	x.ts = ts;
+	x.rec = rec;
+	rec->kind = RECORD_EXIT;
+	rec->tgid = p->tgid;
+	rec->tid = x.tid;
+	rec->ppid = ts->ppid;
+	rec->exit_code = p->exit_code;
+	rec->leader = p->pid == p->tgid;
+	rec->entries = 0;
+	bpf_probe_read_kernel_str(rec->comm, sizeof(rec->comm), p->comm);
+	rec->user_ticks = ts->user_ticks;
+	__builtin_memcpy(rec->mask_calls, ts->mask_calls, sizeof(rec->mask_calls));
+	__builtin_memcpy(rec->errnos, ts->errnos, sizeof(rec->errnos));
+	rec->errnos_lost = ts->errnos_lost;
+	bpf_loop(MAX_SYSCALLS, pack_entry, &x, 0);
+	n = rec->entries;
+	if (n > MAX_SYSCALLS)
+		n = MAX_SYSCALLS;
+	size = sizeof(*rec) - sizeof(rec->e) + n * sizeof(rec->e[0]);
+	if (size > sizeof(*rec))
+		return 0;
+	if (bpf_ringbuf_output(&exits, rec, size,
+			       bpf_ringbuf_query(&exits, BPF_RB_AVAIL_DATA) >= EXITS_BYTES / 8 ?
+				       BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP))
+		count_lost(LOST_EXIT_RECORDS, x.calls);
+	/* After the record: user space files a thread's slots where its
+	 * record went. */
+	bpf_loop(ARG_SLOTS, send_slot, &x, 0);
+	return 0;
+}
+
+#endif
