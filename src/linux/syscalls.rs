@@ -105,10 +105,13 @@ pub fn by_name(name: &str) -> Option<&'static SyscallInfo> {
     table::TABLE.iter().find(|s| s.name == name)
 }
 
-/// The name of syscall `nr`, or `syscall_NNN` for one this table lacks
-/// (a newer kernel), as strace prints it.
+/// The name of syscall `nr`, or `syscall_NNN` for one without a name (a
+/// newer kernel), as strace prints it.
 pub fn name(nr: u32) -> String {
-    by_nr(nr).map_or_else(|| format!("syscall_{nr}"), |s| s.name.to_string())
+    match syscalls::Sysno::new(nr as usize) {
+        Some(s) => s.name().to_string(),
+        None => format!("syscall_{nr}"),
+    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags};
 
 use super::exits::{ExitReader, SweepMaps};
-use super::filter::{SyscallSet, MAX_SYSCALLS};
+use super::filter::SyscallSet;
 use super::perf::{self, PerfEventAttr, PERF_COUNT_SW_CPU_CLOCK, PERF_TYPE_SOFTWARE};
 use crate::error::{Error, Result};
 use crate::linux::syscalls::{self, ArgKind};
@@ -20,7 +20,16 @@ use crate::model::{Argument, Lost, TimeKind};
 pub(crate) mod skel {
     include!(concat!(env!("OUT_DIR"), "/syscount.skel.rs"));
 }
-use skel::types::{syscall_spec, task_state};
+
+/// Syscall numbers the kernel side has room for: the length of its `specs`.
+pub const MAX_SYSCALLS: usize = {
+    const fn len<T, const N: usize>(_: &[T; N]) -> usize {
+        N
+    }
+    // SAFETY: the read-only data is plain integers, for which zero is valid.
+    len(&unsafe { std::mem::zeroed::<skel::types::rodata>() }.specs)
+};
+use skel::types::{arg_kind, syscall_spec, target_state, task_state};
 use skel::{SyscountSkel, SyscountSkelBuilder};
 
 /// What loading a skeleton needs first: the kernel's BTF (else a clear
@@ -44,16 +53,6 @@ fn kernel_btf_path() -> std::path::PathBuf {
     std::env::var_os("SYSDIET_KERNEL_BTF").map(Into::into).unwrap_or_else(|| "/sys/kernel/btf/vmlinux".into())
 }
 
-const ARG_NONE: u8 = 0;
-const ARG_PATH: u8 = 1;
-const ARG_FD: u8 = 2;
-const ARG_FD_IO: u8 = 3;
-const ARG_CLOCK: u8 = 4;
-const ARG_TIMEOUT_MS: u8 = 5;
-const ARG_TIMEOUT_PTR: u8 = 6;
-const ARG_SIGMASK: u8 = 7;
-const TARGET_PENDING_EXEC: u32 = 1;
-const TARGET_ACTIVE: u32 = 2;
 const BATCH: u32 = 4096;
 
 /// CPU time is sampled at 4 kHz on each CPU (perf record's default rate).
@@ -159,7 +158,11 @@ impl BpfTracer {
     pub fn add_target(&self, tid: u32, held: bool, tgid: u32, ppid: u32, comm: &str) -> Result<()> {
         let mut state = vec![0u8; std::mem::size_of::<task_state>()];
         let put = |b: &mut [u8], at: usize, v: &[u8]| b[at..at + v.len()].copy_from_slice(v);
-        put(&mut state, std::mem::offset_of!(task_state, state), &(if held { TARGET_PENDING_EXEC } else { TARGET_ACTIVE }).to_ne_bytes());
+        put(
+            &mut state,
+            std::mem::offset_of!(task_state, state),
+            &(if held { target_state::TARGET_PENDING_EXEC } else { target_state::TARGET_ACTIVE }).0.to_ne_bytes(),
+        );
         put(&mut state, std::mem::offset_of!(task_state, tgid), &tgid.to_ne_bytes());
         put(&mut state, std::mem::offset_of!(task_state, ppid), &ppid.to_ne_bytes());
         let name: Vec<u8> = comm.bytes().take(15).collect();
@@ -200,16 +203,16 @@ fn attach_ticks(skel: &SyscountSkel<'static>) -> Result<Vec<(OwnedFd, Link)>> {
 fn spec_for(nr: u32, filter: &SyscallSet) -> syscall_spec {
     let traced = filter.contains(nr) as u8;
     let (kind, arg, size_arg) = match syscalls::by_nr(nr).map(|s| s.arg) {
-        Some(ArgKind::Path(i)) => (ARG_PATH, i, 0),
-        Some(ArgKind::Fd(i)) => (ARG_FD, i, 0),
-        Some(ArgKind::FdIo { fd, size }) => (ARG_FD_IO, fd, size),
-        Some(ArgKind::Clock(i)) => (ARG_CLOCK, i, 0),
-        Some(ArgKind::TimeoutMs(i)) => (ARG_TIMEOUT_MS, i, 0),
-        Some(ArgKind::TimeoutPtr(i)) => (ARG_TIMEOUT_PTR, i, 0),
-        Some(ArgKind::SigMask) => (ARG_SIGMASK, 0, 0),
-        Some(ArgKind::None) | None => (ARG_NONE, 0, 0),
+        Some(ArgKind::Path(i)) => (arg_kind::ARG_PATH, i, 0),
+        Some(ArgKind::Fd(i)) => (arg_kind::ARG_FD, i, 0),
+        Some(ArgKind::FdIo { fd, size }) => (arg_kind::ARG_FD_IO, fd, size),
+        Some(ArgKind::Clock(i)) => (arg_kind::ARG_CLOCK, i, 0),
+        Some(ArgKind::TimeoutMs(i)) => (arg_kind::ARG_TIMEOUT_MS, i, 0),
+        Some(ArgKind::TimeoutPtr(i)) => (arg_kind::ARG_TIMEOUT_PTR, i, 0),
+        Some(ArgKind::SigMask) => (arg_kind::ARG_SIGMASK, 0, 0),
+        Some(ArgKind::None) | None => (arg_kind::ARG_NONE, 0, 0),
     };
-    syscall_spec { traced, kind, arg, size_arg }
+    syscall_spec { traced, kind: kind.0 as u8, arg, size_arg }
 }
 
 /// Every (key, value) of a hash map, read in batches. A batch ends at a
@@ -277,4 +280,16 @@ pub(super) fn from_bytes<T: Copy>(bytes: &[u8]) -> T {
     // SAFETY: T is a repr(C) plain-data type generated from the BPF
     // object's BTF (or u64); any bit pattern is valid; length checked.
     unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::skel::types::arg_slot;
+
+    #[test]
+    fn the_model_keeps_as_many_byte_buckets_as_the_kernel_side() {
+        // The model sits below the tracer and cannot read the skeleton.
+        assert_eq!(crate::model::Histogram::BUCKETS, arg_slot::default().requested.len());
+        assert_eq!(super::MAX_SYSCALLS, 512);
+    }
 }

@@ -14,16 +14,18 @@ use std::time::{Duration, Instant};
 
 use libbpf_rs::{MapCore, MapFlags, MapHandle, RingBufferBuilder};
 
-use super::bpf::skel::types::{arg_key, arg_slot, arg_val, errno_slot, exit_entry, exit_record, io_hist, path_record, slot_record, sys_val};
+use super::bpf::skel::types::{
+    arg_key, arg_slot, arg_val, errno_slot, exit_entry, exit_record, io_hist, path_record, record_kind, slot_record, sys_val,
+};
 use super::bpf::{c_string, from_bytes, read_all};
 use super::fold::Exited;
 use super::wake::Stop;
 use crate::error::{Error, Result};
 use crate::model::{Exit, SyscallStats};
 
-const RECORD_SLOT: u32 = 1;
-const RECORD_EXIT: u32 = 2;
-const RECORD_PATH: u32 = 3;
+const RECORD_SLOT: u32 = record_kind::RECORD_SLOT.0;
+const RECORD_EXIT: u32 = record_kind::RECORD_EXIT.0;
+const RECORD_PATH: u32 = record_kind::RECORD_PATH.0;
 /// How often the reader looks, besides the kernel's batched wake-ups.
 const POLL: Duration = Duration::from_millis(50);
 

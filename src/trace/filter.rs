@@ -4,7 +4,7 @@
 use crate::error::Error;
 use crate::linux::syscalls::{self, Class};
 
-pub const MAX_SYSCALLS: usize = 512;
+pub use super::bpf::MAX_SYSCALLS;
 
 /// A set of syscall numbers to count.
 #[derive(Clone, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use libbpf_rs::{MapCore, MapFlags};
 
-use super::bpf::skel::types::{arg_key, arg_slot, arg_val, io_hist, once_summary, task_state};
+use super::bpf::skel::types::{arg_key, arg_slot, arg_val, io_hist, lost_counter, once_summary, target_state, task_state};
 use super::bpf::{bpf_error, c_string, from_bytes, read_all, BpfTracer, TICK_NS};
 use super::exits::{errnos_of, used, Record, ThreadCounts};
 use super::fold::Fold;
@@ -17,7 +17,6 @@ use crate::linux::syscalls::{self, ArgKind};
 use crate::model::builder::{TaskRecord, TraceBuilder};
 use crate::model::{Argument, ArgumentStats, Histogram, Lost, MaskChange, Timeout};
 
-const TARGET_PENDING_EXEC: u32 = 1;
 const AT_FDCWD: i64 = -100;
 const NR_RT_SIGPROCMASK: u32 = 14;
 /// The path hash the kernel side gives a path it could not read.
@@ -122,7 +121,7 @@ fn live_threads(tracer: &BpfTracer) -> Vec<(ThreadCounts, Vec<arg_slot>)> {
         let Some(pidfd) = crate::target::pidfd(tid) else { continue };
         let Ok(Some(v)) = tracer.skel.maps.states.lookup(&pidfd.as_raw_fd().to_ne_bytes(), MapFlags::ANY) else { continue };
         let ts: Box<task_state> = Box::new(from_bytes(&v));
-        if ts.exited != 0 || ts.state == TARGET_PENDING_EXEC {
+        if ts.exited != 0 || ts.state == target_state::TARGET_PENDING_EXEC.0 {
             continue;
         }
         let comm = std::fs::read_to_string(format!("/proc/{tid}/comm"))
@@ -205,24 +204,26 @@ fn all_tids() -> Vec<u32> {
 
 fn read_lost(tracer: &BpfTracer) -> Result<Lost> {
     let lost = &tracer.skel.maps.lost;
-    let get = |i: u32| -> Result<u64> {
-        Ok(lost.lookup_percpu(&i.to_ne_bytes(), MapFlags::ANY).map_err(bpf_error)?.map_or(0, |cpus| cpus.iter().map(|v| from_bytes::<u64>(v)).sum()))
+    let get = |c: lost_counter| -> Result<u64> {
+        Ok(lost
+            .lookup_percpu(&c.0.to_ne_bytes(), MapFlags::ANY)
+            .map_err(bpf_error)?
+            .map_or(0, |cpus| cpus.iter().map(|v| from_bytes::<u64>(v)).sum()))
     };
-    // Order of enum lost_counter in syscount.h.
     Ok(Lost {
-        tasks_untraced: get(0)?,
-        exit_records: get(1)?,
-        argument_table_full: get(2)?,
-        argument_alloc_failed: get(3)?,
-        once_table_full: get(4)?,
-        errno_table_full: get(5)?,
-        path_unreadable: get(6)?,
-        path_truncated: get(7)?,
-        path_strings: get(8)?,
-        compat_syscalls: get(9)?,
-        syscall_nr_out_of_range: get(10)?,
-        samples_dropped: get(11)?,
-        histogram_table_full: get(12)?,
+        tasks_untraced: get(lost_counter::LOST_NO_TASK_STORAGE)?,
+        exit_records: get(lost_counter::LOST_EXIT_RECORDS)?,
+        argument_table_full: get(lost_counter::LOST_ARG_TABLE_FULL)?,
+        argument_alloc_failed: get(lost_counter::LOST_ARG_NOMEM)?,
+        once_table_full: get(lost_counter::LOST_ONCE_TABLE_FULL)?,
+        errno_table_full: get(lost_counter::LOST_ERRNO_TABLE_FULL)?,
+        path_unreadable: get(lost_counter::LOST_PATH_UNREADABLE)?,
+        path_truncated: get(lost_counter::LOST_PATH_TRUNCATED)?,
+        path_strings: get(lost_counter::LOST_PATH_STRING)?,
+        compat_syscalls: get(lost_counter::LOST_COMPAT)?,
+        syscall_nr_out_of_range: get(lost_counter::LOST_NR_OUT_OF_RANGE)?,
+        samples_dropped: get(lost_counter::LOST_SAMPLES_DROPPED)?,
+        histogram_table_full: get(lost_counter::LOST_HIST_TABLE_FULL)?,
     })
 }
 
