@@ -2,7 +2,7 @@
 //! bpftop way. The kernel's types come from the committed
 //! src/bpf/vmlinux/x86/vmlinux.h (CO-RE relocates them to the running
 //! kernel at load, so a build host needs no BTF), or from
-//! $SYSDIET_VMLINUX_H. Also compiles the C kernels `sysdiet bench` times.
+//! $SYSDIET_VMLINUX_H. Also compiles the C loops `sysdiet bench` times.
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -34,9 +34,9 @@ fn main() {
     println!("cargo:rerun-if-changed=src/bpf/maps.bpf.h");
     println!("cargo:rerun-if-changed=src/bpf/tally.h");
 
-    // -O2 and nothing clever: each kernel must make its call every time.
-    cc::Build::new().file("src/bench/kernels.c").opt_level(2).warnings(true).compile("sysdiet_kernels");
-    println!("cargo:rerun-if-changed=src/bench/kernels.c");
+    // -O2 and nothing clever: each loop must make its call every time.
+    cc::Build::new().file("src/bench/loops.c").opt_level(2).warnings(true).compile("sysdiet_loops");
+    println!("cargo:rerun-if-changed=src/bench/loops.c");
     println!("cargo:rerun-if-env-changed=SYSDIET_VMLINUX_H");
 }
 

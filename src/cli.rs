@@ -65,7 +65,7 @@ pub enum Command {
                             sysdiet bench --only localtime,localtime_r --threads 1,2,4 --svg scaling.svg\n  \
                             sysdiet bench --only none,localtime,gettimeofday --iterations 1000000\n  \
                             sysdiet bench --json -o bench.json\n\n\
-                            Each kernel calls one function in a loop, in a process of its own.\n\
+                            Each loop calls one function in a loop, in a process of its own.\n\
                             Syscalls per call are counted with BPF (as root); without the rights, only times are shown.\n\
                             The table goes to stdout; Ctrl-C prints what was measured so far.")]
     Bench {
@@ -74,7 +74,7 @@ pub enum Command {
         #[command(flatten)]
         out: OutputArgs,
     },
-    /// Runs one bench kernel (sysdiet bench starts these itself)
+    /// Runs one bench loop (sysdiet bench starts these itself)
     #[command(name = "__bench-worker", hide = true)]
     BenchWorker {
         #[arg(allow_hyphen_values = true)]
@@ -162,24 +162,24 @@ pub struct ExportArgs {
 /// What `sysdiet bench` takes (besides where to write).
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
-    /// Only these kernels: names (every variant) or name:variant ids, comma-separated
-    #[arg(long, value_delimiter = ',', value_name = "KERNELS")]
+    /// Only these loops: names (every variant) or name:variant ids, comma-separated
+    #[arg(long, value_delimiter = ',', value_name = "LOOPS")]
     pub only: Option<Vec<String>>,
-    /// Run each kernel from this many threads at once, for each count given
+    /// Run each loop from this many threads at once, for each count given
     #[arg(long, value_delimiter = ',', default_value = "1", value_name = "LIST")]
     pub threads: Vec<usize>,
     /// Calls per thread in each run (default: enough for ~40 ms a run)
     #[arg(long, value_name = "N")]
     pub iterations: Option<u64>,
-    /// Timed runs per kernel and thread count
+    /// Timed runs per loop and thread count
     #[arg(long, default_value_t = 5)]
     pub runs: usize,
-    /// Also plot ns per call (by kernel, or by thread count) as an SVG
+    /// Also plot ns per call (by loop, or by thread count) as an SVG
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
     #[command(flatten)]
     pub export: ExportArgs,
-    /// List the kernels and exit
+    /// List the loops and exit
     #[arg(long)]
     pub list: bool,
 }

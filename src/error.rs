@@ -34,8 +34,8 @@ pub enum Error {
     #[error("variant {label} ({change}) exited with status {status}: fix it, or pass --ignore-failure to compare anyway")]
     VariantFailed { label: String, change: String, status: i32 },
 
-    #[error("the bench kernel {kernel} failed ({how}): this is a bug in sysdiet, please report it")]
-    KernelFailed { kernel: String, how: String },
+    #[error("the bench loop {bench_loop} failed ({how}): this is a bug in sysdiet, please report it")]
+    LoopFailed { bench_loop: String, how: String },
 
     #[error("{path}: {source}")]
     File { path: PathBuf, source: std::io::Error },

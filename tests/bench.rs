@@ -1,4 +1,4 @@
-//! sysdiet bench: syscalls per call counted right, every kernel in the JSON,
+//! sysdiet bench: syscalls per call counted right, every loop in the JSON,
 //! a valid plot, and bad input refused. Timings are never asserted.
 
 mod common;
@@ -12,17 +12,17 @@ fn bench(args: &[&str]) -> (Option<i32>, Value, String) {
     (out.status.code(), doc, String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
-fn kernel<'a>(doc: &'a Value, id: &str) -> &'a Value {
-    doc["kernels"].as_array().unwrap().iter().find(|k| k["id"] == id).unwrap_or_else(|| panic!("{id} in {doc}"))
+fn bench_loop<'a>(doc: &'a Value, id: &str) -> &'a Value {
+    doc["loops"].as_array().unwrap().iter().find(|k| k["id"] == id).unwrap_or_else(|| panic!("{id} in {doc}"))
 }
 
 fn syscalls(doc: &Value, id: &str) -> f64 {
-    kernel(doc, id)["syscalls"]["total"].as_f64().unwrap_or_else(|| panic!("{id} counted: {doc}"))
+    bench_loop(doc, id)["syscalls"]["total"].as_f64().unwrap_or_else(|| panic!("{id} counted: {doc}"))
 }
 
-/// The syscall a kernel makes most.
+/// The syscall a loop makes most.
 fn top_syscall(doc: &Value, id: &str) -> String {
-    kernel(doc, id)["syscalls"]["by_syscall"][0]["name"].as_str().unwrap_or("").to_string()
+    bench_loop(doc, id)["syscalls"]["by_syscall"][0]["name"].as_str().unwrap_or("").to_string()
 }
 
 fn about(x: f64, want: f64) -> bool {
@@ -66,7 +66,7 @@ fn syscalls_per_call_are_counted_not_guessed() {
 }
 
 #[test]
-fn the_json_has_every_kernel_timed_and_counted() {
+fn the_json_has_every_loop_timed_and_counted() {
     if skip_without_bpf() {
         return;
     }
@@ -77,9 +77,9 @@ fn the_json_has_every_kernel_timed_and_counted() {
 
     let (code, doc, err) = bench(&["--iterations", "200", "--runs", "2"]);
     assert_eq!(code, Some(0), "{err}");
-    let got: Vec<&str> = doc["kernels"].as_array().unwrap().iter().map(|k| k["id"].as_str().unwrap()).collect();
+    let got: Vec<&str> = doc["loops"].as_array().unwrap().iter().map(|k| k["id"].as_str().unwrap()).collect();
     assert_eq!(got, ids);
-    for k in doc["kernels"].as_array().unwrap() {
+    for k in doc["loops"].as_array().unwrap() {
         let t = &k["times"][0];
         assert_eq!(t["threads"], 1, "{k}");
         assert_eq!(t["iterations"], 200, "{k}");
@@ -102,16 +102,16 @@ fn threads_give_one_time_per_count() {
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(doc["threads"], serde_json::json!([1, 2]));
     for id in ["getpid", "localtime_r"] {
-        let threads: Vec<u64> = kernel(&doc, id)["times"].as_array().unwrap().iter().map(|t| t["threads"].as_u64().unwrap()).collect();
+        let threads: Vec<u64> = bench_loop(&doc, id)["times"].as_array().unwrap().iter().map(|t| t["threads"].as_u64().unwrap()).collect();
         assert_eq!(threads, [1, 2], "{doc}");
     }
     // Counted again on two threads: getpid still makes its one call (the
     // futex waits contention may add vary, and are not asserted).
-    let contended = &kernel(&doc, "getpid")["contended_syscalls"][0];
+    let contended = &bench_loop(&doc, "getpid")["contended_syscalls"][0];
     assert_eq!(contended["threads"], 2, "{doc}");
     let getpid = contended["syscalls"]["by_syscall"].as_array().unwrap().iter().find(|s| s["name"] == "getpid").unwrap();
     assert!(about(getpid["per_call"].as_f64().unwrap(), 1.0), "{doc}");
-    assert_eq!(kernel(&doc, "getpid")["contended_syscalls"].as_array().unwrap().len(), 1);
+    assert_eq!(bench_loop(&doc, "getpid")["contended_syscalls"].as_array().unwrap().len(), 1);
 }
 
 #[test]
@@ -138,12 +138,12 @@ fn the_table_shows_the_host_and_the_seeds_three_cases() {
     assert_eq!(rows.len(), 4, "none, localtime twice, gettimeofday:\n{text}");
     let unset = rows.iter().find(|r| r.contains("TZ unset")).unwrap();
     assert!(unset.contains("1.00  newfstatat") || unset.contains("1.00  stat"), "{unset}");
-    // The exports, besides the table: the same kernels.
+    // The exports, besides the table: the same loops.
     let table = std::fs::read_to_string(&md).unwrap();
-    assert!(table.starts_with("| kernel | ns/call, 1 thread | syscalls/call |\n|---|---:|---|\n"), "{table}");
+    assert!(table.starts_with("| loop | ns/call, 1 thread | syscalls/call |\n|---|---:|---|\n"), "{table}");
     assert!(table.lines().any(|l| l.starts_with("| localtime") && l.contains("TZ unset") && l.ends_with("| 1.00  newfstatat |")), "{table}");
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!((doc["version"].clone(), doc["kernels"].as_array().unwrap().len()), (1.into(), 4));
+    assert_eq!((doc["version"].clone(), doc["loops"].as_array().unwrap().len()), (1.into(), 4));
 }
 
 /// The text of every <text> element of an SVG, which must be well-formed.
@@ -177,7 +177,7 @@ fn svg_texts(svg: &str) -> Vec<String> {
 }
 
 #[test]
-fn the_svg_is_valid_and_names_the_kernels() {
+fn the_svg_is_valid_and_names_the_loops() {
     if skip_without_bpf() {
         return;
     }
@@ -200,7 +200,7 @@ fn the_svg_is_valid_and_names_the_kernels() {
         let text = std::fs::read_to_string(&svg).unwrap();
         assert!(text.starts_with("<svg"), "{text}");
         let texts = svg_texts(&text);
-        for k in doc["kernels"].as_array().unwrap() {
+        for k in doc["loops"].as_array().unwrap() {
             let label = k["label"].as_str().unwrap();
             assert!(texts.iter().any(|t| t == label), "{threads}: {label:?} in {texts:?}");
         }
@@ -235,14 +235,14 @@ fn without_bpf_rights_times_are_shown_and_counts_say_why_not() {
     };
     assert_eq!(code, Some(0), "{err}");
     assert!(doc["syscalls_not_counted"].as_str().unwrap().contains("no BTF"), "{doc}");
-    assert!(kernel(&doc, "getpid")["syscalls"].is_null());
-    assert_eq!(kernel(&doc, "getpid")["times"][0]["iterations"], 1000);
+    assert!(bench_loop(&doc, "getpid")["syscalls"].is_null());
+    assert_eq!(bench_loop(&doc, "getpid")["times"][0]["iterations"], 1000);
 }
 
 #[test]
 fn bad_input_is_refused_with_a_reason() {
     let cases: &[(&[&str], i32, &str)] = &[
-        (&["--only", "localtim"], 2, "unknown kernel `localtim` (see `sysdiet bench --list`)"),
+        (&["--only", "localtim"], 2, "unknown loop `localtim` (see `sysdiet bench --list`)"),
         (&["--threads", "0"], 2, "--threads 0"),
         (&["--threads", "two"], 2, "invalid value"),
         (&["--runs", "0"], 2, "--runs 0"),

@@ -1,4 +1,4 @@
-//! Syscalls per call, counted: each kernel runs in a process of its own
+//! Syscalls per call, counted: each loop runs in a process of its own
 //! twice, for N and for 2N calls, and the kernel counts both processes'
 //! syscalls (tally.bpf.c). The difference is what N calls cost: the start,
 //! the exit and any first-call work (a zone file read once) cancel out.
@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
 
-use super::kernels::KERNELS;
+use super::loops::LOOPS;
 use super::worker::Job;
 use super::{SyscallShare, SyscallsPerCall};
 use crate::error::{Error, Result};
@@ -18,7 +18,7 @@ use crate::trace::tally::Tally;
 /// Calls in the shorter of the two runs.
 pub const CALLS: u64 = 5000;
 
-/// Counts kernel `index`'s syscalls per call, with `threads` threads each
+/// Counts loop `index`'s syscalls per call, with `threads` threads each
 /// making `calls` calls, then twice as many. With one thread the count is
 /// exact; with more, what contention adds (futex waits on a lock) varies
 /// from run to run.
@@ -43,14 +43,14 @@ fn per_call(once: &std::collections::BTreeMap<u32, u64>, twice: &std::collection
     SyscallsPerCall { total: by_syscall.iter().fold(0.0, |sum, s| sum + s.per_call), by_syscall }
 }
 
-/// Runs the kernel `calls` times on each of `threads` threads in a counted
+/// Runs the loop `calls` times on each of `threads` threads in a counted
 /// process; its syscalls.
 fn run_counted(tally: &Tally, index: usize, threads: usize, calls: u64) -> Result<std::collections::BTreeMap<u32, u64>> {
-    let job = Job { kernel: index, threads, iterations: calls, runs: 1, count: true };
+    let job = Job { bench_loop: index, threads, iterations: calls, runs: 1, count: true };
     let exe = super::self_exe()?;
     let mut argv: Vec<OsString> = vec!["sysdiet".into()];
     argv.extend(job.args().into_iter().map(OsString::from));
-    let held = spawn::spawn_held(&exe, &argv, &super::worker_env(KERNELS[index].tz), true)?;
+    let held = spawn::spawn_held(&exe, &argv, &super::worker_env(LOOPS[index].tz), true)?;
     tally.watch(held.pid())?;
     let pid = held.release()?;
     let status = waitpid(Pid::from_raw(pid as i32), None).map_err(|e| Error::Io(e.into()));

@@ -15,7 +15,7 @@ pub struct Host {
     pub clocksource: Option<String>,
     /// Whether the vDSO reads that clocksource (clock calls stay out of the kernel).
     pub vdso_clock: bool,
-    /// TZ in sysdiet's own environment (the kernels run with their own).
+    /// TZ in sysdiet's own environment (the loops run with their own).
     pub tz: Option<String>,
     /// The zone /etc/localtime names.
     pub zone: Option<String>,

@@ -1,14 +1,14 @@
 //! `sysdiet bench`: what each time and signal call costs on this host.
-//! C kernels × thread counts ──► Measurements ──► report (table, JSON, SVG).
+//! C loops × thread counts ──► Measurements ──► report (table, JSON, SVG).
 //!
-//! Every kernel runs in a process of its own (sysdiet run again as a
-//! worker) with the TZ it needs. First each kernel's syscalls per call are
-//! counted, then the counter is unloaded and each kernel is timed, so that
+//! Every loop runs in a process of its own (sysdiet run again as a
+//! worker) with the TZ it needs. First each loop's syscalls per call are
+//! counted, then the counter is unloaded and each loop is timed, so that
 //! no probe is attached while anything is timed.
 
 pub mod count;
 pub mod host;
-pub mod kernels;
+pub mod loops;
 pub mod worker;
 
 use std::ffi::OsString;
@@ -22,13 +22,13 @@ use crate::error::{Error, Result};
 use crate::stats::{summarize, Summary};
 use crate::trace::tally::Tally;
 use host::Host;
-use kernels::{Tz, KERNELS, TZ_SET};
+use loops::{Tz, LOOPS, TZ_SET};
 use worker::{Job, Timed};
 
 #[derive(Debug, Clone)]
 pub struct BenchOptions {
-    /// Indices into KERNELS, in table order (`kernels::select`).
-    pub kernels: Vec<usize>,
+    /// Indices into LOOPS, in table order (`loops::select`).
+    pub loops: Vec<usize>,
     /// Thread counts, each run in turn.
     pub threads: Vec<usize>,
     /// Calls per thread per run; calibrated to ~40 ms a run when None.
@@ -42,9 +42,9 @@ pub struct Measurements {
     pub host: Host,
     pub threads: Vec<usize>,
     pub runs: usize,
-    /// Fixed by --iterations; None when each kernel was calibrated.
+    /// Fixed by --iterations; None when each loop was calibrated.
     pub iterations: Option<u64>,
-    pub kernels: Vec<KernelCost>,
+    pub loops: Vec<LoopCost>,
     /// Why syscalls were not counted, when they were not.
     pub syscalls_not_counted: Option<String>,
     /// Syscalls the counter had no room for (0 unless its table filled).
@@ -53,9 +53,9 @@ pub struct Measurements {
     pub interrupted: bool,
 }
 
-/// What one call of one kernel costs.
+/// What one call of one loop costs.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
-pub struct KernelCost {
+pub struct LoopCost {
     /// `name` or `name:variant`, what --only takes.
     pub id: String,
     pub name: String,
@@ -111,13 +111,13 @@ pub struct Progress {
 /// Runs the bench. `stop` is set by Ctrl-C: the bench ends after the step
 /// under way, with what it has.
 pub fn measure(opts: &BenchOptions, stop: &AtomicBool, progress: &mut dyn FnMut(Progress)) -> Result<Measurements> {
-    let selected = &opts.kernels;
+    let selected = &opts.loops;
     let mut m = Measurements {
         host: host::facts(),
         threads: opts.threads.clone(),
         runs: opts.runs,
         iterations: opts.iterations,
-        kernels: selected.iter().map(|&i| cost_of(i)).collect(),
+        loops: selected.iter().map(|&i| cost_of(i)).collect(),
         ..Default::default()
     };
     let contended: Vec<usize> = opts.threads.iter().copied().filter(|&t| t > 1).collect();
@@ -128,11 +128,11 @@ pub fn measure(opts: &BenchOptions, stop: &AtomicBool, progress: &mut dyn FnMut(
     // at the end of this block, before anything is timed.
     match Tally::load() {
         Ok(tally) => {
-            for (cost, &i) in m.kernels.iter_mut().zip(selected) {
+            for (cost, &i) in m.loops.iter_mut().zip(selected) {
                 if stopped() {
                     break;
                 }
-                steps.next(format!("counting {}", KERNELS[i].label));
+                steps.next(format!("counting {}", LOOPS[i].label));
                 match count::syscalls_per_call(&tally, i, 1, count::CALLS) {
                     Ok(s) => cost.syscalls = Some(s),
                     // Ctrl-C reached the worker too.
@@ -148,14 +148,14 @@ pub fn measure(opts: &BenchOptions, stop: &AtomicBool, progress: &mut dyn FnMut(
     }
 
     // 2. Time per call, untraced.
-    'kernels: for (cost, &i) in m.kernels.iter_mut().zip(selected) {
+    'loops: for (cost, &i) in m.loops.iter_mut().zip(selected) {
         for &threads in &opts.threads {
             if stopped() {
-                break 'kernels;
+                break 'loops;
             }
             let on = if threads == 1 { String::new() } else { format!(" on {threads} threads") };
-            steps.next(format!("timing {}{on}", KERNELS[i].label));
-            let job = Job { kernel: i, threads, iterations: opts.iterations.unwrap_or(0), runs: opts.runs, count: false };
+            steps.next(format!("timing {}{on}", LOOPS[i].label));
+            let job = Job { bench_loop: i, threads, iterations: opts.iterations.unwrap_or(0), runs: opts.runs, count: false };
             match time(&job, stop)? {
                 Some(t) => cost.times.push(CallTime {
                     threads,
@@ -163,7 +163,7 @@ pub fn measure(opts: &BenchOptions, stop: &AtomicBool, progress: &mut dyn FnMut(
                     ns_per_call: summarize(&t.ns_per_call),
                     runs_ns_per_call: t.ns_per_call,
                 }),
-                None => break 'kernels,
+                None => break 'loops,
             }
         }
     }
@@ -172,13 +172,13 @@ pub fn measure(opts: &BenchOptions, stop: &AtomicBool, progress: &mut dyn FnMut(
     // threads calling long enough to overlap as they did when timed.
     if !contended.is_empty() && m.syscalls_not_counted.is_none() && !stopped() {
         let tally = Tally::load()?;
-        'contended: for (cost, &i) in m.kernels.iter_mut().zip(selected) {
+        'contended: for (cost, &i) in m.loops.iter_mut().zip(selected) {
             let runs: Vec<(usize, u64)> = cost.times.iter().filter(|t| t.threads > 1).map(|t| (t.threads, t.iterations)).collect();
             for (threads, iterations) in runs {
                 if stopped() {
                     break 'contended;
                 }
-                steps.next(format!("counting {} on {threads} threads", KERNELS[i].label));
+                steps.next(format!("counting {} on {threads} threads", LOOPS[i].label));
                 match count::syscalls_per_call(&tally, i, threads, (iterations / 4).max(count::CALLS)) {
                     Ok(s) => cost.contended_syscalls.push(ContendedSyscalls { threads, syscalls: s }),
                     Err(_) if stopped() => break 'contended,
@@ -206,32 +206,32 @@ impl Steps<'_> {
     }
 }
 
-fn cost_of(i: usize) -> KernelCost {
-    let k = &KERNELS[i];
-    KernelCost { id: k.id(), name: k.name.into(), label: k.label.into(), tz: (k.tz == Tz::Set).then(|| TZ_SET.into()), ..Default::default() }
+fn cost_of(i: usize) -> LoopCost {
+    let k = &LOOPS[i];
+    LoopCost { id: k.id(), name: k.name.into(), label: k.label.into(), tz: (k.tz == Tz::Set).then(|| TZ_SET.into()), ..Default::default() }
 }
 
 /// Times a job in a worker process; None when Ctrl-C ended it.
 fn time(job: &Job, stop: &AtomicBool) -> Result<Option<Timed>> {
     let mut cmd = Command::new(self_exe()?);
-    cmd.args(job.args()).env_clear().envs(worker_env(KERNELS[job.kernel].tz));
+    cmd.args(job.args()).env_clear().envs(worker_env(LOOPS[job.bench_loop].tz));
     let out = cmd.stdin(Stdio::null()).stderr(Stdio::piped()).output()?;
     if stop.load(Ordering::Relaxed) {
         return Ok(None);
     }
     if !out.status.success() {
         let why = String::from_utf8_lossy(&out.stderr).lines().next().unwrap_or("").to_string();
-        return Err(worker_failed(job.kernel, &format!("{} {why}", out.status)));
+        return Err(worker_failed(job.bench_loop, &format!("{} {why}", out.status)));
     }
-    serde_json::from_slice(&out.stdout).map(Some).map_err(|e| worker_failed(job.kernel, &format!("unreadable answer: {e}")))
+    serde_json::from_slice(&out.stdout).map(Some).map_err(|e| worker_failed(job.bench_loop, &format!("unreadable answer: {e}")))
 }
 
-/// sysdiet's own executable, which runs the kernels.
+/// sysdiet's own executable, which runs the loops.
 fn self_exe() -> Result<PathBuf> {
-    std::env::current_exe().map_err(|e| Error::Usage(format!("cannot find sysdiet's own executable to run the kernels: {e}")))
+    std::env::current_exe().map_err(|e| Error::Usage(format!("cannot find sysdiet's own executable to run the loops: {e}")))
 }
 
-/// sysdiet's environment with TZ as the kernel needs it.
+/// sysdiet's environment with TZ as the loop needs it.
 fn worker_env(tz: Tz) -> Vec<(OsString, OsString)> {
     let mut env: Vec<(OsString, OsString)> = std::env::vars_os().filter(|(k, _)| k != "TZ").collect();
     if tz == Tz::Set {
@@ -240,6 +240,6 @@ fn worker_env(tz: Tz) -> Vec<(OsString, OsString)> {
     env
 }
 
-fn worker_failed(kernel: usize, how: &str) -> Error {
-    Error::KernelFailed { kernel: KERNELS[kernel].label.into(), how: how.trim().into() }
+fn worker_failed(bench_loop: usize, how: &str) -> Error {
+    Error::LoopFailed { bench_loop: LOOPS[bench_loop].label.into(), how: how.trim().into() }
 }

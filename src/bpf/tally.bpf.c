@@ -2,7 +2,7 @@
 /* Counts the syscalls of chosen processes, by (process, syscall): exact,
  * and nothing else. `sysdiet bench` uses it to count what a call costs in
  * syscalls, where the full tracer's per-argument work would only slow the
- * kernels down. */
+ * loops down. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>

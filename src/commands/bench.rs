@@ -1,10 +1,10 @@
-//! `sysdiet bench`: time the kernels, count their syscalls, report.
+//! `sysdiet bench`: time the loops, count their syscalls, report.
 
 use std::io::IsTerminal;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use sysdiet::bench::kernels::KERNELS;
+use sysdiet::bench::loops::LOOPS;
 use sysdiet::bench::{measure, BenchOptions, Progress};
 use sysdiet::error::{Error, Result};
 use sysdiet::report::{Document, Outputs};
@@ -15,7 +15,7 @@ use crate::cli::BenchArgs;
 pub fn run(a: BenchArgs, mut outputs: Outputs) -> Result<i32> {
     if a.list {
         // A list, not a result: always text, on stdout.
-        let list = sysdiet::report::bench::list(KERNELS.iter().map(|k| (k.id(), k.label)));
+        let list = sysdiet::report::bench::list(LOOPS.iter().map(|k| (k.id(), k.label)));
         let _ = std::io::Write::write_all(&mut std::io::stdout(), list.as_bytes());
         return Ok(0);
     }
@@ -28,8 +28,8 @@ pub fn run(a: BenchArgs, mut outputs: Outputs) -> Result<i32> {
     if let Some(&t) = a.threads.iter().find(|&&t| t == 0 || t > 1024) {
         return Err(Error::Usage(format!("--threads {t}: give thread counts from 1 to 1024")));
     }
-    let kernels = sysdiet::bench::kernels::select(a.only.as_deref()).map_err(Error::Usage)?;
-    let opts = BenchOptions { kernels, threads: a.threads, iterations: a.iterations, runs: a.runs };
+    let loops = sysdiet::bench::loops::select(a.only.as_deref()).map_err(Error::Usage)?;
+    let opts = BenchOptions { loops, threads: a.threads, iterations: a.iterations, runs: a.runs };
 
     // Ctrl-C: the step under way ends (its worker gets the signal too) and
     // the report shows what was measured.

@@ -1,8 +1,8 @@
-//! The table of `sysdiet bench`, and its list of kernels.
+//! The table of `sysdiet bench`, and its list of loops.
 
 use std::fmt::Write;
 
-use crate::bench::{KernelCost, Measurements, SyscallsPerCall};
+use crate::bench::{LoopCost, Measurements, SyscallsPerCall};
 use crate::human::{duration, ns, thousands};
 
 /// "0", "<0.01", "1.00", with the syscalls when there are any.
@@ -27,26 +27,26 @@ pub fn syscalls(s: &SyscallsPerCall) -> String {
 pub fn render(m: &Measurements) -> String {
     let mut out = String::new();
     header(&mut out, m);
-    let width = m.kernels.iter().map(|k| k.label.chars().count()).max().unwrap_or(6).max(6);
+    let width = m.loops.iter().map(|k| k.label.chars().count()).max().unwrap_or(6).max(6);
     let multi = m.threads.len() > 1;
     if multi {
         let _ = write!(out, "\n  {:<width$}", "");
         let _ = writeln!(out, "  ns per call, by threads calling at once");
-        let _ = write!(out, "  {:<width$}", "kernel");
+        let _ = write!(out, "  {:<width$}", "loop");
         for t in &m.threads {
             let _ = write!(out, " {:>9}", t);
         }
         let span = format!("{}→{}", m.threads[0], m.threads[m.threads.len() - 1]);
         let _ = writeln!(out, " {span:>8}   syscalls/call");
     } else {
-        let _ = write!(out, "\n  {:<width$} {:>9} {:>21}", "kernel", "ns/call", "min … max");
+        let _ = write!(out, "\n  {:<width$} {:>9} {:>21}", "loop", "ns/call", "min … max");
         // With --iterations, what timeloop printed: the time for all the calls.
         if m.iterations.is_some() {
             let _ = write!(out, " {:>9}", "per run");
         }
         let _ = writeln!(out, "   syscalls/call");
     }
-    for k in &m.kernels {
+    for k in &m.loops {
         let _ = write!(out, "  {:<width$}", k.label);
         if multi {
             for t in &m.threads {
@@ -83,16 +83,16 @@ pub fn render(m: &Measurements) -> String {
     out
 }
 
-/// The table as Markdown: one row per kernel, a column per thread count.
+/// The table as Markdown: one row per loop, a column per thread count.
 pub fn markdown(m: &Measurements) -> String {
-    let mut out = String::from("| kernel |");
+    let mut out = String::from("| loop |");
     for t in &m.threads {
         let _ = write!(out, " ns/call, {t} thread{} |", if *t == 1 { "" } else { "s" });
     }
     out.push_str(" syscalls/call |\n|---|");
     out.push_str(&"---:|".repeat(m.threads.len()));
     out.push_str("---|\n");
-    for k in &m.kernels {
+    for k in &m.loops {
         let _ = write!(out, "| {} |", k.label);
         for t in &m.threads {
             let cell = k.times.iter().find(|c| c.threads == *t).map_or("-".into(), |c| ns(c.ns_per_call.median));
@@ -124,7 +124,7 @@ fn differs(one: Option<&SyscallsPerCall>, more: &SyscallsPerCall) -> bool {
 }
 
 /// ns per call at the last thread count over at the first: "×3.90".
-fn growth(k: &KernelCost) -> Option<String> {
+fn growth(k: &LoopCost) -> Option<String> {
     let first = k.times.first()?;
     let last = k.times.last().filter(|l| l.threads != first.threads)?;
     (first.ns_per_call.median > 0.0).then(|| format!("×{:.2}", last.ns_per_call.median / first.ns_per_call.median))
@@ -147,12 +147,12 @@ fn header(out: &mut String, m: &Measurements) {
         None => "TZ unset here".into(),
     };
     let zone = h.zone.as_deref().map(|z| format!(", /etc/localtime is {z}")).unwrap_or_default();
-    let _ = writeln!(out, "  tz           {tz}{zone}; each kernel runs with TZ unset unless its name says otherwise");
+    let _ = writeln!(out, "  tz           {tz}{zone}; each loop runs with TZ unset unless its name says otherwise");
     let calls = match m.iterations {
         Some(n) => format!("{} calls per thread each", thousands(n)),
         None => "about 40 ms each".into(),
     };
-    let _ = writeln!(out, "  runs         {} per kernel, {calls}; ns/call is the median run", m.runs);
+    let _ = writeln!(out, "  runs         {} per loop, {calls}; ns/call is the median run", m.runs);
 }
 
 fn footer(out: &mut String, m: &Measurements) {
@@ -174,7 +174,7 @@ fn footer(out: &mut String, m: &Measurements) {
     if m.syscalls_lost > 0 {
         let _ = writeln!(out, "  lost: {} syscalls not counted (the counter's table was full)", thousands(m.syscalls_lost));
     }
-    if m.kernels.iter().any(|k| k.contended_syscalls.iter().any(|c| differs(k.syscalls.as_ref(), &c.syscalls))) {
+    if m.loops.iter().any(|k| k.contended_syscalls.iter().any(|c| differs(k.syscalls.as_ref(), &c.syscalls))) {
         let _ = writeln!(
             out,
             "  on N threads: syscalls/call counted with N threads calling at once, where contention changes them; they vary from run to run"
@@ -188,17 +188,17 @@ fn footer(out: &mut String, m: &Measurements) {
         );
     }
     if m.interrupted {
-        let timed = m.kernels.iter().filter(|k| !k.times.is_empty()).count();
-        let counted = m.kernels.iter().filter(|k| k.syscalls.is_some()).count();
-        let _ = writeln!(out, "  interrupted: {} kernels; {counted} counted, {timed} timed", m.kernels.len());
+        let timed = m.loops.iter().filter(|k| !k.times.is_empty()).count();
+        let counted = m.loops.iter().filter(|k| k.syscalls.is_some()).count();
+        let _ = writeln!(out, "  interrupted: {} loops; {counted} counted, {timed} timed", m.loops.len());
     }
 }
 
-/// `--list`: every kernel's id and what it calls.
-pub fn list<'a>(kernels: impl Iterator<Item = (String, &'a str)>) -> String {
-    let rows: Vec<(String, &str)> = kernels.collect();
+/// `--list`: every loop's id and what it calls.
+pub fn list<'a>(loops: impl Iterator<Item = (String, &'a str)>) -> String {
+    let rows: Vec<(String, &str)> = loops.collect();
     let width = rows.iter().map(|(id, _)| id.len()).max().unwrap_or(0);
-    let mut out = String::from("kernels (--only takes a name for all its variants, or name:variant):\n");
+    let mut out = String::from("loops (--only takes a name for all its variants, or name:variant):\n");
     for (id, label) in rows {
         let _ = writeln!(out, "  {id:<width$}  {label}");
     }

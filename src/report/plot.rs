@@ -1,16 +1,16 @@
 //! `sysdiet bench --svg`: ns per call as a plot. One thread count: a bar per
-//! kernel, min…max as a whisker. Several: a line per kernel across the
+//! loop, min…max as a whisker. Several: a line per loop across the
 //! thread counts, so contention shows as a rising line. The axis is
 //! logarithmic: the loop costs a fraction of a nanosecond, a syscall
 //! hundreds.
 
 use std::fmt::Write;
 
-use crate::bench::{KernelCost, Measurements, SyscallsPerCall};
+use crate::bench::{LoopCost, Measurements, SyscallsPerCall};
 use crate::human::ns;
 
 const WIDTH: f64 = 960.0;
-const LABELS: f64 = 300.0; // left margin for kernel names (bars)
+const LABELS: f64 = 300.0; // left margin for loop names (bars)
 const ROW: f64 = 22.0;
 const TOP: f64 = 64.0;
 /// Colours for lines, cycled (Okabe–Ito, readable by the colour-blind).
@@ -19,7 +19,7 @@ const SYSCALL_COLOUR: &str = "#D55E00";
 const USER_COLOUR: &str = "#0072B2";
 
 pub fn render(m: &Measurements) -> String {
-    let timed: Vec<&KernelCost> = m.kernels.iter().filter(|k| !k.times.is_empty()).collect();
+    let timed: Vec<&LoopCost> = m.loops.iter().filter(|k| !k.times.is_empty()).collect();
     if m.threads.len() > 1 {
         lines(m, &timed)
     } else {
@@ -81,15 +81,15 @@ fn head(out: &mut String, height: f64, m: &Measurements, what: &str) {
     let _ = writeln!(out, r##"<text x="12" y="40" fill="#555">{}</text>"##, escape(&facts));
 }
 
-fn bars(m: &Measurements, kernels: &[&KernelCost]) -> String {
+fn bars(m: &Measurements, loops: &[&LoopCost]) -> String {
     let plot_right = WIDTH - 170.0;
-    let axis = Axis::new(kernels.iter().flat_map(|k| k.times.iter().flat_map(|t| [t.ns_per_call.min, t.ns_per_call.max])), LABELS, plot_right);
-    let bottom = TOP + ROW * kernels.len() as f64;
+    let axis = Axis::new(loops.iter().flat_map(|k| k.times.iter().flat_map(|t| [t.ns_per_call.min, t.ns_per_call.max])), LABELS, plot_right);
+    let bottom = TOP + ROW * loops.len() as f64;
     let height = bottom + 60.0;
     let mut out = String::new();
     head(&mut out, height, m, "nanoseconds per call (log scale)");
     grid(&mut out, &axis, TOP - 6.0, bottom);
-    for (i, k) in kernels.iter().enumerate() {
+    for (i, k) in loops.iter().enumerate() {
         let t = &k.times[0];
         let y = TOP + ROW * i as f64;
         let makes_syscalls = k.syscalls.as_ref().is_some_and(|s| s.total >= 0.005);
@@ -145,14 +145,14 @@ fn grid(out: &mut String, axis: &Axis, top: f64, bottom: f64) {
     }
 }
 
-fn lines(m: &Measurements, kernels: &[&KernelCost]) -> String {
+fn lines(m: &Measurements, loops: &[&LoopCost]) -> String {
     let (left, right, top) = (70.0, WIDTH - 330.0, TOP);
     let plot_height = 420.0;
     let bottom = top + plot_height;
-    let height = (bottom + 50.0).max(TOP + ROW * kernels.len() as f64 + 20.0);
+    let height = (bottom + 50.0).max(TOP + ROW * loops.len() as f64 + 20.0);
     // Thread counts sit evenly spaced, in the order given.
     let xs: Vec<f64> = (0..m.threads.len()).map(|i| left + 20.0 + i as f64 * (right - left - 40.0) / (m.threads.len() - 1) as f64).collect();
-    let axis = Axis::new(kernels.iter().flat_map(|k| k.times.iter().map(|t| t.ns_per_call.median)), bottom, top);
+    let axis = Axis::new(loops.iter().flat_map(|k| k.times.iter().map(|t| t.ns_per_call.median)), bottom, top);
     let mut out = String::new();
     head(&mut out, height, m, "nanoseconds per call by threads calling at once (log scale)");
     for v in axis.ticks() {
@@ -164,7 +164,7 @@ fn lines(m: &Measurements, kernels: &[&KernelCost]) -> String {
         let _ = writeln!(out, r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">{t}</text>"#, bottom + 18.0);
     }
     let _ = writeln!(out, r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">threads</text>"#, (left + right) / 2.0, bottom + 36.0);
-    for (i, k) in kernels.iter().enumerate() {
+    for (i, k) in loops.iter().enumerate() {
         let colour = PALETTE[i % PALETTE.len()];
         let dash = if (i / PALETTE.len()) % 2 == 1 { r#" stroke-dasharray="6 3""# } else { "" };
         let points: Vec<(f64, f64)> = k

@@ -4,7 +4,7 @@
 //! `INSTA_UPDATE=always cargo test` and read the git diff).
 
 use crate::bench::host::Host;
-use crate::bench::{CallTime, KernelCost, Measurements, SyscallShare, SyscallsPerCall};
+use crate::bench::{CallTime, LoopCost, Measurements, SyscallShare, SyscallsPerCall};
 use crate::compare::{diff, ArgumentCount, Comparison, Counted, FindingSummary, RunTiming, VariantResult, Verdict, VsBaseline};
 use crate::diagnose::testing::{argument, path, site, trace};
 use crate::linux::host::RunningProcess;
@@ -105,7 +105,7 @@ fn check_audit() {
 }
 
 fn measurements() -> Measurements {
-    let kernel = |id: &str, label: &str, ns: f64, syscalls: &[(&str, f64)]| KernelCost {
+    let bench_loop = |id: &str, label: &str, ns: f64, syscalls: &[(&str, f64)]| LoopCost {
         id: id.into(),
         name: id.split(':').next().unwrap().into(),
         label: label.into(),
@@ -132,10 +132,10 @@ fn measurements() -> Measurements {
         threads: vec![1],
         runs: 3,
         iterations: Some(100_000),
-        kernels: vec![
-            kernel("localtime:tz_unset", "localtime (TZ unset)", 1712.3, &[("newfstatat", 1.0)]),
-            kernel("localtime_r", "localtime_r", 210.4, &[]),
-            kernel("getpid", "getpid", 48.2, &[("getpid", 1.0)]),
+        loops: vec![
+            bench_loop("localtime:tz_unset", "localtime (TZ unset)", 1712.3, &[("newfstatat", 1.0)]),
+            bench_loop("localtime_r", "localtime_r", 210.4, &[]),
+            bench_loop("getpid", "getpid", 48.2, &[("getpid", 1.0)]),
         ],
         ..Default::default()
     }

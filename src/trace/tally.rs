@@ -1,5 +1,5 @@
 //! The syscall tally: tally.bpf.c counts the syscalls of chosen processes by
-//! (process, syscall), nothing more. `sysdiet bench` counts its kernels'
+//! (process, syscall), nothing more. `sysdiet bench` counts its loops'
 //! syscalls with it.
 
 use std::collections::BTreeMap;

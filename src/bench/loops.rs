@@ -1,9 +1,9 @@
-//! The kernels `sysdiet bench` times: C loops (kernels.c, built by build.rs)
+//! The loops `sysdiet bench` times: C loops (loops.c, built by build.rs)
 //! around one libc call each, and how each is run.
 
 use std::ffi::CStr;
 
-type KernelFn = unsafe extern "C" fn(n: u64, arg: isize);
+type LoopFn = unsafe extern "C" fn(n: u64, arg: isize);
 
 extern "C" {
     fn sd_none(n: u64, arg: isize);
@@ -25,7 +25,7 @@ extern "C" {
     fn sd_getpid(n: u64, arg: isize);
 }
 
-/// The TZ a kernel's process runs with.
+/// The TZ a loop's process runs with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tz {
     Unset,
@@ -42,7 +42,7 @@ enum Arg {
     Str(&'static CStr),
 }
 
-pub struct Kernel {
+pub struct BenchLoop {
     /// The function timed: what `--only` names (every variant answers).
     pub name: &'static str,
     /// Which variant, for `--only name:variant`; "" when there is one.
@@ -50,11 +50,11 @@ pub struct Kernel {
     /// How the table shows it.
     pub label: &'static str,
     pub tz: Tz,
-    run: KernelFn,
+    run: LoopFn,
     arg: Arg,
 }
 
-impl Kernel {
+impl BenchLoop {
     /// `name` or `name:variant`.
     pub fn id(&self) -> String {
         if self.variant.is_empty() {
@@ -71,25 +71,25 @@ impl Kernel {
             Arg::Int(i) => i as isize,
             Arg::Str(s) => s.as_ptr() as isize,
         };
-        // SAFETY: the C kernels take any n, and the argument each expects:
+        // SAFETY: the C loops take any n, and the argument each expects:
         // a clock id, a flag, or a NUL-terminated string that lives forever.
         unsafe { (self.run)(n, arg) }
     }
 }
 
-const fn k(name: &'static str, variant: &'static str, label: &'static str, tz: Tz, run: KernelFn, arg: Arg) -> Kernel {
-    Kernel { name, variant, label, tz, run, arg }
+const fn k(name: &'static str, variant: &'static str, label: &'static str, tz: Tz, run: LoopFn, arg: Arg) -> BenchLoop {
+    BenchLoop { name, variant, label, tz, run, arg }
 }
 
-const fn clock(variant: &'static str, label: &'static str, id: i32) -> Kernel {
+const fn clock(variant: &'static str, label: &'static str, id: i32) -> BenchLoop {
     k("clock_gettime", variant, label, Tz::Unset, sd_clock_gettime, Arg::Int(id))
 }
 
 use Tz::{Set, Unset};
 
-/// Every kernel, in the order the table shows them. Every process runs
+/// Every loop, in the order the table shows them. Every process runs
 /// with TZ unset, except where a label says TZ is set.
-pub static KERNELS: &[Kernel] = &[
+pub static LOOPS: &[BenchLoop] = &[
     k("none", "", "none (the loop alone)", Unset, sd_none, Arg::None),
     k("time", "", "time", Unset, sd_time, Arg::None),
     k("gettimeofday", "", "gettimeofday", Unset, sd_gettimeofday, Arg::None),
@@ -123,16 +123,16 @@ pub static KERNELS: &[Kernel] = &[
     k("getpid", "", "getpid", Unset, sd_getpid, Arg::None),
 ];
 
-/// The kernels `only` names (all when None), in table order; an unknown
+/// The loops `only` names (all when None), in table order; an unknown
 /// name is an error that lists the known ones.
 pub fn select(only: Option<&[String]>) -> Result<Vec<usize>, String> {
-    let Some(only) = only else { return Ok((0..KERNELS.len()).collect()) };
+    let Some(only) = only else { return Ok((0..LOOPS.len()).collect()) };
     for want in only {
-        if !KERNELS.iter().any(|k| k.name == want || k.id() == *want) {
-            return Err(format!("unknown kernel `{want}` (see `sysdiet bench --list`)"));
+        if !LOOPS.iter().any(|k| k.name == want || k.id() == *want) {
+            return Err(format!("unknown loop `{want}` (see `sysdiet bench --list`)"));
         }
     }
-    Ok((0..KERNELS.len()).filter(|&i| only.iter().any(|w| KERNELS[i].name == w || KERNELS[i].id() == *w)).collect())
+    Ok((0..LOOPS.len()).filter(|&i| only.iter().any(|w| LOOPS[i].name == w || LOOPS[i].id() == *w)).collect())
 }
 
 #[cfg(test)]
@@ -141,24 +141,24 @@ mod tests {
 
     #[test]
     fn ids_are_unique() {
-        let mut ids: Vec<String> = KERNELS.iter().map(Kernel::id).collect();
+        let mut ids: Vec<String> = LOOPS.iter().map(BenchLoop::id).collect();
         ids.sort();
         ids.dedup();
-        assert_eq!(ids.len(), KERNELS.len());
+        assert_eq!(ids.len(), LOOPS.len());
     }
 
     #[test]
     fn a_name_selects_every_variant_and_an_id_one() {
-        let names = |sel: Vec<usize>| sel.iter().map(|&i| KERNELS[i].id()).collect::<Vec<_>>();
+        let names = |sel: Vec<usize>| sel.iter().map(|&i| LOOPS[i].id()).collect::<Vec<_>>();
         assert_eq!(names(select(Some(&["localtime".into(), "none".into()])).unwrap()), ["none", "localtime:tz_unset", "localtime:tz_set"]);
         assert_eq!(names(select(Some(&["localtime:tz_set".into()])).unwrap()), ["localtime:tz_set"]);
         assert!(select(Some(&["localtim".into()])).unwrap_err().contains("localtim"));
-        assert_eq!(select(None).unwrap().len(), KERNELS.len());
+        assert_eq!(select(None).unwrap().len(), LOOPS.len());
     }
 
     #[test]
-    fn kernels_run() {
-        for k in KERNELS {
+    fn loops_run() {
+        for k in LOOPS {
             k.run(3);
         }
     }

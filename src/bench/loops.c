@@ -1,7 +1,7 @@
-/* The bench kernels: each calls one libc function n times in a tight loop.
- * Every kernel has the same shape, void k(uint64_t n, intptr_t arg), so the
+/* The bench loops: each calls one libc function n times in a tight loop.
+ * Every loop has the same shape, void k(uint64_t n, intptr_t arg), so the
  * Rust side can time any of them the same way. State a call needs is
- * thread-local: the same kernel runs from several threads at once. */
+ * thread-local: the same loop runs from several threads at once. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <setjmp.h>
@@ -18,7 +18,7 @@ static __thread volatile long sink;
 
 #define LOOP(n) for (uint64_t i_ = 0; i_ < (n); i_++)
 
-/* The loop alone: what every other kernel's figure includes. */
+/* The loop alone: what every other loop's figure includes. */
 void sd_none(uint64_t n, intptr_t arg)
 {
 	(void)arg;
