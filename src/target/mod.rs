@@ -4,7 +4,7 @@
 pub mod inherited;
 pub mod spawn;
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
@@ -32,19 +32,17 @@ pub enum Event {
 
 /// Reaps `pid` (sysdiet's child) on a thread, and sends its exit.
 pub fn watch_child(pid: u32, tx: Sender<Event>) {
-    std::thread::spawn(move || {
-        let mut status = 0;
-        loop {
-            // SAFETY: plain waitpid on our own child.
-            let r = unsafe { libc::waitpid(pid as i32, &mut status, 0) };
-            if r == pid as i32 {
-                let _ = tx.send(Event::Exited(Exit::from_wait_status(status)));
-                return;
-            }
-            if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                return;
-            }
-        }
+    use nix::sys::wait::{waitpid, WaitStatus};
+    std::thread::spawn(move || loop {
+        let exit = match waitpid(nix::unistd::Pid::from_raw(pid as i32), None) {
+            Ok(WaitStatus::Exited(_, code)) => Exit::Code { code },
+            Ok(WaitStatus::Signaled(_, signal, core_dumped)) => Exit::Signal { signal: signal as i32, core_dumped },
+            // Stops and continues are not asked for; EINTR: again.
+            Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return,
+        };
+        let _ = tx.send(Event::Exited(exit));
+        return;
     });
 }
 
@@ -75,15 +73,21 @@ pub fn watch_timeout(d: Duration, tx: Sender<Event>) {
 /// readable when their process ends).
 pub fn watch_pids(pids: &[u32], tx: Sender<Event>) -> Result<()> {
     let fds: Vec<OwnedFd> = pids.iter().map(|&p| pidfd(p).ok_or(Error::NoSuchProcess(p))).collect::<Result<_>>()?;
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     std::thread::spawn(move || {
-        let mut polls: Vec<libc::pollfd> = fds.iter().map(|fd| libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
-        while !polls.is_empty() {
-            // SAFETY: polls is a valid array of pollfd.
-            let n = unsafe { libc::poll(polls.as_mut_ptr(), polls.len() as libc::nfds_t, -1) };
-            if n < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                return;
+        let mut alive: Vec<&OwnedFd> = fds.iter().collect();
+        while !alive.is_empty() {
+            let mut polls: Vec<PollFd> = alive.iter().map(|fd| PollFd::new(fd.as_fd(), PollFlags::POLLIN)).collect();
+            match poll(&mut polls, PollTimeout::NONE) {
+                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                Err(_) => return,
             }
-            polls.retain(|p| p.revents == 0);
+            let ended: Vec<bool> = polls.iter().map(|p| p.revents().is_some_and(|r| !r.is_empty())).collect();
+            let mut i = 0;
+            alive.retain(|_| {
+                i += 1;
+                !ended[i - 1]
+            });
         }
         let _ = tx.send(Event::AllGone);
     });

@@ -116,7 +116,7 @@ impl HeldChild {
         drop(go);
         let mut buf = [0u8; 4];
         let n = loop {
-            match nix::unistd::read(self.exec_error.as_raw_fd(), &mut buf) {
+            match nix::unistd::read(&self.exec_error, &mut buf) {
                 Err(nix::errno::Errno::EINTR) => continue,
                 other => break other.map_err(io_err)?,
             }
