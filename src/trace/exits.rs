@@ -88,7 +88,8 @@ impl Record {
             RECORD_PATH => {
                 // Cut after the path's NUL: read the header, then the bytes sent.
                 let at = std::mem::offset_of!(path_record, path);
-                let hash = u64::from_ne_bytes(data.get(8..16)?.try_into().ok()?);
+                let h = std::mem::offset_of!(path_record, path_hash);
+                let hash = u64::from_ne_bytes(data.get(h..h + 8)?.try_into().ok()?);
                 Some(Record::Path(hash, c_string(data.get(at..)?)))
             }
             RECORD_EXIT => {
