@@ -257,7 +257,8 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     if !secs.is_finite() || secs <= 0.0 {
         return Err(format!("`{s}`: a duration must be positive"));
     }
-    Ok(Duration::from_secs_f64(secs))
+    // Beyond what a Duration holds (~585 billion years) is a typo, not a wait.
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("`{s}` is too long: give at most a few years"))
 }
 
 #[cfg(test)]
@@ -273,5 +274,7 @@ mod tests {
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("5y").is_err());
         assert!(parse_duration("0").is_err());
+        assert!(parse_duration("18446744073709551616").unwrap_err().contains("too long"));
+        assert!(parse_duration("5124095576030432h").unwrap_err().contains("too long"));
     }
 }

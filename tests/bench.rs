@@ -246,6 +246,7 @@ fn bad_input_is_refused_with_a_reason() {
         (&["--threads", "0"], 2, "--threads 0"),
         (&["--threads", "two"], 2, "invalid value"),
         (&["--runs", "0"], 2, "--runs 0"),
+        (&["--runs", "4294967295"], 2, "--runs 4294967295: give at most 10000 runs"),
         (&["--iterations", "0"], 2, "--iterations 0"),
         (&["--only", "getpid", "--runs", "1", "--iterations", "10", "--svg", "/no/such/dir/p.svg"], 1, "/no/such/dir/p.svg"),
     ];

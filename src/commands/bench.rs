@@ -11,6 +11,8 @@ use sysdiet::report::{Document, Outputs};
 
 use crate::cli::BenchArgs;
 
+const MAX_RUNS: usize = 10_000;
+
 /// `outputs` holds the main output, the exports and --svg, opened already.
 pub fn run(a: BenchArgs, mut outputs: Outputs) -> Result<i32> {
     if a.list {
@@ -21,6 +23,10 @@ pub fn run(a: BenchArgs, mut outputs: Outputs) -> Result<i32> {
     }
     if a.runs == 0 {
         return Err(Error::Usage("--runs 0: give at least one run".into()));
+    }
+    // Each run is kept; more than this is a typo, not a measurement.
+    if a.runs > MAX_RUNS {
+        return Err(Error::Usage(format!("--runs {}: give at most {MAX_RUNS} runs", a.runs)));
     }
     if a.iterations == Some(0) {
         return Err(Error::Usage("--iterations 0: give at least one call per run".into()));

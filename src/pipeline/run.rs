@@ -37,6 +37,10 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
     target::watch_child(pid, tx);
 
     let mut interrupts = 0;
+    // The status when tracing ends before the command: as a shell reports
+    // a death by the last signal sysdiet was sent (130 for Ctrl-C, 143 for
+    // SIGTERM).
+    let mut last_signal = libc::SIGINT;
     let exit = loop {
         match rx.recv() {
             Ok(Event::Exited(exit)) => break Some(exit),
@@ -49,6 +53,7 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
                     }
                 }
                 interrupts += 1;
+                last_signal = signal;
                 // Asked twice: report now, leave the command running, untraced.
                 if interrupts >= 2 {
                     break None;
@@ -75,5 +80,5 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
         environment: target::environment_of_command(env),
     };
     let (trace, findings) = finish(&mut tracer, stacks, run, ended, opts)?;
-    Ok(Traced { trace, findings, status: exit.map_or(128 + libc::SIGINT, |e| e.shell_status()) })
+    Ok(Traced { trace, findings, status: exit.map_or(128 + last_signal, |e| e.shell_status()) })
 }

@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use crate::human::thousands;
-use crate::model::{CallSite, Frame, SiteShare, SyscallStats, Trace};
+use crate::model::{CallSite, SiteShare, SyscallStats, Trace};
 
 /// How many syscalls, and sites under each, the report shows; a syscall
 /// below MIN_SHARE of all calls, or a site below it of its syscall's, is
@@ -78,14 +78,15 @@ pub fn sites(out: &mut String, trace: &Trace, shares: &[SiteShare], calls: u64, 
 /// `use_localtime (timeloop.c:9) ← main (timeloop.c:61)`: the program's
 /// own frames.
 pub fn by_chain(site: &CallSite) -> String {
-    let user: Vec<String> = site.user_chain().iter().map(Frame::label).collect();
+    // Symbols come from the traced binaries: escaped before a terminal sees them.
+    let user: Vec<String> = site.user_chain().iter().map(|f| crate::human::escaped(&f.label())).collect();
     elide(&user, " ← ")
 }
 
 /// `localtime → __tz_convert → tzset_internal`: the library functions the
 /// call went through, from the program's side to the syscall.
 pub fn from_chain(site: &CallSite) -> String {
-    let lib: Vec<String> = site.library_chain().iter().rev().map(Frame::name).collect();
+    let lib: Vec<String> = site.library_chain().iter().rev().map(|f| crate::human::escaped(&f.name())).collect();
     let mut s = elide(&lib, " → ");
     if !site.complete {
         s.push_str("  (stack cut short)");

@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use crate::diagnose::host::HostAudit;
-use crate::human::thousands;
+use crate::human::{escaped, thousands};
 
 /// Rows of processes shown; the JSON has them all.
 const ROWS: usize = 25;
@@ -33,7 +33,8 @@ pub fn render(a: &HostAudit) -> String {
     let _ = writeln!(out, "\n  {:>7}  {:<16} {:<28} {}fix", "pid", "comm", "unit", if sampled { "zone stats/s  " } else { "" });
     for p in a.processes.iter().take(ROWS) {
         let rate = p.zone_stats_per_s.map(|r| format!("{:>12}  ", thousands(r.round() as u64))).unwrap_or_default();
-        let _ = writeln!(out, "  {:>7}  {:<16} {:<28} {rate}{}", p.pid, p.comm, p.unit.as_deref().unwrap_or("-"), p.fix);
+        // Names from the running system: escaped before the terminal sees them.
+        let _ = writeln!(out, "  {:>7}  {:<16} {:<28} {rate}{}", p.pid, escaped(&p.comm), escaped(p.unit.as_deref().unwrap_or("-")), escaped(&p.fix));
     }
     if a.processes.len() > ROWS {
         let _ = writeln!(out, "  … and {} more (--json lists them all)", a.processes.len() - ROWS);

@@ -31,7 +31,8 @@ fn header(out: &mut String, trace: &Trace) {
     let what = if run.command.is_empty() {
         format!("pid {}", run.root_pids.iter().map(u32::to_string).collect::<Vec<_>>().join(","))
     } else {
-        run.command.join(" ")
+        // The command line is the user's, but may hold anything: escaped.
+        run.command.iter().map(|a| escaped(a)).collect::<Vec<_>>().join(" ")
     };
     let _ = writeln!(out, "sysdiet: {what}");
     let pids = run.root_pids.iter().map(u32::to_string).collect::<Vec<_>>().join(",");

@@ -94,7 +94,8 @@ impl Image {
 pub struct Images {
     by_name: HashMap<String, Option<ImageId>>,
     list: Vec<Image>,
-    vdso_copy: Option<PathBuf>,
+    /// Removed when dropped.
+    vdso_copy: Option<tempfile::NamedTempFile>,
 }
 
 impl Images {
@@ -119,18 +120,13 @@ impl Images {
     /// sysdiet's own out to a file that symbolizers can read.
     fn load_vdso(&mut self) -> Option<Image> {
         let data = own_vdso()?;
-        let file = std::env::temp_dir().join(format!("sysdiet-vdso-{}.so", std::process::id()));
-        std::fs::write(&file, &data).ok()?;
-        self.vdso_copy = Some(file.clone());
+        // A private file (O_EXCL, mode 0600, a random name): a predictable
+        // name in /tmp would let another user plant a link for root to follow.
+        let mut copy = tempfile::Builder::new().prefix("sysdiet-vdso-").suffix(".so").tempfile().ok()?;
+        std::io::Write::write_all(&mut copy, &data).ok()?;
+        let file = copy.path().to_path_buf();
+        self.vdso_copy = Some(copy);
         Image::parse(VDSO, file, &data)
-    }
-}
-
-impl Drop for Images {
-    fn drop(&mut self) {
-        if let Some(f) = &self.vdso_copy {
-            let _ = std::fs::remove_file(f);
-        }
     }
 }
 

@@ -1,0 +1,97 @@
+//! What an adversarial run found, kept: terminal escapes from the traced
+//! system, durations too large for a Duration, absurd counts, a planted
+//! symlink (tests/cli.rs), signals that must end as a shell would say.
+
+mod common;
+use common::*;
+
+fn stderr_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// No ESC, BEL or other control byte but newline in what a terminal would show.
+fn assert_no_control_bytes(text: &str) {
+    let bad: Vec<char> = text.chars().filter(|c| c.is_control() && *c != '\n').collect();
+    assert!(bad.is_empty(), "control characters {bad:?} reached the terminal in:\n{text}");
+}
+
+#[test]
+fn escape_sequences_in_names_are_escaped_in_every_text_report() {
+    if skip_without_bpf() {
+        return;
+    }
+    // A command line and a process name (comm, from argv[0]'s file name)
+    // that would retitle the terminal and clear the screen.
+    let dir = tempfile::tempdir().unwrap();
+    let evil = dir.path().join("x\x1b]0;PWN\x07\x1b[2J");
+    std::os::unix::fs::symlink(victim("statloop"), &evil).unwrap();
+    let out = sysdiet().args(["run", "--per-thread", "--all", "--"]).arg(&evil).args(["/etc/hostname", "50"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let text = stderr_of(&out);
+    assert_no_control_bytes(&text);
+    assert!(text.contains("\\x1b]0;PWN\\x07"), "shown escaped: {text}");
+
+    // check lists it by its comm while it runs.
+    let mut running = std::process::Command::new(&evil).args(["/etc/hostname", "100000000"]).env_remove("TZ").spawn().unwrap();
+    let out = sysdiet().arg("check").output().unwrap();
+    let _ = running.kill();
+    let _ = running.wait();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("\\x1b]0;PWN"), "the process is listed, escaped: {text}");
+    assert_no_control_bytes(&text);
+}
+
+#[test]
+fn durations_too_large_are_refused_not_a_panic() {
+    for args in [
+        &["attach", "-p", "1", "--duration", "18446744073709551616"][..],
+        &["attach", "-p", "1", "--duration", "5124095576030432h"],
+        &["check", "--sample", "18446744073709551616"],
+    ] {
+        let out = sysdiet().args(args).output().unwrap();
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("is too long") && !err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn sigterm_twice_ends_with_sigterms_status() {
+    if skip_without_bpf() {
+        return;
+    }
+    // A command that ignores SIGTERM, so only sysdiet gives up on it.
+    let mut child = sysdiet()
+        .args(["run", "--no-stacks", "--", "sh", "-c", "trap '' TERM; exec sleep 37"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    for _ in 0..2 {
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let status = child.wait().unwrap();
+    // The command ran on, untraced (and holds the stderr pipe): end it.
+    let _ = std::process::Command::new("pkill").args(["-KILL", "-f", "^sleep 37$"]).status();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(128 + 15), "{err}");
+    assert!(err.contains("syscalls"), "the report of what ran is printed: {err}");
+}
+
+#[test]
+fn the_vdso_copy_is_private() {
+    if skip_without_bpf() {
+        return;
+    }
+    // Call sites symbolize the vDSO from a copy: a private file (random
+    // name, O_EXCL) in TMPDIR, gone at the end.
+    let tmp = tempfile::tempdir().unwrap();
+    let out = sysdiet().args(["run", "--", "true"]).env("TMPDIR", tmp.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
+    assert!(left.is_empty(), "the copy is removed at the end: {left:?}");
+}
