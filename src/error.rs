@@ -37,6 +37,9 @@ pub enum Error {
     #[error("the bench loop {bench_loop} failed ({how}): this is a bug in sysdiet, please report it")]
     LoopFailed { bench_loop: String, how: String },
 
+    #[error("interrupted by signal {signal} before the command started: it was not run")]
+    NotStarted { signal: i32 },
+
     #[error("{path}: {source}")]
     File { path: PathBuf, source: std::io::Error },
 
@@ -53,6 +56,7 @@ impl Error {
             Error::Exec { source, .. } if source.kind() == std::io::ErrorKind::NotFound => 127,
             Error::NotExecutable(_) | Error::Exec { .. } => 126,
             Error::Usage(_) => 2,
+            Error::NotStarted { signal } => 128 + signal,
             _ => 1,
         }
     }

@@ -95,3 +95,51 @@ fn the_vdso_copy_is_private() {
     let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
     assert!(left.is_empty(), "the copy is removed at the end: {left:?}");
 }
+
+/// Waits until `pid` has a child (the held command), and returns it.
+fn held_child_of(pid: u32) -> Option<u32> {
+    for _ in 0..2000 {
+        let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+        if let Some(c) = children.split_whitespace().next() {
+            return c.parse().ok();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    None
+}
+
+#[test]
+fn killed_while_loading_the_command_still_runs() {
+    if skip_without_bpf() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let mut child = sysdiet().args(["run", "--", "touch"]).arg(&marker).spawn().unwrap();
+    held_child_of(child.id()).expect("the command is held before the BPF loads");
+    child.kill().unwrap();
+    let _ = child.wait();
+    for _ in 0..500 {
+        if marker.exists() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("sysdiet was killed and the command never ran");
+}
+
+#[test]
+fn an_interrupt_while_loading_starts_nothing_or_reaches_the_command() {
+    if skip_without_bpf() {
+        return;
+    }
+    let child =
+        sysdiet().args(["run", "--", "sleep", "30"]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    held_child_of(child.id()).expect("the command is held");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = stderr_of(&out);
+    // Before the release: not started; after: the command got SIGINT.
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("before the command started: it was not run") || err.contains("syscalls"), "{err}");
+}

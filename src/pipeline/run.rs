@@ -23,8 +23,10 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
 
     let (tx, rx) = mpsc::channel();
     target::watch_signals(tx.clone())?;
-    let mut tracer = BpfTracer::load(&opts.filter, opts.bpf())?;
+    // Held before the BPF loads: if sysdiet dies meanwhile, the child sees
+    // its pipe close and runs the command anyway, untraced.
     let held = spawn::spawn_held(&program, command, env, opts.quiet)?;
+    let mut tracer = BpfTracer::load(&opts.filter, opts.bpf())?;
     let comm = program.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     tracer.add_target(held.pid(), true, held.pid(), std::process::id(), &comm)?;
     // Before its execve, so that the mappings of the new program are seen.
@@ -32,6 +34,11 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
 
     let setup_ns = started.elapsed().as_nanos() as u64;
     let started_at = unix_now();
+    // Interrupted while loading: the command is not started (dropping the
+    // held child ends it). From here on, a signal reaches it as usual.
+    if let Ok(Event::Signal { signal, .. }) = rx.try_recv() {
+        return Err(Error::NotStarted { signal });
+    }
     let t0 = Instant::now();
     let pid = held.release()?;
     target::watch_child(pid, tx);

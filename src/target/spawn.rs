@@ -112,7 +112,15 @@ impl HeldChild {
     /// Lets the child exec; returns once the exec has happened.
     pub fn release(mut self) -> Result<u32> {
         let go = self.go.take().expect("released once");
-        nix::unistd::write(&go, b"g").map_err(io_err)?;
+        if nix::unistd::write(&go, b"g").is_err() {
+            // Only a dead child closes its end: a Ctrl-C from the terminal
+            // reached it (it is in our process group) before it was let go.
+            let signal = match waitpid(self.pid, None) {
+                Ok(nix::sys::wait::WaitStatus::Signaled(_, sig, _)) => sig as i32,
+                _ => libc::SIGINT,
+            };
+            return Err(Error::NotStarted { signal });
+        }
         drop(go);
         let mut buf = [0u8; 4];
         let n = loop {
