@@ -19,6 +19,9 @@ pub enum Error {
     #[error("no process with pid {0}: it has exited or never existed (see `ps -e`)")]
     NoSuchProcess(u32),
 
+    #[error("pid {pid} is a kernel thread ({name}): it makes no syscalls from user space; attach to a process (see `ps -e`)")]
+    KernelThread { pid: u32, name: String },
+
     #[error("cannot trace thread {tid} of pid {pid}: this kernel cannot open a pidfd for a thread (Linux 6.9 or newer can); attach to a single-threaded process, or use `sysdiet run`")]
     ThreadUnreachable { pid: u32, tid: u32 },
 

@@ -143,3 +143,49 @@ fn an_interrupt_while_loading_starts_nothing_or_reaches_the_command() {
     assert_eq!(out.status.code(), Some(130), "{err}");
     assert!(err.contains("before the command started: it was not run") || err.contains("syscalls"), "{err}");
 }
+
+#[test]
+fn attach_to_a_thread_traces_its_process_and_a_kernel_thread_is_refused() {
+    if skip_without_bpf() {
+        return;
+    }
+    let out = sysdiet().args(["attach", "-p", "2", "--duration", "100ms"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr_of(&out).starts_with("sysdiet: pid 2 is a kernel thread (kthreadd)"), "{}", stderr_of(&out));
+
+    let mut threads = std::process::Command::new(victim("threads")).args(["4", "100000000"]).stdout(std::process::Stdio::null()).spawn().unwrap();
+    let pid = threads.id();
+    let mut tid = None;
+    for _ in 0..500 {
+        tid = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .find(|&t| t != pid);
+        if tid.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let tid = tid.expect("the victim starts threads");
+    let out =
+        sysdiet().args(["attach", "--no-stacks", "--json", "-o", "-", "-p"]).arg(tid.to_string()).args(["--duration", "200ms"]).output().unwrap();
+    let _ = threads.kill();
+    let _ = threads.wait();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(stderr_of(&out).contains(&format!("{tid} is a thread of process {pid}: tracing the whole process")), "{}", stderr_of(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["run"]["root_pids"], serde_json::json!([pid]));
+}
+
+#[test]
+fn attach_shows_the_exit_of_the_process_it_watched_end() {
+    if skip_without_bpf() {
+        return;
+    }
+    let mut target = std::process::Command::new("sh").args(["-c", "sleep 0.5; exit 7"]).spawn().unwrap();
+    let out = sysdiet().args(["attach", "--no-stacks", "-p"]).arg(target.id().to_string()).output().unwrap();
+    assert_eq!(target.wait().unwrap().code(), Some(7));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let header = stderr_of(&out).lines().nth(1).unwrap_or_default().to_string();
+    assert!(header.contains(" · exit 7 · "), "{header}");
+}

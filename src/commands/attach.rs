@@ -9,7 +9,11 @@ use sysdiet::report::{Document, Outputs};
 use sysdiet::Result;
 
 pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, mut outputs: Outputs, started: Instant) -> Result<i32> {
-    let traced = sysdiet::pipeline::attach(pids, duration, opts, started)?;
+    let (pids, notes) = sysdiet::target::processes_to_attach(pids)?;
+    for note in notes {
+        eprintln!("sysdiet: {note}");
+    }
+    let traced = sysdiet::pipeline::attach(&pids, duration, opts, started)?;
     outputs.write(&Document::Run { trace: &traced.trace, findings: &traced.findings })?;
     Ok(traced.status)
 }

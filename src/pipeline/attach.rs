@@ -55,7 +55,11 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
         user_cpu_ns: 0,
         environment: target::environment_of_process(pids[0]),
     };
-    let (trace, findings) = finish(&mut tracer, stacks, run, ended, opts)?;
+    let (mut trace, findings) = finish(&mut tracer, stacks, run, ended, opts)?;
+    // One process that ended while traced: its exit is the run's, as for `run`.
+    if let [pid] = pids {
+        trace.run.exit = trace.processes.iter().find(|p| p.pid == *pid).and_then(|p| p.exit);
+    }
     Ok(Traced { trace, findings, status: 0 })
 }
 

@@ -131,6 +131,34 @@ pub fn live_threads(pid: u32) -> Result<Vec<(u32, String)>> {
     Ok(threads)
 }
 
+/// What `attach -p` was given, made into processes to trace: a thread id
+/// becomes its process (with a note to show), a kernel thread is refused
+/// (it makes no syscalls of its own from user space). Duplicates go.
+pub fn processes_to_attach(pids: &[u32]) -> Result<(Vec<u32>, Vec<String>)> {
+    let mut out: Vec<u32> = Vec::new();
+    let mut notes = Vec::new();
+    for &pid in pids {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|_| Error::NoSuchProcess(pid))?;
+        let (name, rest) = stat.split_once(" (").and_then(|(_, r)| r.rsplit_once(')')).ok_or(Error::NoSuchProcess(pid))?;
+        // Field 9, flags: PF_KTHREAD.
+        let flags: u64 = rest.split_whitespace().nth(6).and_then(|f| f.parse().ok()).unwrap_or(0);
+        if flags & 0x0020_0000 != 0 {
+            return Err(Error::KernelThread { pid, name: crate::linux::host::printable(name) });
+        }
+        let tgid = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Tgid:")).and_then(|v| v.trim().parse().ok()))
+            .unwrap_or(pid);
+        if tgid != pid {
+            notes.push(format!("{pid} is a thread of process {tgid}: tracing the whole process"));
+        }
+        if !out.contains(&tgid) {
+            out.push(tgid);
+        }
+    }
+    Ok((out, notes))
+}
+
 /// The parent pid of a live process, 0 when unknown.
 pub fn parent_of(pid: u32) -> u32 {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
