@@ -10,8 +10,14 @@ pub enum Error {
     #[error("{0}: command not found (check the name, or give a path like ./{0})")]
     CommandNotFound(String),
 
+    #[error("{0}: no such file (check the path)")]
+    NoSuchFile(String),
+
     #[error("{0}: permission denied: not executable (chmod +x it, or run it through its interpreter)")]
     NotExecutable(String),
+
+    #[error("{0}: is a directory, not a program")]
+    IsADirectory(String),
 
     #[error("cannot execute {name}: {source}")]
     Exec { name: String, source: std::io::Error },
@@ -34,7 +40,7 @@ pub enum Error {
     #[error("loading the BPF tracer failed: {0} (run with SYSDIET_DEBUG=1 to see libbpf's log)")]
     Bpf(String),
 
-    #[error("variant {label} ({change}) exited with status {status}: fix it, or pass --ignore-failure to compare anyway")]
+    #[error("variant {label} ({}) exited with status {status}: fix it, or pass --ignore-failure to compare anyway", if change.is_empty() { "the baseline" } else { change.as_str() })]
     VariantFailed { label: String, change: String, status: i32 },
 
     #[error("the bench loop {bench_loop} failed ({how}): this is a bug in sysdiet, please report it")]
@@ -55,9 +61,9 @@ impl Error {
     /// that cannot run, 2 for bad usage, 1 for everything else.
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::CommandNotFound(_) => 127,
+            Error::CommandNotFound(_) | Error::NoSuchFile(_) => 127,
             Error::Exec { source, .. } if source.kind() == std::io::ErrorKind::NotFound => 127,
-            Error::NotExecutable(_) | Error::Exec { .. } => 126,
+            Error::NotExecutable(_) | Error::IsADirectory(_) | Error::Exec { .. } => 126,
             Error::Usage(_) => 2,
             Error::NotStarted { signal } => 128 + signal,
             _ => 1,

@@ -189,3 +189,19 @@ fn attach_shows_the_exit_of_the_process_it_watched_end() {
     let header = stderr_of(&out).lines().nth(1).unwrap_or_default().to_string();
     assert!(header.contains(" · exit 7 · "), "{header}");
 }
+
+#[test]
+fn messages_say_what_is_wrong_with_the_name() {
+    let cases: &[(&str, i32, &str)] = &[
+        ("./no/such", 127, "sysdiet: ./no/such: no such file (check the path)"),
+        ("", 2, "sysdiet: the command name is empty"),
+        ("/etc", 126, "sysdiet: /etc: is a directory, not a program"),
+    ];
+    for (name, code, message) in cases {
+        let out = sysdiet().args(["run", "--", name]).output().unwrap();
+        assert_eq!((out.status.code(), stderr_of(&out).trim()), (Some(*code), *message), "{name:?}");
+    }
+    let out = sysdiet().args(["compare", "--runs", "1", "--no-trace", "--env", "A=1", "--", "false"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr_of(&out).contains("variant A (the baseline) exited with status 1"), "{}", stderr_of(&out));
+}

@@ -19,12 +19,16 @@ use crate::error::{Error, Result};
 
 /// The program `name` would run as, found like execvp(3) and the shell do.
 pub fn resolve_program(name: &OsStr) -> Result<PathBuf> {
-    let shown = name.to_string_lossy().into_owned();
+    let shown = crate::linux::host::printable(&name.to_string_lossy());
+    if name.is_empty() {
+        return Err(Error::Usage("the command name is empty".into()));
+    }
     if name.as_bytes().contains(&b'/') {
         let path = Path::new(name);
         return match std::fs::metadata(path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::CommandNotFound(shown)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::NoSuchFile(shown)),
             Err(e) => Err(Error::Exec { name: shown, source: e }),
+            Ok(m) if m.is_dir() => Err(Error::IsADirectory(shown)),
             Ok(m) if !is_executable(&m) => Err(Error::NotExecutable(shown)),
             Ok(_) => Ok(path.to_path_buf()),
         };
@@ -160,7 +164,9 @@ mod tests {
     fn resolves_like_the_shell() {
         assert!(resolve_program(OsStr::new("sh")).unwrap().is_absolute());
         assert!(matches!(resolve_program(OsStr::new("no-such-cmd-xyz")), Err(Error::CommandNotFound(_))));
-        assert!(matches!(resolve_program(OsStr::new("./no/such")), Err(Error::CommandNotFound(_))));
+        assert!(matches!(resolve_program(OsStr::new("./no/such")), Err(Error::NoSuchFile(_))));
+        assert!(matches!(resolve_program(OsStr::new("/etc")), Err(Error::IsADirectory(_))));
+        assert!(matches!(resolve_program(OsStr::new("")), Err(Error::Usage(_))));
         assert!(matches!(resolve_program(OsStr::new("/etc/passwd")), Err(Error::NotExecutable(_))));
     }
 }
