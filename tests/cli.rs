@@ -394,8 +394,15 @@ fn long_paths_are_cut_and_the_report_says_so() {
     assert_eq!(out.status.code(), Some(1), "the victim fails: no such file");
     let err = stderr_of(&out);
     assert!(err.contains("LOST (counts complete): 10 calls with paths cut at 255 bytes"), "{err}");
-    assert!(err.contains(&format!("10 × newfstatat(\"/tmp/{}\"), 10 failed", "x".repeat(250))), "{err}");
+    assert!(err.contains(&format!("10 × newfstatat(\"/tmp/{}\"...), 10 failed", "x".repeat(250))), "cut, and marked so: {err}");
     assert!(!err.contains("nothing lost"));
+    // 255 bytes fill the buffer exactly, and are all there is: not cut.
+    let full = format!("/tmp/{}", "y".repeat(250));
+    assert_eq!(full.len(), 255);
+    let out = sysdiet().args(["run", "--"]).arg(&exe).args([full.as_str(), "10"]).output().unwrap();
+    let err = stderr_of(&out);
+    assert!(err.contains("nothing lost"), "{err}");
+    assert!(err.contains(&format!("10 × newfstatat(\"{full}\"), 10 failed")), "{err}");
 }
 
 #[test]

@@ -177,9 +177,9 @@ static __always_inline void send_path(struct task_state *ts, __u64 hash)
 	r->kind = RECORD_PATH;
 	r->path_hash = hash;
 	__builtin_memcpy(r->path, ts->path, PATH_LEN);
+	r->len = len; /* PATH_LEN + 1: cut (see sys_exit) */
 	if (len > PATH_LEN)
 		len = PATH_LEN;
-	r->len = len;
 	if (bpf_ringbuf_output(&strings, r, offsetof(struct path_record, path) + len, 0))
 		count_lost(LOST_PATH_STRING, 1);
 }

@@ -179,6 +179,16 @@ static __always_inline __u64 syscall_arg(struct pt_regs *regs, __u8 i)
 	}
 }
 
+/* Whether the user string at `p` has a byte other than NUL at PATH_LEN - 1,
+ * the place of the NUL that bpf_probe_read_user_str wrote when it cut. */
+static __always_inline bool path_goes_on(const char *p)
+{
+	char c = 0;
+
+	bpf_probe_read_user(&c, 1, p + PATH_LEN - 1);
+	return c != 0;
+}
+
 #include "arguments.bpf.h"
 #include "samples.bpf.h"
 
@@ -270,10 +280,15 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 			count_lost(LOST_PATH_UNREADABLE, 1);
 			c.path_hash = 1; /* unreadable paths count together */
 		} else {
-			if (n == PATH_LEN)
-				count_lost(LOST_PATH_TRUNCATED, 1);
 			c.path_hash = path_hash(ts, n - 1);
 			ts->path_len = n;
+			/* A full buffer holds a 255-byte path, or the start of a
+			 * longer one: the byte after says which. A cut path is
+			 * marked by a length past the buffer. */
+			if (n == PATH_LEN && path_goes_on((void *)syscall_arg(regs, spec.arg))) {
+				count_lost(LOST_PATH_TRUNCATED, 1);
+				ts->path_len = PATH_LEN + 1;
+			}
 		}
 		count_argument(ts, &c);
 		break;

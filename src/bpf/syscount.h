@@ -199,7 +199,8 @@ enum record_kind {
 struct path_record {
 	__u32 kind; /* RECORD_PATH */
 	__u32 len;  /* bytes of path sent, its NUL included: the record is
-		       cut there, so that a flood of short paths fits */
+		       cut there, so that a flood of short paths fits;
+		       PATH_LEN + 1 when the path itself was cut */
 	__u64 path_hash;
 	char path[PATH_LEN];
 };

@@ -111,7 +111,7 @@ pub(crate) mod testing {
     }
 
     pub fn path(p: &str) -> Argument {
-        Argument::Path { path: Some(p.into()), dirfd: None }
+        Argument::Path { path: Some(p.into()), dirfd: None, cut: false }
     }
 
     /// Gives the argument (or syscall) one call site made of `functions`,

@@ -278,6 +278,10 @@ pub enum Argument {
     Path {
         path: Option<String>,
         dirfd: Option<i64>,
+        /// The path was longer than sysdiet reads (255 bytes): `path` is
+        /// its beginning, and paths that begin alike count together.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        cut: bool,
     },
     Fd {
         fd: i64,

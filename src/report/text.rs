@@ -176,8 +176,9 @@ fn arguments(out: &mut String, trace: &Trace) {
 pub fn describe_key(syscall: &str, argument: &Argument) -> String {
     let syscall = crate::human::escaped(syscall);
     match argument {
-        Argument::Path { path, dirfd } => {
-            let path = path.as_deref().map_or_else(|| "(unreadable)".to_string(), quoted);
+        Argument::Path { path, dirfd, cut } => {
+            // As strace marks a string it cut: "…"...
+            let path = path.as_deref().map_or_else(|| "(unreadable)".to_string(), |p| quoted(p) + if *cut { "..." } else { "" });
             match dirfd {
                 Some(fd) => format!("{syscall}(fd {fd}, {path})"),
                 None => format!("{syscall}({path})"),

@@ -79,7 +79,7 @@ pub struct BpfTracer {
     pub(super) skel: SyscountSkel<'static>,
     pub(super) options: BpfOptions,
     /// Path hash -> path, filled at readout; samples' keys resolve here.
-    pub(super) path_of: std::collections::HashMap<u64, String>,
+    pub(super) path_of: super::exits::PathOf,
     pub(super) exits: Option<ExitReader>,
     /// pid -> fold row, as the exit reader decides it (shared with the
     /// stack collector).

@@ -58,6 +58,26 @@ pub(super) fn errnos_of(slots: &[errno_slot]) -> Vec<(u32, u32, u64)> {
     slots.iter().filter(|s| s.count > 0).map(|s| (s.nr as u32, s.err as u32, s.count)).collect()
 }
 
+/// A repeated path's text, as the kernel side read it.
+#[derive(Debug, Clone)]
+pub struct PathText {
+    pub text: String,
+    /// Longer than the kernel side reads: `text` is its beginning.
+    pub cut: bool,
+}
+
+/// Repeated paths by the hash of what was read of them.
+pub type PathOf = HashMap<u64, PathText>;
+
+/// Bytes of a path the kernel side reads, its NUL included.
+const PATH_BYTES: usize = {
+    const fn len<T, const N: usize>(_: &[T; N]) -> usize {
+        N
+    }
+    // SAFETY: a path record is plain integers and bytes; zero is valid.
+    len(&unsafe { std::mem::zeroed::<path_record>() }.path)
+};
+
 /// A record off the ring.
 #[derive(Debug, Clone)]
 pub enum Record {
@@ -65,7 +85,7 @@ pub enum Record {
     /// A cached argument key's calls not yet in arg_stats: (tgid, tid, slot).
     Slot(u32, u32, Box<arg_slot>),
     /// The string of a path key: (path hash, path).
-    Path(u64, String),
+    Path(u64, PathText),
 }
 
 impl Record {
@@ -90,7 +110,10 @@ impl Record {
                 let at = std::mem::offset_of!(path_record, path);
                 let h = std::mem::offset_of!(path_record, path_hash);
                 let hash = u64::from_ne_bytes(data.get(h..h + 8)?.try_into().ok()?);
-                Some(Record::Path(hash, c_string(data.get(at..)?)))
+                // A len past the buffer is the kernel side's mark of a cut path.
+                let l = std::mem::offset_of!(path_record, len);
+                let len = u32::from_ne_bytes(data.get(l..l + 4)?.try_into().ok()?) as usize;
+                Some(Record::Path(hash, PathText { text: c_string(data.get(at..)?), cut: len > PATH_BYTES }))
             }
             RECORD_EXIT => {
                 let head = std::mem::offset_of!(exit_record, e);
@@ -129,7 +152,7 @@ impl Record {
 pub struct Collected {
     pub exited: Exited,
     pub late: Vec<Record>,
-    pub paths: HashMap<u64, String>,
+    pub paths: PathOf,
 }
 
 /// The kernel tables the reader empties of ended processes' entries.

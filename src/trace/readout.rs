@@ -10,7 +10,7 @@ use libbpf_rs::{MapCore, MapFlags};
 
 use super::bpf::skel::types::{arg_key, arg_slot, arg_val, io_hist, lost_counter, once_summary, target_state, task_state};
 use super::bpf::{bpf_error, c_string, from_bytes, read_all, BpfTracer, TICK_NS};
-use super::exits::{errnos_of, used, Record, ThreadCounts};
+use super::exits::{errnos_of, used, PathOf, Record, ThreadCounts};
 use super::fold::Fold;
 use crate::error::Result;
 use crate::linux::syscalls::{self, ArgKind};
@@ -145,7 +145,7 @@ fn live_threads(tracer: &BpfTracer) -> Vec<(ThreadCounts, Vec<arg_slot>)> {
 }
 
 /// A program's row: every exited process of it beyond the detailed ones.
-fn add_fold(out: &mut TraceBuilder, f: &Fold, tick_ns: u64, path_of: &HashMap<u64, String>, lost: &mut Lost) {
+fn add_fold(out: &mut TraceBuilder, f: &Fold, tick_ns: u64, path_of: &PathOf, lost: &mut Lost) {
     let t = ThreadCounts {
         tgid: f.row,
         tid: f.row,
@@ -171,7 +171,7 @@ fn add_fold(out: &mut TraceBuilder, f: &Fold, tick_ns: u64, path_of: &HashMap<u6
 }
 
 /// A repeated argument entry of the kernel's table, as `pid`'s.
-fn arg_entry(k: &arg_key, v: &arg_val, hist: Option<&io_hist>, pid: u32, path_of: &HashMap<u64, String>) -> ArgumentStats {
+fn arg_entry(k: &arg_key, v: &arg_val, hist: Option<&io_hist>, pid: u32, path_of: &PathOf) -> ArgumentStats {
     ArgumentStats {
         requested: hist.map(|h| Histogram::from_buckets(h.requested.to_vec())),
         returned: hist.map(|h| Histogram::from_buckets(h.returned.to_vec())),
@@ -233,7 +233,7 @@ fn mask_stats(tgid: u32, class: i64, calls: u64) -> ArgumentStats {
     argument_stats(tgid, NR_RT_SIGPROCMASK, class, 0, calls, 0, 0, &HashMap::new())
 }
 
-fn slot_stats(tgid: u32, s: &arg_slot, path_of: &HashMap<u64, String>) -> ArgumentStats {
+fn slot_stats(tgid: u32, s: &arg_slot, path_of: &PathOf) -> ArgumentStats {
     let io = syscalls::by_nr(s.nr).map(|i| matches!(i.arg, ArgKind::FdIo { .. })).unwrap_or(false);
     let hist = |b: &[u32]| Histogram::from_buckets(b.iter().map(|&n| n as u64).collect());
     ArgumentStats {
@@ -244,7 +244,7 @@ fn slot_stats(tgid: u32, s: &arg_slot, path_of: &HashMap<u64, String>) -> Argume
 }
 
 #[allow(clippy::too_many_arguments)]
-fn argument_stats(tgid: u32, nr: u32, fd: i64, path_hash: u64, calls: u64, errors: u64, ns: u64, path_of: &HashMap<u64, String>) -> ArgumentStats {
+fn argument_stats(tgid: u32, nr: u32, fd: i64, path_hash: u64, calls: u64, errors: u64, ns: u64, path_of: &PathOf) -> ArgumentStats {
     ArgumentStats {
         pid: tgid,
         syscall: syscalls::name(nr),
@@ -259,12 +259,13 @@ fn argument_stats(tgid: u32, nr: u32, fd: i64, path_hash: u64, calls: u64, error
     }
 }
 
-pub(super) fn argument_of(nr: u32, fd: i64, path_hash: u64, path_of: &HashMap<u64, String>) -> Argument {
+pub(super) fn argument_of(nr: u32, fd: i64, path_hash: u64, path_of: &PathOf) -> Argument {
     match syscalls::by_nr(nr).map(|s| s.arg) {
         Some(ArgKind::Path(i)) => Argument::Path {
             // None: unreadable, or its string was lost to a full table.
-            path: (path_hash != UNREADABLE_PATH).then(|| path_of.get(&path_hash).cloned()).flatten(),
+            path: (path_hash != UNREADABLE_PATH).then(|| path_of.get(&path_hash).map(|p| p.text.clone())).flatten(),
             dirfd: (i > 0 && fd != AT_FDCWD).then_some(fd),
+            cut: path_of.get(&path_hash).is_some_and(|p| p.cut),
         },
         Some(ArgKind::Clock(_)) => Argument::Clock { clock: fd },
         Some(ArgKind::TimeoutMs(_) | ArgKind::TimeoutPtr(_)) => Argument::Timeout {
