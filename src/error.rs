@@ -49,6 +49,9 @@ pub enum Error {
     #[error("interrupted by signal {signal} before the command started: it was not run")]
     NotStarted { signal: i32 },
 
+    #[error("interrupted by signal {signal} before every variant ran once: nothing to compare")]
+    Interrupted { signal: i32 },
+
     #[error("{path}: {source}")]
     File { path: PathBuf, source: std::io::Error },
 
@@ -65,7 +68,7 @@ impl Error {
             Error::Exec { source, .. } if source.kind() == std::io::ErrorKind::NotFound => 127,
             Error::NotExecutable(_) | Error::IsADirectory(_) | Error::Exec { .. } => 126,
             Error::Usage(_) => 2,
-            Error::NotStarted { signal } => 128 + signal,
+            Error::NotStarted { signal } | Error::Interrupted { signal } => 128 + signal,
             _ => 1,
         }
     }

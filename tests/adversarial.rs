@@ -205,3 +205,31 @@ fn messages_say_what_is_wrong_with_the_name() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr_of(&out).contains("variant A (the baseline) exited with status 1"), "{}", stderr_of(&out));
 }
+
+#[test]
+fn compare_interrupted_prints_what_it_measured_and_leaves_no_run_behind() {
+    let child = sysdiet()
+        .args(["compare", "--json", "--runs", "1000", "--no-trace", "--vs", "sleep 0.0502", "--", "sleep", "0.0501"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let left = std::process::Command::new("pgrep").args(["-f", "^sleep 0.050[12]$"]).output().unwrap();
+    assert!(left.stdout.is_empty(), "a timed run left running: {}", String::from_utf8_lossy(&left.stdout));
+    assert_eq!(out.status.code(), Some(143), "{}", stderr_of(&out));
+    if out.stdout.is_empty() {
+        // Not one round complete (a very slow machine): said in one line.
+        assert!(stderr_of(&out).contains("before every variant ran once"), "{}", stderr_of(&out));
+        return;
+    }
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["interrupted"], true);
+    let runs = doc["runs"].as_u64().unwrap();
+    assert!(runs >= 1 && runs < 1000, "{runs}");
+    for v in doc["variants"].as_array().unwrap() {
+        assert_eq!(v["runs"].as_array().unwrap().len() as u64, runs, "complete rounds only");
+    }
+}

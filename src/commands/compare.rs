@@ -1,6 +1,8 @@
 //! `sysdiet compare`: the baseline and its variants, measured.
 
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use sysdiet::compare::{compare as measure, variants, CompareOptions};
 use sysdiet::error::Error;
@@ -29,12 +31,21 @@ pub fn run(a: CompareArgs, mut outputs: Outputs) -> Result<i32> {
             bar.set_message(if label.is_empty() { String::new() } else { format!("variant {label}") });
         }
     };
-    let result = measure(&variants, &opts, &mut show);
+    // Ctrl-C or SIGTERM: the run under way ends, and what was measured is
+    // the result (status 128 + the signal).
+    let stop = Arc::new(AtomicUsize::new(0));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_usize(sig, Arc::clone(&stop), sig as usize)?;
+    }
+    let result = measure(&variants, &opts, &mut show, &stop);
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
     let result = result?;
     outputs.write(&Document::Compare(&result))?;
+    if result.interrupted {
+        return Ok(128 + stop.load(Ordering::Relaxed) as i32);
+    }
     // A fix that changes the output is not a fix: say so in the status too.
     Ok(if result.variants.iter().any(|v| v.output_differs.is_some()) { 1 } else { 0 })
 }

@@ -47,6 +47,10 @@ pub struct Comparison {
     /// Why there are no syscall counts, when there are none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_error: Option<String>,
+    /// A signal ended the comparison early: `runs` is the rounds every
+    /// variant completed, and nothing was traced.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
@@ -154,8 +158,16 @@ pub fn verdict(ratio: f64, lo: f64, hi: f64) -> Verdict {
 }
 
 /// Measures the variants; `progress` hears of each run as it starts (runs
-/// done, runs in all, the variant's label).
-pub fn compare(variants: &[Variant], opts: &CompareOptions, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<Comparison> {
+/// done, runs in all, the variant's label). `stop` becomes a signal's
+/// number when the user interrupts: the run under way ends (and is not
+/// kept), and the rounds every variant completed are the result.
+pub fn compare(
+    variants: &[Variant],
+    opts: &CompareOptions,
+    progress: &mut dyn FnMut(usize, usize, &str),
+    stop: &std::sync::atomic::AtomicUsize,
+) -> Result<Comparison> {
+    use std::sync::atomic::Ordering;
     if opts.runs == 0 {
         return Err(Error::Usage("--runs must be at least 1".into()));
     }
@@ -169,13 +181,21 @@ pub fn compare(variants: &[Variant], opts: &CompareOptions, progress: &mut dyn F
     let mut outputs: Vec<Option<Vec<u8>>> = vec![None; n];
     let total = (opts.warmup + opts.runs) * n;
     let mut done = 0;
-    for round in 0..opts.warmup + opts.runs {
+    'rounds: for round in 0..opts.warmup + opts.runs {
         // Interleaved, the order alternating, so drift hits all alike.
         let order: Vec<usize> = if round % 2 == 0 { (0..n).collect() } else { (0..n).rev().collect() };
         for i in order {
             let v = &variants[i];
+            if stop.load(Ordering::Relaxed) != 0 {
+                break 'rounds;
+            }
             progress(done, total, &v.label);
             let (t, out) = timing::run_once(v, opts.check_output)?;
+            // Interrupted meanwhile: the run was cut short (a Ctrl-C
+            // reaches it too), so it measures nothing.
+            if stop.load(Ordering::Relaxed) != 0 {
+                break 'rounds;
+            }
             done += 1;
             if t.status != 0 && !opts.ignore_failure {
                 return Err(Error::VariantFailed { label: v.label.clone(), change: v.change.clone(), status: t.status });
@@ -189,10 +209,19 @@ pub fn compare(variants: &[Variant], opts: &CompareOptions, progress: &mut dyn F
         }
     }
     progress(done, total, "");
+    let signal = stop.load(Ordering::Relaxed);
+    if signal != 0 {
+        // Only rounds every variant completed compare like with like.
+        let complete = runs.iter().map(Vec::len).min().unwrap_or(0);
+        if complete == 0 {
+            return Err(Error::Interrupted { signal: signal as i32 });
+        }
+        runs.iter_mut().for_each(|r| r.truncate(complete));
+    }
     let normalized: Vec<Option<String>> =
         outputs.iter().map(|o| o.as_ref().map(|b| normalize(&String::from_utf8_lossy(b), &opts.normalize))).collect();
     let base_wall: Vec<f64> = runs[0].iter().map(|r| r.wall_s).collect();
-    let mut result = Comparison { runs: opts.runs, warmup: opts.warmup, ..Default::default() };
+    let mut result = Comparison { runs: runs[0].len(), warmup: opts.warmup, interrupted: signal != 0, ..Default::default() };
     for (i, v) in variants.iter().enumerate() {
         let wall: Vec<f64> = runs[i].iter().map(|r| r.wall_s).collect();
         let vs_baseline = (i > 0).then(|| {
@@ -217,7 +246,7 @@ pub fn compare(variants: &[Variant], opts: &CompareOptions, progress: &mut dyn F
             ..Default::default()
         });
     }
-    if opts.trace {
+    if opts.trace && !result.interrupted {
         if let Err(e) = trace_each(variants, &mut result) {
             result.trace_error = Some(e.to_string());
         }

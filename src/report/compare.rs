@@ -33,6 +33,9 @@ pub fn render(c: &Comparison) -> String {
     for v in &c.variants {
         let _ = writeln!(out, "  {}  {}", v.label, if v.change.is_empty() { v.command.join(" ") } else { v.change.clone() });
     }
+    if c.interrupted {
+        let _ = writeln!(out, "  interrupted: {} complete round{} of each variant, not traced", c.runs, if c.runs == 1 { "" } else { "s" });
+    }
     let _ = writeln!(out, "\n  {:<3} {:>10} {:>23} {:>21} {:>9} {:>9} {:>9}", "", "wall", "mean ± sd", "min … max", "user", "sys", "max RSS");
     for v in &c.variants {
         let _ = writeln!(

@@ -75,7 +75,7 @@ fn comparison() -> Comparison {
     b.vs_baseline = Some(VsBaseline { ratio: 0.0323, ci_low: 0.029, ci_high: 0.036, verdict: Verdict::Faster });
     b.counted = Some(b_counts);
     b.diff = Some(d);
-    Comparison { runs: 3, warmup: 1, variants: vec![a, b], trace_error: None }
+    Comparison { runs: 3, warmup: 1, variants: vec![a, b], trace_error: None, interrupted: false }
 }
 
 #[test]
