@@ -233,3 +233,26 @@ fn compare_interrupted_prints_what_it_measured_and_leaves_no_run_behind() {
         assert_eq!(v["runs"].as_array().unwrap().len() as u64, runs, "complete rounds only");
     }
 }
+
+#[test]
+fn check_as_another_user_says_what_it_could_not_read() {
+    if !nix::unistd::geteuid().is_root() {
+        return; // needs root to become another user
+    }
+    let as_nobody = |arg: &str| {
+        std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(env!("CARGO_BIN_EXE_sysdiet"))
+            .arg(arg)
+            .current_dir("/")
+            .output()
+            .unwrap()
+    };
+    if !as_nobody("--version").status.success() {
+        return; // the build tree is private to root here (under /root): nobody cannot run it
+    }
+    let out = as_nobody("check");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("more could not be read: their environment is private to their owner (run as root"), "{text}");
+}

@@ -10,7 +10,7 @@ use sysdiet::report::{Document, Outputs};
 use sysdiet::Result;
 
 pub fn check(sample: Option<Duration>, mut outputs: Outputs) -> Result<i32> {
-    let processes = host::processes(std::process::id());
+    let (processes, unreadable) = host::processes(std::process::id());
     let counts = match sample {
         Some(d) => Some(sysdiet::pipeline::zone_lookups(&processes, d)?),
         None => None,
@@ -22,6 +22,7 @@ pub fn check(sample: Option<Duration>, mut outputs: Outputs) -> Result<i32> {
         host::system_tz(),
         host::zone(),
         &processes,
+        unreadable,
         counts.as_ref().map(|(ns, _)| (*ns, &count_of as &dyn Fn(u32) -> u64)),
     );
     outputs.write(&Document::Check(&result))?;

@@ -21,6 +21,9 @@ pub struct HostAudit {
     /// Processes without TZ, the busiest zone-file users first.
     pub processes: Vec<ProcessAudit>,
     pub processes_seen: usize,
+    /// Processes whose environment could not be read (not root).
+    #[serde(default)]
+    pub processes_unreadable: usize,
     /// How long zone-file lookups were counted, when they were.
     pub sampled_ns: Option<u64>,
 }
@@ -41,6 +44,7 @@ pub fn audit(
     system_tz: Option<(String, String)>,
     zone: Option<String>,
     processes: &[RunningProcess],
+    unreadable: usize,
     sampled: Option<(u64, &dyn Fn(u32) -> u64)>,
 ) -> HostAudit {
     let vdso_clocks = clocksource.as_deref().is_some_and(vdso_capable);
@@ -75,6 +79,7 @@ pub fn audit(
         system_tz,
         zone,
         processes_seen: processes.len(),
+        processes_unreadable: unreadable,
         processes: out,
         sampled_ns: sampled.map(|s| s.0),
     }
@@ -92,7 +97,7 @@ mod tests {
     fn processes_without_tz_get_a_fix_and_the_busiest_come_first() {
         let procs = [p(1, None, Some("db.service")), p(2, Some(":/etc/localtime"), None), p(3, None, None)];
         let counts = |pid: u32| if pid == 3 { 500 } else { 5 };
-        let a = audit(Some("tsc".into()), vec!["tsc".into()], None, None, &procs, Some((1_000_000_000, &counts)));
+        let a = audit(Some("tsc".into()), vec!["tsc".into()], None, None, &procs, 0, Some((1_000_000_000, &counts)));
         assert!(a.vdso_clocks && a.clocksource_fix.is_none());
         assert_eq!(a.processes.iter().map(|p| p.pid).collect::<Vec<_>>(), vec![3, 1]);
         assert_eq!(a.processes[0].zone_stats_per_s, Some(500.0));
@@ -102,10 +107,10 @@ mod tests {
 
     #[test]
     fn a_clocksource_the_vdso_cannot_read() {
-        let a = audit(Some("hpet".into()), vec!["hpet".into(), "tsc".into()], None, None, &[], None);
+        let a = audit(Some("hpet".into()), vec!["hpet".into(), "tsc".into()], None, None, &[], 0, None);
         assert!(!a.vdso_clocks);
         assert!(a.clocksource_fix.unwrap().starts_with("echo tsc >"));
-        let a = audit(Some("acpi_pm".into()), vec!["acpi_pm".into()], None, None, &[], None);
+        let a = audit(Some("acpi_pm".into()), vec!["acpi_pm".into()], None, None, &[], 0, None);
         assert!(a.clocksource_fix.unwrap().contains("no clocksource here"));
     }
 }

@@ -14,15 +14,23 @@ pub struct RunningProcess {
 }
 
 /// Every user-space process but `except` (kernel threads have no
-/// environment); processes that vanish or hide their environment are
-/// left out.
-pub fn processes(except: u32) -> Vec<RunningProcess> {
-    let Ok(dir) = fs::read_dir("/proc") else { return Vec::new() };
+/// environment), and how many could not be read (their environment is
+/// private to their owner and root); processes that vanish are left out.
+pub fn processes(except: u32) -> (Vec<RunningProcess>, usize) {
+    let Ok(dir) = fs::read_dir("/proc") else { return (Vec::new(), 0) };
+    let mut unreadable = 0;
     let mut out: Vec<RunningProcess> = dir
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|&pid| pid != except)
         .filter_map(|pid| {
-            let environ = fs::read(format!("/proc/{pid}/environ")).ok()?;
+            let environ = match fs::read(format!("/proc/{pid}/environ")) {
+                Ok(e) => e,
+                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                    unreadable += 1;
+                    return None;
+                }
+                Err(_) => return None,
+            };
             if environ.is_empty() {
                 return None;
             }
@@ -33,7 +41,7 @@ pub fn processes(except: u32) -> Vec<RunningProcess> {
         })
         .collect();
     out.sort_by_key(|p| p.pid);
-    out
+    (out, unreadable)
 }
 
 /// A name from the system with its control characters escaped, for
@@ -83,7 +91,7 @@ mod tests {
     #[test]
     fn this_process_is_seen() {
         let me = std::process::id();
-        assert!(processes(0).iter().any(|p| p.pid == me));
-        assert!(!processes(me).iter().any(|p| p.pid == me));
+        assert!(processes(0).0.iter().any(|p| p.pid == me));
+        assert!(!processes(me).0.iter().any(|p| p.pid == me));
     }
 }

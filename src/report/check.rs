@@ -26,6 +26,13 @@ pub fn render(a: &HostAudit) -> String {
         }
     }
     let _ = writeln!(out, "  processes    {} of {} have no TZ", a.processes.len(), a.processes_seen);
+    if a.processes_unreadable > 0 {
+        let _ = writeln!(
+            out,
+            "               {} more could not be read: their environment is private to their owner (run as root to see every process)",
+            thousands(a.processes_unreadable as u64)
+        );
+    }
     if a.processes.is_empty() {
         return out;
     }

@@ -99,6 +99,7 @@ fn check_audit() {
         None,
         Some("Europe/Paris".into()),
         &processes,
+        2,
         Some((1_000_000_000, &counts)),
     );
     insta::assert_snapshot!("check", super::check::render(&a));
