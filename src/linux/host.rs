@@ -45,7 +45,7 @@ pub fn processes(except: u32) -> (Vec<RunningProcess>, usize) {
 }
 
 /// A name from the system with its control characters escaped, for
-/// messages (reports escape with crate::human, a layer above).
+/// messages (reports escape with the `human` module, a layer above).
 pub fn printable(name: &str) -> String {
     name.chars().flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect()
 }
