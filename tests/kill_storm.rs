@@ -1,0 +1,131 @@
+//! 100 SIGKILLs of `sysdiet run` at random moments (while the BPF loads,
+//! while the command forks and threads, while the report is read out) over
+//! a victim that forks and threads: every victim that was started finishes
+//! with its own exit code, none is left stopped, and no BPF program of
+//! sysdiet stays loaded. Its own test binary, so nothing else runs beside it.
+
+mod common;
+use common::*;
+
+use std::os::unix::process::ExitStatusExt;
+use std::time::Duration;
+
+const KILLS: usize = 100;
+
+/// Names of the programs sysdiet loads (the kernel keeps 15 bytes).
+const OURS: &[&str] = &["sys_exit", "sys_enter", "on_tick", "sched_process_f", "sched_process_e", "signal_deliver", "tally_enter", "tally_exec"];
+
+/// How many loaded BPF programs carry one of sysdiet's names.
+fn our_programs() -> usize {
+    let (mut id, mut n) = (0u32, 0);
+    // SAFETY: plain libbpf calls over ids the kernel hands out; each fd
+    // is closed after its info is read.
+    unsafe {
+        while libbpf_sys::bpf_prog_get_next_id(id, &mut id) == 0 {
+            let fd = libbpf_sys::bpf_prog_get_fd_by_id(id);
+            if fd < 0 {
+                continue;
+            }
+            let mut info = libbpf_sys::bpf_prog_info::default();
+            let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
+            if libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) == 0 {
+                let name: String = info.name.iter().take_while(|&&c| c != 0).map(|&c| c as u8 as char).collect();
+                n += OURS.contains(&name.as_str()) as usize;
+            }
+            libc::close(fd);
+        }
+    }
+    n
+}
+
+fn held_child_of(pid: u32) -> Option<i32> {
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    children.split_whitespace().next()?.parse().ok()
+}
+
+#[test]
+fn sigkill_at_any_moment_never_hurts_the_target() {
+    if skip_without_bpf() {
+        return;
+    }
+    // Orphans (the victims of a killed sysdiet) come to us to be reaped.
+    // SAFETY: prctl with plain integer arguments.
+    assert_eq!(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }, 0);
+    let before = our_programs();
+    let forks = victim("forkexec");
+    let threads = victim("threads");
+    // Forks 20 processes, then threads, then exits 3.
+    let script = format!("{} 20 /bin/true && {} 4 2000 && exit 3", forks.display(), threads.display());
+    let mut seed: u64 = 0x5eed_1234_abcd_0042;
+    let mut random = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let (mut started, mut finished) = (0, 0);
+    for _ in 0..KILLS {
+        let mut sysdiet = sysdiet()
+            .args(["run", "--", "sh", "-c", &script])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Anywhere from during start-up to after the command's end.
+        let delay = Duration::from_micros(random() % 150_000);
+        let t0 = std::time::Instant::now();
+        let mut victim = None;
+        while t0.elapsed() < delay {
+            victim = victim.or_else(|| held_child_of(sysdiet.id()));
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        victim = victim.or_else(|| held_child_of(sysdiet.id()));
+        let _ = sysdiet.kill();
+        let status = sysdiet.wait().unwrap();
+        let Some(victim) = victim else { continue };
+        started += 1;
+        if status.code().is_some() {
+            // sysdiet ended by itself first: it reaped the victim itself
+            // and passed its status on.
+            assert_eq!(status.code(), Some(3), "sysdiet's status is the command's");
+            finished += 1;
+            continue;
+        }
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+        // The victim, orphaned to us: it must run to its own end.
+        let pid = nix::unistd::Pid::from_raw(victim);
+        loop {
+            match nix::sys::wait::waitpid(pid, Some(nix::sys::wait::WaitPidFlag::WUNTRACED)) {
+                Ok(nix::sys::wait::WaitStatus::Exited(_, code)) => {
+                    assert_eq!(code, 3, "the victim finishes with its own exit code");
+                    finished += 1;
+                    break;
+                }
+                Ok(nix::sys::wait::WaitStatus::Stopped(_, sig)) => panic!("the victim was left stopped by {sig:?}"),
+                Ok(other) => panic!("the victim did not finish by itself: {other:?}"),
+                // Reaped already (sysdiet's own waiter got there first).
+                Err(nix::errno::Errno::ECHILD) => {
+                    finished += 1;
+                    break;
+                }
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => panic!("waitpid: {e}"),
+            }
+        }
+    }
+    // Reap any grandchildren orphaned to us on the way.
+    while nix::sys::wait::waitpid(None, Some(nix::sys::wait::WaitPidFlag::WNOHANG)).is_ok_and(|s| s != nix::sys::wait::WaitStatus::StillAlive) {}
+    eprintln!("{started} of {KILLS} killed runs had started the command; {finished} finished by themselves");
+    assert!(started > KILLS / 2, "most runs got as far as the command: {started}");
+    assert_eq!(finished, started);
+    // The kernel drops a dead process's programs as its fds close.
+    let mut left = our_programs();
+    for _ in 0..50 {
+        if left <= before {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        left = our_programs();
+    }
+    assert!(left <= before, "BPF programs left loaded: {left} (before: {before})");
+}
