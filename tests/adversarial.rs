@@ -256,3 +256,39 @@ fn check_as_another_user_says_what_it_could_not_read() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("more could not be read: their environment is private to their owner (run as root"), "{text}");
 }
+
+#[test]
+fn a_hang_up_reaches_the_command_when_sysdiet_leads_the_session() {
+    if skip_without_bpf() {
+        return;
+    }
+    // script(1) gives sysdiet a terminal of its own, as the session leader;
+    // killing script closes that terminal: the kernel hangs up on sysdiet.
+    let cmd = format!("exec {} run --no-stacks -- sleep 43", env!("CARGO_BIN_EXE_sysdiet"));
+    let mut script = std::process::Command::new("script")
+        .args(["-qc", &cmd, "/dev/null"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let running = || !std::process::Command::new("pgrep").args(["-f", "^sleep 43$"]).output().unwrap().stdout.is_empty();
+    for _ in 0..500 {
+        if running() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(running(), "the command started");
+    script.kill().unwrap();
+    let _ = script.wait();
+    // The command would sleep 43 s; hung up, it ends at once.
+    for _ in 0..500 {
+        if !running() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let _ = std::process::Command::new("pkill").args(["-f", "^sleep 43$"]).status();
+    panic!("the terminal closed and the command ran on");
+}

@@ -43,6 +43,7 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
     let pid = held.release()?;
     target::watch_child(pid, tx);
 
+    let session_leader = nix::unistd::getsid(None).is_ok_and(|sid| sid == nix::unistd::getpid());
     let mut interrupts = 0;
     // The status when tracing ends before the command: as a shell reports
     // a death by the last signal sysdiet was sent (130 for Ctrl-C, 143 for
@@ -53,8 +54,10 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
             Ok(Event::Exited(exit)) => break Some(exit),
             Ok(Event::Signal { signal, from_terminal }) => {
                 // The terminal signals the whole process group; a signal
-                // sent to sysdiet alone is passed on to the command.
-                if !from_terminal {
+                // sent to sysdiet alone is passed on to the command. A
+                // hang-up reaches only the session's leader: when that is
+                // sysdiet, the command hears of it from us.
+                if !from_terminal || (signal == libc::SIGHUP && session_leader) {
                     if let Ok(sig) = Signal::try_from(signal) {
                         let _ = kill(Pid::from_raw(pid as i32), sig);
                     }
