@@ -78,6 +78,21 @@ pub fn quoted(s: &str) -> String {
     out
 }
 
+/// `"..."` of bytes that need not be UTF-8: what is UTF-8 as `quoted`
+/// shows it, each other byte as `\xNN`, as strace shows them.
+pub fn quoted_bytes(bytes: &[u8]) -> String {
+    let mut out = String::from("\"");
+    for chunk in bytes.utf8_chunks() {
+        let q = quoted(chunk.valid());
+        out.push_str(&q[1..q.len() - 1]);
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out.push('"');
+    out
+}
+
 /// A name from the traced system with its control characters escaped, as
 /// `quoted` does, without the quotes.
 pub fn escaped(s: &str) -> String {
@@ -150,6 +165,7 @@ mod tests {
         assert_eq!(bytes(16), "16 bytes");
         assert_eq!(bytes(4096), "4 KiB");
         assert_eq!(quoted("a\"b\n"), "\"a\\\"b\\n\"");
+        assert_eq!(quoted_bytes(b"/tmp/caf\xe9\n"), r#""/tmp/caf\xe9\n""#);
         assert_eq!(seconds(1.2345), "1.234 s");
         assert_eq!(seconds(0.0567), "56.7 ms");
         assert_eq!(ns(0.3124), "0.312");

@@ -292,3 +292,21 @@ fn a_hang_up_reaches_the_command_when_sysdiet_leads_the_session() {
     let _ = std::process::Command::new("pkill").args(["-f", "^sleep 43$"]).status();
     panic!("the terminal closed and the command ran on");
 }
+
+#[test]
+fn a_path_that_is_not_utf8_keeps_its_bytes() {
+    if skip_without_bpf() {
+        return;
+    }
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::OsStr::from_bytes(b"/tmp/sysdiet-caf\xe9");
+    let out = sysdiet().args(["run", "--no-stacks", "--all", "--"]).arg(victim("statloop")).arg(path).arg("20").output().unwrap();
+    let text = stderr_of(&out);
+    assert!(text.contains(r#"20 × newfstatat("/tmp/sysdiet-caf\xe9")"#), "shown as strace does: {text}");
+    let out = sysdiet().args(["run", "--no-stacks", "--json", "-o", "-", "--"]).arg(victim("statloop")).arg(path).arg("20").output().unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let arg = doc["arguments"].as_array().unwrap().iter().find(|a| a["calls"] == 20).expect("the repeated path").clone();
+    let raw: Vec<u8> = arg["argument"]["raw"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap() as u8).collect();
+    assert_eq!(raw, path.as_bytes(), "{arg}");
+    assert_eq!(arg["argument"]["path"], "/tmp/sysdiet-caf\u{fffd}");
+}

@@ -282,6 +282,10 @@ pub enum Argument {
         /// its beginning, and paths that begin alike count together.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         cut: bool,
+        /// The path's exact bytes when they are not UTF-8 (`path` then has
+        /// U+FFFD in place of each byte that is not).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        raw: Option<Vec<u8>>,
     },
     Fd {
         fd: i64,

@@ -176,9 +176,15 @@ fn arguments(out: &mut String, trace: &Trace) {
 pub fn describe_key(syscall: &str, argument: &Argument) -> String {
     let syscall = crate::human::escaped(syscall);
     match argument {
-        Argument::Path { path, dirfd, cut } => {
-            // As strace marks a string it cut: "…"...
-            let path = path.as_deref().map_or_else(|| "(unreadable)".to_string(), |p| quoted(p) + if *cut { "..." } else { "" });
+        Argument::Path { path, dirfd, cut, raw } => {
+            // The exact bytes when they are not UTF-8 (\xe9); as strace
+            // marks a string it cut: "…"...
+            let shown = match (raw, path) {
+                (Some(raw), _) => Some(crate::human::quoted_bytes(raw)),
+                (None, Some(p)) => Some(quoted(p)),
+                (None, None) => None,
+            };
+            let path = shown.map_or_else(|| "(unreadable)".to_string(), |p| p + if *cut { "..." } else { "" });
             match dirfd {
                 Some(fd) => format!("{syscall}(fd {fd}, {path})"),
                 None => format!("{syscall}({path})"),

@@ -64,6 +64,18 @@ pub struct PathText {
     pub text: String,
     /// Longer than the kernel side reads: `text` is its beginning.
     pub cut: bool,
+    /// The exact bytes, when they are not UTF-8.
+    pub raw: Option<Vec<u8>>,
+}
+
+impl PathText {
+    fn of(bytes: &[u8], cut: bool) -> PathText {
+        let bytes = &bytes[..bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len())];
+        match std::str::from_utf8(bytes) {
+            Ok(text) => PathText { text: text.to_string(), cut, raw: None },
+            Err(_) => PathText { text: String::from_utf8_lossy(bytes).into_owned(), cut, raw: Some(bytes.to_vec()) },
+        }
+    }
 }
 
 /// Repeated paths by the hash of what was read of them.
@@ -113,7 +125,7 @@ impl Record {
                 // A len past the buffer is the kernel side's mark of a cut path.
                 let l = std::mem::offset_of!(path_record, len);
                 let len = u32::from_ne_bytes(data.get(l..l + 4)?.try_into().ok()?) as usize;
-                Some(Record::Path(hash, PathText { text: c_string(data.get(at..)?), cut: len > PATH_BYTES }))
+                Some(Record::Path(hash, PathText::of(data.get(at..)?, len > PATH_BYTES)))
             }
             RECORD_EXIT => {
                 let head = std::mem::offset_of!(exit_record, e);

@@ -266,6 +266,7 @@ pub(super) fn argument_of(nr: u32, fd: i64, path_hash: u64, path_of: &PathOf) ->
             path: (path_hash != UNREADABLE_PATH).then(|| path_of.get(&path_hash).map(|p| p.text.clone())).flatten(),
             dirfd: (i > 0 && fd != AT_FDCWD).then_some(fd),
             cut: path_of.get(&path_hash).is_some_and(|p| p.cut),
+            raw: path_of.get(&path_hash).and_then(|p| p.raw.clone()),
         },
         Some(ArgKind::Clock(_)) => Argument::Clock { clock: fd },
         Some(ArgKind::TimeoutMs(_) | ArgKind::TimeoutPtr(_)) => Argument::Timeout {
