@@ -310,3 +310,50 @@ fn a_path_that_is_not_utf8_keeps_its_bytes() {
     assert_eq!(raw, path.as_bytes(), "{arg}");
     assert_eq!(arg["argument"]["path"], "/tmp/sysdiet-caf\u{fffd}");
 }
+
+#[test]
+fn an_early_ctrl_c_in_a_terminal_is_not_swallowed() {
+    if skip_without_bpf() {
+        return;
+    }
+    // sysdiet in a terminal of its own (script(1)), Ctrl-C typed as soon
+    // as the command is held, while the BPF loads.
+    let cmd = format!("exec {} run -- sleep 44", env!("CARGO_BIN_EXE_sysdiet"));
+    let mut script = std::process::Command::new("script")
+        .args(["-qc", &cmd, "/dev/null"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let sleeping = || {
+        let out = std::process::Command::new("pgrep").args(["-f", "^sleep 44$"]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).split_whitespace().next().map(str::to_string)
+    };
+    let held = || std::process::Command::new("pgrep").args(["-f", &format!("^{}", regex_escape(&cmd[5..]))]).output().unwrap();
+    // The held child carries sysdiet's command line until it execs sleep.
+    for _ in 0..1000 {
+        if String::from_utf8_lossy(&held().stdout).split_whitespace().count() >= 2 || sleeping().is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    std::io::Write::write_all(script.stdin.as_mut().unwrap(), b"\x03").unwrap();
+    let out = script.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    // Either the command was not started, or it got the signal: it is not
+    // left sleeping its 44 s.
+    for _ in 0..300 {
+        if sleeping().is_none() {
+            assert!(text.contains("it was not run") || text.contains("syscalls"), "{text}");
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let _ = std::process::Command::new("pkill").args(["-f", "^sleep 44$"]).status();
+    panic!("Ctrl-C was swallowed: the command ran on\n{text}");
+}
+
+fn regex_escape(s: &str) -> String {
+    s.chars().flat_map(|c| if "\\.+*?()|[]{}^$".contains(c) { vec!['\\', c] } else { vec![c] }).collect()
+}
