@@ -1,6 +1,10 @@
-//! What an adversarial run found, kept: terminal escapes from the traced
-//! system, durations too large for a Duration, absurd counts, a planted
-//! symlink (tests/cli.rs), signals that must end as a shell would say.
+//! What an adversarial run found, kept: escape sequences from the traced
+//! system, non-UTF-8 paths, durations too large for a Duration, absurd
+//! counts, thread ids and kernel threads given to attach, signals while
+//! the BPF loads (SIGKILL, Ctrl-C in a terminal), a hang-up to the session
+//! leader, SIGTERM twice, an interrupted compare, messages that name the
+//! real problem, the vDSO copy, a planted -o symlink. The SIGKILL storm is
+//! tests/kill_storm.rs.
 
 mod common;
 use common::*;
@@ -356,4 +360,31 @@ fn an_early_ctrl_c_in_a_terminal_is_not_swallowed() {
 
 fn regex_escape(s: &str) -> String {
     s.chars().flat_map(|c| if "\\.+*?()|[]{}^$".contains(c) { vec!['\\', c] } else { vec![c] }).collect()
+}
+
+#[test]
+fn a_symlink_planted_in_a_sticky_directory_is_not_followed() {
+    if skip_without_bpf() {
+        return;
+    }
+    use std::os::unix::fs::{symlink, PermissionsExt};
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("tmp");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let victim = dir.path().join("precious");
+    std::fs::write(&victim, "keep me").unwrap();
+    let link = shared.join("report.txt");
+    symlink(&victim, &link).unwrap();
+    // Owned by another user (nobody), as if planted.
+    std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
+    let out = sysdiet().args(["run", "-o"]).arg(&link).args(["--", "true"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(stderr_of(&out).contains("a symlink owned by uid 65534 in a shared sticky directory"), "{}", stderr_of(&out));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+    // Our own symlink there is followed, as the kernel would.
+    std::os::unix::fs::lchown(&link, Some(0), Some(0)).unwrap();
+    let out = sysdiet().args(["run", "--no-stacks", "-o"]).arg(&link).args(["--", "true"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(std::fs::read_to_string(&victim).unwrap().contains("syscalls"));
 }

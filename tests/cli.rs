@@ -92,33 +92,6 @@ fn dash_means_stdout() {
 }
 
 #[test]
-fn a_symlink_planted_in_a_sticky_directory_is_not_followed() {
-    if skip_without_bpf() {
-        return;
-    }
-    use std::os::unix::fs::{symlink, PermissionsExt};
-    let dir = tempfile::tempdir().unwrap();
-    let shared = dir.path().join("tmp");
-    std::fs::create_dir(&shared).unwrap();
-    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
-    let victim = dir.path().join("precious");
-    std::fs::write(&victim, "keep me").unwrap();
-    let link = shared.join("report.txt");
-    symlink(&victim, &link).unwrap();
-    // Owned by another user (nobody), as if planted.
-    std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
-    let out = sysdiet().args(["run", "-o"]).arg(&link).args(["--", "true"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
-    assert!(stderr_of(&out).contains("a symlink owned by uid 65534 in a shared sticky directory"), "{}", stderr_of(&out));
-    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
-    // Our own symlink there is followed, as the kernel would.
-    std::os::unix::fs::lchown(&link, Some(0), Some(0)).unwrap();
-    let out = sysdiet().args(["run", "--no-stacks", "-o"]).arg(&link).args(["--", "true"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    assert!(std::fs::read_to_string(&victim).unwrap().contains("syscalls"));
-}
-
-#[test]
 fn exit_status_passes_through() {
     if skip_without_bpf() {
         return;
