@@ -12,24 +12,50 @@ BENCH_DEBS := strace linux-perf bpftrace bpftool sqlite3 python3 make
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 SYSDIET := target/release/sysdiet
 DEMO := target/demo/timeloop
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+RUST_VERSION := $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
+# What the checks look at (tests point them elsewhere).
+BTF ?= /sys/kernel/btf/vmlinux
+APT_GET ?= apt-get
+EUID ?= $(shell id -u)
 
-.PHONY: all deps bench-deps build demo test lint install vmlinux bench bench-workloads schema clean
+.PHONY: all preflight need-root deps rust bench-deps build demo test lint install deb vmlinux bench bench-workloads schema clean
 
 all: build
+
+# One line each, before anything long starts: what this machine lacks.
+preflight:
+	@command -v $(APT_GET) >/dev/null || { echo "no apt-get here: this Makefile installs what sysdiet needs from Debian (12 or newer); elsewhere install clang, llvm, libelf, zlib, pkg-config, strace and Rust >= $(RUST_VERSION), then run cargo build --release" >&2; exit 1; }
+	@test -e $(BTF) || { echo "this kernel has no BTF ($(BTF)): sysdiet's BPF needs a kernel built with CONFIG_DEBUG_INFO_BTF=y (Debian's kernels are)" >&2; exit 1; }
+
+need-root:
+	@[ "$(EUID)" = 0 ] || { echo "run this as root (sudo make $(MAKECMDGOALS)): it installs Debian packages and the tests load BPF programs" >&2; exit 1; }
 
 # $(call install,PACKAGES): apt-get install those not installed yet.
 define install
 	@missing=$$(for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
+		[ "$(EUID)" = 0 ] || { echo "missing Debian packages ($$missing): run as root (sudo make $(MAKECMDGOALS)) to install them" >&2; exit 1; }; \
 		echo "installing:" $$missing; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+		$(APT_GET) update -qq && DEBIAN_FRONTEND=noninteractive $(APT_GET) install -y -qq $$missing >/dev/null; \
 	fi
 endef
 
-deps:
+# Rust: a cargo at least as new as the crate's rust-version (rustup's is
+# kept); else Debian's own toolchain, cargo-web and rustc-web.
+rust:
+	@v=$$(cargo --version 2>/dev/null | cut -d' ' -f2); \
+	if [ -z "$$v" ] || ! dpkg --compare-versions "$$v" ge "$(RUST_VERSION)"; then \
+		[ "$(EUID)" = 0 ] || { echo "cargo $${v:-not found}, and sysdiet needs >= $(RUST_VERSION): run as root to install Debian's cargo-web and rustc-web, or install Rust with rustup" >&2; exit 1; }; \
+		echo "installing Debian's Rust toolchain (cargo-web, rustc-web): cargo $${v:-not found} < $(RUST_VERSION)"; \
+		$(APT_GET) update -qq && DEBIAN_FRONTEND=noninteractive $(APT_GET) install -y -qq cargo-web rustc-web >/dev/null; \
+		v=$$(cargo --version 2>/dev/null | cut -d' ' -f2); \
+		dpkg --compare-versions "$${v:-0}" ge "$(RUST_VERSION)" || { echo "Debian's cargo is $${v:-missing}, older than $(RUST_VERSION): enable bookworm-security in apt's sources, or install Rust with rustup" >&2; exit 1; }; \
+	fi
+
+deps: preflight
 	$(call install,$(DEBS))
-	@command -v cargo >/dev/null || { echo "cargo not found: install Rust (rustup) first" >&2; exit 1; }
-	@test -e /sys/kernel/btf/vmlinux || { echo "this kernel has no BTF (/sys/kernel/btf/vmlinux): sysdiet needs CONFIG_DEBUG_INFO_BTF=y" >&2; exit 1; }
+	@$(MAKE) -s rust
 
 bench-deps: deps
 	$(call install,$(BENCH_DEBS))
@@ -41,13 +67,13 @@ $(DEMO): tests/victims/timeloop.c tests/victims/victim.h
 	@mkdir -p $(dir $@)
 	cc -O2 -g -o $@ $<
 
-demo: build $(DEMO)
+demo: need-root build $(DEMO)
 	@echo "== sysdiet run -- $(DEMO) localtime 500000   (TZ unset)"
 	@env -u TZ $(SYSDIET) run -- $(DEMO) localtime 500000
 
 # Release: the tests trace with the binary users run, whose readers keep up
 # with the kernel's rings as the debug build's may not.
-test: deps
+test: need-root deps
 	cargo test --release
 
 # The binary, its man pages and shell completions, under $(DESTDIR)$(PREFIX).
@@ -60,6 +86,24 @@ install: build
 	$(SYSDIET) completions bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/sysdiet
 	$(SYSDIET) completions zsh > $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_sysdiet
 	$(SYSDIET) completions fish > $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/sysdiet.fish
+
+# A Debian package: the binary, its man pages and completions, the copyright
+# and a changelog, with the libraries it links declared (nothing of the
+# build is needed to run it). target/sysdiet_VERSION_ARCH.deb.
+DEB_ARCH = $(shell dpkg --print-architecture)
+DEB_ROOT := target/deb/root
+deb: build
+	rm -rf $(DEB_ROOT)
+	$(MAKE) -s install DESTDIR=$(CURDIR)/$(DEB_ROOT) PREFIX=/usr
+	strip --strip-debug $(DEB_ROOT)/usr/bin/sysdiet
+	gzip -9n $(DEB_ROOT)/usr/share/man/man1/*.1
+	install -D -m 644 packaging/copyright $(DEB_ROOT)/usr/share/doc/sysdiet/copyright
+	gzip -9n < packaging/changelog > $(DEB_ROOT)/usr/share/doc/sysdiet/changelog.Debian.gz
+	mkdir -p $(DEB_ROOT)/DEBIAN
+	sed -e 's/@VERSION@/$(VERSION)/' -e 's/@ARCH@/$(DEB_ARCH)/' \
+	    -e "s/@SIZE@/$$(du -sk $(DEB_ROOT)/usr | cut -f1)/" packaging/control > $(DEB_ROOT)/DEBIAN/control
+	dpkg-deb --root-owner-group -Zxz --build $(DEB_ROOT) target/sysdiet_$(VERSION)_$(DEB_ARCH).deb
+	@echo "built target/sysdiet_$(VERSION)_$(DEB_ARCH).deb"
 
 # Formatting and clippy's lints, as CI runs them (rustup's default profile
 # has both; a minimal one gets them added).
