@@ -33,13 +33,14 @@ fn dispatch(cli: Cli, started: Instant) -> Result<i32> {
     // Every output is opened here, before anything runs: a path that
     // cannot be written fails now, not after the traced command.
     match cli.command {
+        // A bad filter is refused before any report file is created.
         Command::Run { report, command } => {
-            let outputs = trace_outputs(&report)?;
-            run(&command, &options(report)?, outputs, started)
+            let (opts, outputs) = (options(&report)?, trace_outputs(&report)?);
+            run(&command, &opts, outputs, started)
         }
         Command::Attach { pids, duration, report } => {
-            let outputs = trace_outputs(&report)?;
-            attach(&pids, duration, &options(report)?, outputs, started)
+            let (opts, outputs) = (options(&report)?, trace_outputs(&report)?);
+            attach(&pids, duration, &opts, outputs, started)
         }
         Command::Compare { args, out } => {
             let mut outputs = main_output(&out, Destination::Stdout, false)?;
@@ -119,7 +120,7 @@ fn trace_outputs(r: &ReportArgs) -> Result<Outputs> {
     Ok(outputs)
 }
 
-fn options(r: ReportArgs) -> Result<TraceOptions> {
+fn options(r: &ReportArgs) -> Result<TraceOptions> {
     Ok(TraceOptions {
         stacks: !r.no_stacks,
         latency: r.latency,

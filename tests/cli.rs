@@ -80,6 +80,15 @@ fn outputs_are_opened_before_the_command_runs() {
 }
 
 #[test]
+fn a_bad_filter_creates_no_report_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report.txt");
+    let out = sysdiet().args(["run", "-o"]).arg(&report).args(["-e", "trace=nonesuch", "--", "true"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!report.exists(), "usage errors come before any output is opened");
+}
+
+#[test]
 fn dash_means_stdout() {
     if skip_without_bpf() {
         return;
