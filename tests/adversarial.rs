@@ -9,10 +9,6 @@
 mod common;
 use common::*;
 
-fn stderr_of(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 /// No ESC, BEL or other control byte but newline in what a terminal would show.
 fn assert_no_control_bytes(text: &str) {
     let bad: Vec<char> = text.chars().filter(|c| c.is_control() && *c != '\n').collect();
@@ -103,9 +99,8 @@ fn the_vdso_copy_is_private() {
 /// Waits until `pid` has a child (the held command), and returns it.
 fn held_child_of(pid: u32) -> Option<u32> {
     for _ in 0..2000 {
-        let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
-        if let Some(c) = children.split_whitespace().next() {
-            return c.parse().ok();
+        if let Some(c) = first_child(pid) {
+            return Some(c);
         }
         std::thread::sleep(std::time::Duration::from_millis(1));
     }

@@ -5,10 +5,6 @@ mod common;
 use common::*;
 use std::process::Stdio;
 
-fn stderr_of(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 #[test]
 fn unknown_command_exits_127_with_a_message() {
     let out = sysdiet().args(["run", "--", "no-such-command-sysdiet"]).output().unwrap();

@@ -38,11 +38,6 @@ fn our_programs() -> usize {
     n
 }
 
-fn held_child_of(pid: u32) -> Option<i32> {
-    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
-    children.split_whitespace().next()?.parse().ok()
-}
-
 #[test]
 fn sigkill_at_any_moment_never_hurts_the_target() {
     if skip_without_bpf() {
@@ -76,10 +71,10 @@ fn sigkill_at_any_moment_never_hurts_the_target() {
         let t0 = std::time::Instant::now();
         let mut victim = None;
         while t0.elapsed() < delay {
-            victim = victim.or_else(|| held_child_of(sysdiet.id()));
+            victim = victim.or_else(|| first_child(sysdiet.id()));
             std::thread::sleep(Duration::from_micros(200));
         }
-        victim = victim.or_else(|| held_child_of(sysdiet.id()));
+        victim = victim.or_else(|| first_child(sysdiet.id()));
         let _ = sysdiet.kill();
         let status = sysdiet.wait().unwrap();
         let Some(victim) = victim else { continue };
@@ -93,7 +88,7 @@ fn sigkill_at_any_moment_never_hurts_the_target() {
         }
         assert_eq!(status.signal(), Some(libc::SIGKILL));
         // The victim, orphaned to us: it must run to its own end.
-        let pid = nix::unistd::Pid::from_raw(victim);
+        let pid = nix::unistd::Pid::from_raw(victim as i32);
         loop {
             match nix::sys::wait::waitpid(pid, Some(nix::sys::wait::WaitPidFlag::WUNTRACED)) {
                 Ok(nix::sys::wait::WaitStatus::Exited(_, code)) => {

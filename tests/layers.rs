@@ -14,7 +14,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("model", &["linux"]),
     // Formats model values (timeouts, mask changes) for people.
     ("human", &["model"]),
-    ("target", &["error", "linux", "model"]),
+    // Names in its messages are escaped as the reports escape them.
+    ("target", &["error", "human", "linux", "model"]),
     ("trace", &["error", "linux", "model", "target"]),
     ("stacks", &["error", "model", "trace"]),
     ("diagnose", &["human", "linux", "model"]),

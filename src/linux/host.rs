@@ -44,12 +44,6 @@ pub fn processes(except: u32) -> (Vec<RunningProcess>, usize) {
     (out, unreadable)
 }
 
-/// A name from the system with its control characters escaped, for
-/// messages (reports escape with the `human` module, a layer above).
-pub fn printable(name: &str) -> String {
-    name.chars().flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect()
-}
-
 /// The service unit in a /proc/PID/cgroup text (`0::/system.slice/x.service`).
 fn unit_of(cgroup: &str) -> Option<String> {
     cgroup.lines().flat_map(|l| l.rsplit(':').next().unwrap_or("").split('/')).rfind(|p| p.ends_with(".service")).map(str::to_string)

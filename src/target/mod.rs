@@ -111,13 +111,25 @@ pub fn pidfd(tid: u32) -> Option<OwnedFd> {
     None
 }
 
+/// /proc/PID/stat read: the command name, and the fields after it (the
+/// name may hold spaces and parentheses, so it is cut at the last ")").
+/// `fields[0]` is the state, `[1]` the parent, `[6]` the flags.
+struct Stat {
+    name: String,
+    fields: Vec<String>,
+}
+
+fn stat_of(pid: u32) -> Option<Stat> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (name, rest) = stat.split_once(" (").and_then(|(_, r)| r.rsplit_once(')'))?;
+    Some(Stat { name: name.to_string(), fields: rest.split_whitespace().map(str::to_string).collect() })
+}
+
 /// Checks that `pid` is a live process (not a zombie) and lists its threads
 /// as (tid, comm).
 pub fn live_threads(pid: u32) -> Result<Vec<(u32, String)>> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|_| Error::NoSuchProcess(pid))?;
-    // The state follows the ")" that closes the command name.
-    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
-    if matches!(state, Some('Z') | Some('X')) {
+    let stat = stat_of(pid).ok_or(Error::NoSuchProcess(pid))?;
+    if matches!(stat.fields.first().map(String::as_str), Some("Z" | "X")) {
         return Err(Error::NoSuchProcess(pid));
     }
     let mut threads = Vec::new();
@@ -138,12 +150,11 @@ pub fn processes_to_attach(pids: &[u32]) -> Result<(Vec<u32>, Vec<String>)> {
     let mut out: Vec<u32> = Vec::new();
     let mut notes = Vec::new();
     for &pid in pids {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|_| Error::NoSuchProcess(pid))?;
-        let (name, rest) = stat.split_once(" (").and_then(|(_, r)| r.rsplit_once(')')).ok_or(Error::NoSuchProcess(pid))?;
-        // Field 9, flags: PF_KTHREAD.
-        let flags: u64 = rest.split_whitespace().nth(6).and_then(|f| f.parse().ok()).unwrap_or(0);
+        let stat = stat_of(pid).ok_or(Error::NoSuchProcess(pid))?;
+        // The flags: PF_KTHREAD.
+        let flags: u64 = stat.fields.get(6).and_then(|f| f.parse().ok()).unwrap_or(0);
         if flags & 0x0020_0000 != 0 {
-            return Err(Error::KernelThread { pid, name: crate::linux::host::printable(name) });
+            return Err(Error::KernelThread { pid, name: crate::human::escaped(&stat.name) });
         }
         let tgid = std::fs::read_to_string(format!("/proc/{pid}/status"))
             .ok()
@@ -161,10 +172,7 @@ pub fn processes_to_attach(pids: &[u32]) -> Result<(Vec<u32>, Vec<String>)> {
 
 /// The parent pid of a live process, 0 when unknown.
 pub fn parent_of(pid: u32) -> u32 {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok()))
-        .unwrap_or(0)
+    stat_of(pid).and_then(|s| s.fields.get(1)?.parse().ok()).unwrap_or(0)
 }
 
 /// `TZ` from a live process's environment as it started: None when unset.

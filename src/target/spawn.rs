@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 
 /// The program `name` would run as, found like execvp(3) and the shell do.
 pub fn resolve_program(name: &OsStr) -> Result<PathBuf> {
-    let shown = crate::linux::host::printable(&name.to_string_lossy());
+    let shown = crate::human::escaped(&name.to_string_lossy());
     if name.is_empty() {
         return Err(Error::Usage("the command name is empty".into()));
     }

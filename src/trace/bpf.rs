@@ -22,13 +22,14 @@ pub(crate) mod skel {
 }
 
 /// Syscall numbers the kernel side has room for: the length of its `specs`.
-pub const MAX_SYSCALLS: usize = {
-    const fn len<T, const N: usize>(_: &[T; N]) -> usize {
-        N
-    }
-    // SAFETY: the read-only data is plain integers, for which zero is valid.
-    len(&unsafe { std::mem::zeroed::<skel::types::rodata>() }.specs)
-};
+// SAFETY: the read-only data is plain integers, for which zero is valid.
+pub const MAX_SYSCALLS: usize = array_len(&unsafe { std::mem::zeroed::<skel::types::rodata>() }.specs);
+
+/// The length of an array in a generated type, for sizes the kernel side
+/// decides (no hand copy of its constants).
+pub(super) const fn array_len<T, const N: usize>(_: &[T; N]) -> usize {
+    N
+}
 use skel::types::{arg_kind, syscall_spec, target_state, task_state};
 use skel::{SyscountSkel, SyscountSkelBuilder};
 

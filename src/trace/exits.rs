@@ -82,13 +82,8 @@ impl PathText {
 pub type PathOf = HashMap<u64, PathText>;
 
 /// Bytes of a path the kernel side reads, its NUL included.
-const PATH_BYTES: usize = {
-    const fn len<T, const N: usize>(_: &[T; N]) -> usize {
-        N
-    }
-    // SAFETY: a path record is plain integers and bytes; zero is valid.
-    len(&unsafe { std::mem::zeroed::<path_record>() }.path)
-};
+// SAFETY: a path record is plain integers and bytes; zero is valid.
+const PATH_BYTES: usize = super::bpf::array_len(&unsafe { std::mem::zeroed::<path_record>() }.path);
 
 /// A record off the ring.
 #[derive(Debug, Clone)]

@@ -261,13 +261,16 @@ fn argument_stats(tgid: u32, nr: u32, fd: i64, path_hash: u64, calls: u64, error
 
 pub(super) fn argument_of(nr: u32, fd: i64, path_hash: u64, path_of: &PathOf) -> Argument {
     match syscalls::by_nr(nr).map(|s| s.arg) {
-        Some(ArgKind::Path(i)) => Argument::Path {
+        Some(ArgKind::Path(i)) => {
             // None: unreadable, or its string was lost to a full table.
-            path: (path_hash != UNREADABLE_PATH).then(|| path_of.get(&path_hash).map(|p| p.text.clone())).flatten(),
-            dirfd: (i > 0 && fd != AT_FDCWD).then_some(fd),
-            cut: path_of.get(&path_hash).is_some_and(|p| p.cut),
-            raw: path_of.get(&path_hash).and_then(|p| p.raw.clone()),
-        },
+            let known = (path_hash != UNREADABLE_PATH).then(|| path_of.get(&path_hash)).flatten();
+            Argument::Path {
+                path: known.map(|p| p.text.clone()),
+                dirfd: (i > 0 && fd != AT_FDCWD).then_some(fd),
+                cut: known.is_some_and(|p| p.cut),
+                raw: known.and_then(|p| p.raw.clone()),
+            }
+        }
         Some(ArgKind::Clock(_)) => Argument::Clock { clock: fd },
         Some(ArgKind::TimeoutMs(_) | ArgKind::TimeoutPtr(_)) => Argument::Timeout {
             // enum timeout_class in syscount.h

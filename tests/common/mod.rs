@@ -180,6 +180,17 @@ pub fn attach_for_300ms(pid: u32) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
 }
 
+/// What a finished command wrote on stderr.
+pub fn stderr_of(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The first child of `pid` now (sysdiet's held command), if it has one.
+pub fn first_child(pid: u32) -> Option<u32> {
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    children.split_whitespace().next()?.parse().ok()
+}
+
 /// Whether this test must be skipped because BPF cannot be loaded here (not
 /// root, or a kernel without BTF). Says so once per test binary, on the
 /// real stderr (the harness captures only the print macros).
