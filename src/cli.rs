@@ -48,6 +48,39 @@ pub enum Command {
         #[command(flatten)]
         report: ReportArgs,
     },
+    /// Diagnose a saved strace log: the same report as `run`, from strace's text
+    #[command(after_help = "Examples:\n  strace -f -tt -T -k -o trace.log ./app && sysdiet analyze trace.log\n  \
+                            sysdiet analyze --json trace.log > report.json\n  \
+                            sysdiet analyze trace          # a -ff set: trace.1234, trace.1240, ...\n  \
+                            strace -f ./app 2>&1 >/dev/null | sysdiet analyze -\n\n\
+                            Reads -f (PID or [pid N] prefixes), -ff sets, -t/-tt/-ttt/-r, -T, -y/-yy, -k and -v.\n\
+                            Without -T the log has no times; without -k no call sites; without -f one process:\n\
+                            the report says what the log lacked. The report goes to stdout.")]
+    Analyze {
+        /// The log: a file, `-` for stdin, or the PATH of a -ff set (PATH.PID files)
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// Count only these syscalls, as strace: trace=open,read  trace=%file  trace=!write
+        #[arg(short = 'e', value_name = "EXPR")]
+        expr: Option<String>,
+        #[command(flatten)]
+        out: OutputArgs,
+        /// Break the counts down per process and per thread
+        #[arg(long)]
+        per_thread: bool,
+        /// Write the call sites (-k stacks) as folded stacks
+        #[arg(long, value_name = "FILE")]
+        folded: Option<PathBuf>,
+        /// Write the call sites (-k stacks) as a flame graph SVG
+        #[arg(long, value_name = "FILE.svg")]
+        flamegraph: Option<PathBuf>,
+        /// What the folded stacks and the flame graph weigh: calls, or time
+        #[arg(long, value_enum, default_value = "count", value_name = "WHAT")]
+        weight: WeightArg,
+        /// Report small findings too (a few calls, under 1% of the run)
+        #[arg(long)]
+        all: bool,
+    },
     /// Measure a fix: the command against variants, untraced, interleaved, with statistics
     #[command(after_help = "Examples:\n  sysdiet compare --env TZ=:/etc/localtime -- ./timeloop localtime 1000000\n  \
                             sysdiet compare --vs './app --buffered' -- ./app\n  \

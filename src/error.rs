@@ -52,6 +52,10 @@ pub enum Error {
     #[error("interrupted by signal {signal} before every variant ran once: nothing to compare")]
     Interrupted { signal: i32 },
 
+    /// A strace log that cannot be read as one.
+    #[error("{path}: {why}")]
+    Log { path: String, why: String },
+
     #[error("{path}: {source}")]
     File { path: PathBuf, source: std::io::Error },
 

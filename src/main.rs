@@ -42,6 +42,16 @@ fn dispatch(cli: Cli, started: Instant) -> Result<i32> {
             let (opts, outputs) = (options(&report)?, trace_outputs(&report)?);
             attach(&pids, duration, &opts, outputs, started)
         }
+        Command::Analyze { files, expr, out, per_thread, folded, flamegraph, weight, all } => {
+            let filter = match &expr {
+                Some(e) => SyscallSet::parse(e)?,
+                None => SyscallSet::default(),
+            };
+            let mut outputs = main_output(&out, Destination::Stdout, per_thread)?;
+            add_stacks(&mut outputs, folded.as_deref(), flamegraph.as_deref(), weight)?;
+            let opts = TraceOptions { filter, stacks: true, latency: false, quiet: false, all };
+            commands::analyze::analyze(&files, &opts, outputs)
+        }
         Command::Compare { args, out } => {
             let mut outputs = main_output(&out, Destination::Stdout, false)?;
             add_exports(&mut outputs, &args.export)?;
@@ -107,17 +117,23 @@ fn trace_outputs(r: &ReportArgs) -> Result<Outputs> {
         return Err(sysdiet::Error::Usage("--folded and --flamegraph need call sites: drop --no-stacks".into()));
     }
     let mut outputs = main_output(&r.out, Destination::Stderr, r.per_thread)?;
-    let weight = match r.weight {
+    add_stacks(&mut outputs, r.folded.as_deref(), r.flamegraph.as_deref(), r.weight)?;
+    Ok(outputs)
+}
+
+/// The call sites as folded stacks and as a flame graph, when asked.
+fn add_stacks(outputs: &mut Outputs, folded: Option<&std::path::Path>, flamegraph: Option<&std::path::Path>, weight: WeightArg) -> Result<()> {
+    let weight = match weight {
         WeightArg::Count => Weight::Count,
         WeightArg::Time => Weight::Time,
     };
-    if let Some(path) = &r.folded {
+    if let Some(path) = folded {
         outputs.add(FoldedExporter { weight }, &Destination::from_arg(Some(path), Destination::Stdout))?;
     }
-    if let Some(path) = &r.flamegraph {
+    if let Some(path) = flamegraph {
         outputs.add(FlameGraphExporter { weight }, &Destination::from_arg(Some(path), Destination::Stdout))?;
     }
-    Ok(outputs)
+    Ok(())
 }
 
 fn options(r: &ReportArgs) -> Result<TraceOptions> {

@@ -19,7 +19,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("trace", &["error", "linux", "model", "target"]),
     ("stacks", &["error", "model", "trace"]),
     ("diagnose", &["human", "linux", "model"]),
-    ("pipeline", &["diagnose", "error", "linux", "model", "stacks", "target", "trace"]),
+    ("pipeline", &["diagnose", "error", "human", "linux", "model", "stacks", "target", "trace"]),
     ("compare", &["diagnose", "error", "model", "pipeline", "stats", "target"]),
     ("bench", &["error", "linux", "stats", "target", "trace"]),
     ("report", &["bench", "compare", "diagnose", "error", "human", "linux", "model", "stats"]),

@@ -1,6 +1,7 @@
 //! The commands, thin: each reads its arguments, opens its outputs, runs
 //! the library's pipeline and writes what it returned.
 
+pub mod analyze;
 pub mod attach;
 pub mod bench;
 pub mod check;

@@ -46,6 +46,10 @@ pub struct Evidence {
     /// measured per call (--latency).
     #[serde(default)]
     pub tick_ns: u64,
+    /// The trace has no times (a strace log without -T): the share of
+    /// calls stands in for the share of time.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub untimed: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
@@ -87,8 +91,9 @@ impl Evidence {
             run_ns,
             tick_ns: match trace.run.time {
                 crate::model::TimeKind::CpuSampled { tick_ns } => tick_ns,
-                crate::model::TimeKind::Wall => 0,
+                crate::model::TimeKind::Wall | crate::model::TimeKind::Unmeasured => 0,
             },
+            untimed: trace.run.time == crate::model::TimeKind::Unmeasured,
         }
     }
 
@@ -114,6 +119,9 @@ impl Finding {
     /// what the ticks allow: a short run's few ticks hide nothing.
     pub fn is_small(&self) -> bool {
         let e = &self.evidence;
+        if e.untimed {
+            return e.calls < MIN_CALLS || e.share_of_calls < MIN_SHARE;
+        }
         let saving = self.saving_ns + e.time_slack_ns();
         let time_share = if e.run_ns > 0 { saving as f64 / e.run_ns as f64 } else { 0.0 };
         e.calls < MIN_CALLS || time_share < MIN_SHARE

@@ -100,6 +100,7 @@ pub struct Sampling {
     /// A thread starts at one sample per `first_gap` calls (random gaps);
     /// the gap then doubles or halves to keep about one sample per
     /// `interval_ns` of the thread's time: a budget per thread and second.
+    /// 0 when every call's stack is known (a strace log with -k).
     pub first_gap: u32,
     pub interval_ns: u64,
     pub samples: u64,

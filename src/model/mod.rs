@@ -64,6 +64,43 @@ pub struct RunInfo {
     #[serde(default)]
     pub user_cpu_ns: u64,
     pub environment: Environment,
+    /// What a strace log held and lacked (`analyze` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<LogFacts>,
+}
+
+/// What `sysdiet analyze` read, and what the log could not tell.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct LogFacts {
+    /// The files read (a `-ff` set is several).
+    pub paths: Vec<String>,
+    pub files: u64,
+    pub lines: u64,
+    /// Calls read, whole or joined from `<unfinished ...>` and `resumed`.
+    pub calls: u64,
+    /// Lines with a pid (`-f`): without, the log is one process.
+    pub follow_forks: bool,
+    pub timestamps: bool,
+    /// `-T`: each call's time.
+    pub durations: bool,
+    /// `-k`: each call's stack.
+    pub stacks: bool,
+    /// execve showed the environment (`-v`).
+    pub environment: bool,
+    pub signals: u64,
+    /// Lines that are not strace's (a program's own output mixed in), and
+    /// the first of them.
+    pub unparsed: u64,
+    pub first_unparsed: Option<u64>,
+    /// The log ends in the middle: a cut last line, or calls begun that
+    /// never ended and no exit after them.
+    pub incomplete: bool,
+    pub unfinished: u64,
+    /// Calls whose argument key found no room (counted, not keyed).
+    pub keys_full: u64,
+    /// strace's own messages (`strace: Process N attached`), the first few.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<String>,
 }
 
 /// What `total_ns` and the other times of a Trace measure.
@@ -77,6 +114,8 @@ pub enum TimeKind {
     /// Wall time from entry to exit of every call, measured (`strace -c -w`).
     #[default]
     Wall,
+    /// Not known: a strace log without `-T`. Every time is 0.
+    Unmeasured,
 }
 
 /// Facts about the target's environment that rules need.

@@ -54,6 +54,7 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
         time: Default::default(),
         user_cpu_ns: 0,
         environment: target::environment_of_process(pids[0]),
+        log: None,
     };
     let (mut trace, findings) = finish(&mut tracer, stacks, run, ended, opts)?;
     // One process that ended while traced: its exit is the run's, as for `run`.

@@ -3,10 +3,12 @@
 //! Trace, diagnosed. target → trace (+ stacks) → model → diagnose; what is
 //! written where is the caller's business.
 
+mod analyze;
 mod attach;
 mod run;
 mod zone;
 
+pub use analyze::analyze;
 pub use attach::{arm_threads, attach};
 pub use run::trace_command;
 pub use zone::zone_lookups;

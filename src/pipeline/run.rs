@@ -88,6 +88,7 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
         time: Default::default(),
         user_cpu_ns: 0,
         environment: target::environment_of_command(env),
+        log: None,
     };
     let (trace, findings) = finish(&mut tracer, stacks, run, ended, opts)?;
     Ok(Traced { trace, findings, status: exit.map_or(128 + last_signal, |e| e.shell_status()) })

@@ -24,12 +24,21 @@ pub fn section(out: &mut String, trace: &Trace) {
     if by_calls.is_empty() {
         return;
     }
-    let rate = format!(
-        ", at most ~{}/s per thread{}",
-        thousands(1_000_000_000 / sampling.interval_ns.max(1)),
-        if sampling.max_gap > 1 { format!(", gaps up to {} calls", thousands(sampling.max_gap)) } else { String::new() }
-    );
-    let _ = writeln!(out, "\ncall sites ({} stack samples{rate}; counts are exact, samples split them among sites)", thousands(sampling.samples));
+    match 1_000_000_000u64.checked_div(sampling.interval_ns) {
+        // A log with every call's stack (strace -k): nothing is sampled.
+        None => {
+            let _ = writeln!(out, "\ncall sites (every call's stack, {} of them, as the log has them)", thousands(sampling.samples));
+        }
+        Some(per_second) => {
+            let gaps = if sampling.max_gap > 1 { format!(", gaps up to {} calls", thousands(sampling.max_gap)) } else { String::new() };
+            let _ = writeln!(
+                out,
+                "\ncall sites ({} stack samples, at most ~{}/s per thread{gaps}; counts are exact, samples split them among sites)",
+                thousands(sampling.samples),
+                thousands(per_second)
+            );
+        }
+    }
     for s in by_calls.into_iter().take(TOP_SYSCALLS) {
         let _ = writeln!(out, "  {} × {}", thousands(s.calls), s.name);
         sites(out, trace, &s.sites, s.calls, "    ");

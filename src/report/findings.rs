@@ -66,6 +66,7 @@ pub fn section(out: &mut String, trace: &Trace, findings: &[Finding]) {
             let what = match trace.run.time {
                 crate::model::TimeKind::CpuSampled { .. } => "the kernel CPU time of the calls it removes, sampled while traced",
                 crate::model::TimeKind::Wall => "the kernel time of the calls it removes, measured while traced",
+                crate::model::TimeKind::Unmeasured => "",
             };
             let slack = f.evidence.time_slack_ns();
             if f.saving_ns < slack {

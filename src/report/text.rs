@@ -73,7 +73,38 @@ fn header(out: &mut String, trace: &Trace) {
                 writeln!(out, "  findings that read arguments may be missing ({}): see LOST", crate::diagnose::rules_reading_arguments().join(", "));
         }
     }
+    if let Some(log) = &run.log {
+        let _ = writeln!(out, "  {}", log_line(log));
+    }
     let _ = writeln!(out, "  {}", time_line(trace));
+}
+
+/// What a strace log held, and what it lacked that the report would use.
+fn log_line(log: &crate::model::LogFacts) -> String {
+    let had = [format!("{} lines", thousands(log.lines)), format!("{} calls", thousands(log.calls))];
+    let mut lacked = Vec::new();
+    for (has, flag, what) in [
+        (log.follow_forks, "-f", "children"),
+        (log.durations, "-T", "time per call"),
+        (log.stacks, "-k", "call sites"),
+        (log.timestamps, "-tt", "run length, rates"),
+    ] {
+        if !has {
+            lacked.push(format!("{flag} ({what})"));
+        }
+    }
+    let files = if log.paths.len() == 1 { escaped(&log.paths[0]) } else { format!("{} files", log.paths.len()) };
+    let mut line = format!("read from {files}: {}", had.join(", "));
+    if !lacked.is_empty() {
+        line.push_str(&format!("; the log has no {}", lacked.join(", ")));
+    }
+    if log.incomplete {
+        line.push_str("; INCOMPLETE: the log ends mid-way");
+    }
+    if log.unparsed > 0 {
+        line.push_str(&format!("; {} lines not strace's (first: line {})", thousands(log.unparsed), log.first_unparsed.unwrap_or(0)));
+    }
+    line
 }
 
 /// What the report's times are.
@@ -85,6 +116,7 @@ fn time_line(trace: &Trace) -> String {
             duration(trace.run.user_cpu_ns)
         ),
         TimeKind::Wall => "time: wall time per call, entry to exit, measured (strace -c -w)".into(),
+        TimeKind::Unmeasured => "time: not in the log (strace without -T): findings are ranked by calls".into(),
     }
 }
 

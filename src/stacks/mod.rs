@@ -5,6 +5,7 @@
 
 pub mod collector;
 pub mod images;
+pub mod logged;
 pub mod responsible;
 pub mod spaces;
 pub mod symbolize;

@@ -5,6 +5,7 @@
 //! counter (tally.rs) and the empty hooks of the benchmark's floor (floor.rs).
 
 pub mod bpf;
+pub mod calls;
 pub mod exits;
 pub mod filter;
 pub mod floor;
@@ -13,5 +14,6 @@ pub mod mappings;
 pub mod perf;
 pub mod readout;
 pub mod samples;
+pub mod strace_log;
 pub mod tally;
 pub mod wake;

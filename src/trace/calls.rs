@@ -1,0 +1,198 @@
+//! Counts calls one by one, for the tracers that see each call in user
+//! space (a strace log): per thread and syscall, per errno, per argument
+//! key, and per call site when the call's stack is known. BPF counts the
+//! same things in the kernel; both hand a TraceBuilder the same records.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::linux::syscalls;
+use crate::model::builder::{SampleRecord, TaskRecord, TraceBuilder};
+use crate::model::{Argument, ArgumentStats, Histogram, SyscallStats};
+
+/// Distinct (thread, syscall, argument) keys kept before new ones are only
+/// summarised: a bound on memory for logs of any size.
+const MAX_KEYS: usize = 2_000_000;
+
+/// One finished call.
+#[derive(Debug, Clone, Default)]
+pub struct Call {
+    pub tid: u32,
+    pub nr: u32,
+    /// The errno name of a failed call.
+    pub errno: Option<String>,
+    pub ns: u64,
+    pub argument: Option<Argument>,
+    /// read/write family: bytes asked for and moved.
+    pub requested: Option<u64>,
+    pub returned: Option<u64>,
+    /// Index of the call's site, when its stack is known.
+    pub site: Option<usize>,
+}
+
+#[derive(Debug, Default)]
+struct KeyStats {
+    calls: u64,
+    errors: u64,
+    ns: u64,
+    requested: Vec<u64>,
+    returned: Vec<u64>,
+}
+
+/// (tid, nr, argument, site): the calls of one key made at one site.
+type SiteKey = (u32, u32, Option<Argument>, usize);
+
+#[derive(Debug, Default)]
+pub struct Calls {
+    /// tid -> nr -> stats
+    threads: HashMap<u32, BTreeMap<u32, SyscallStats>>,
+    /// (tid, nr, errno) -> calls
+    errnos: HashMap<(u32, u32, String), u64>,
+    keys: HashMap<(u32, u32, Argument), KeyStats>,
+    sites: HashMap<SiteKey, (u64, u64)>,
+    /// Calls whose key found no room (MAX_KEYS): summarised as seen once.
+    pub keys_full: u64,
+    overflow: BTreeMap<u32, (u64, u64, u64)>,
+}
+
+impl Calls {
+    pub fn add(&mut self, call: Call) {
+        let failed = call.errno.is_some();
+        let s = self.threads.entry(call.tid).or_default().entry(call.nr).or_insert_with(|| SyscallStats::new(call.nr));
+        if s.calls == 0 || call.ns < s.min_ns {
+            s.min_ns = call.ns;
+        }
+        s.calls += 1;
+        s.errors += u64::from(failed);
+        s.total_ns += call.ns;
+        s.max_ns = s.max_ns.max(call.ns);
+        if let Some(e) = &call.errno {
+            match self.errnos.get_mut(&(call.tid, call.nr, e.clone())) {
+                Some(n) => *n += 1,
+                None => {
+                    self.errnos.insert((call.tid, call.nr, e.clone()), 1);
+                }
+            }
+        }
+        if let Some(site) = call.site {
+            let e = self.sites.entry((call.tid, call.nr, call.argument.clone(), site)).or_default();
+            e.0 += 1;
+            e.1 += call.ns;
+        }
+        let Some(argument) = call.argument else { return };
+        let key = (call.tid, call.nr, argument);
+        if !self.keys.contains_key(&key) && self.keys.len() >= MAX_KEYS {
+            self.keys_full += 1;
+            let o = self.overflow.entry(call.nr).or_default();
+            *o = (o.0 + 1, o.1 + u64::from(failed), o.2 + call.ns);
+            return;
+        }
+        let k = self.keys.entry(key).or_default();
+        k.calls += 1;
+        k.errors += u64::from(failed);
+        k.ns += call.ns;
+        for (hist, bytes) in [(&mut k.requested, call.requested), (&mut k.returned, call.returned)] {
+            if let Some(v) = bytes {
+                let b = Histogram::bucket_of(v);
+                if hist.len() <= b {
+                    hist.resize(b + 1, 0);
+                }
+                hist[b] += 1;
+            }
+        }
+    }
+
+    /// The calls counted for thread `from` are `to`'s: a log names a
+    /// thread's pid only after its first lines.
+    pub fn rename_thread(&mut self, from: u32, to: u32) {
+        if let Some(t) = self.threads.remove(&from) {
+            self.threads.insert(to, t);
+        }
+        self.errnos = std::mem::take(&mut self.errnos).into_iter().map(|((t, nr, e), n)| ((if t == from { to } else { t }, nr, e), n)).collect();
+        self.keys = std::mem::take(&mut self.keys).into_iter().map(|((t, nr, a), k)| ((if t == from { to } else { t }, nr, a), k)).collect();
+        self.sites = std::mem::take(&mut self.sites).into_iter().map(|((t, nr, a, s), v)| ((if t == from { to } else { t }, nr, a, s), v)).collect();
+    }
+
+    /// Hands everything to `out`, each thread under its process
+    /// (`tgid_of`). Keys seen once in a process are summarised per syscall.
+    pub fn finish(self, tgid_of: impl Fn(u32) -> u32, tasks: Vec<(u32, TaskRecord)>, out: &mut TraceBuilder) {
+        for (tid, task) in tasks {
+            out.add_task(tid, task);
+        }
+        for (tid, by_nr) in self.threads {
+            for stats in by_nr.into_values() {
+                out.add_syscall(tgid_of(tid), tid, stats);
+            }
+        }
+        for ((tid, nr, errno), n) in self.errnos {
+            out.add_errno(tgid_of(tid), nr, &errno, n);
+        }
+        let mut merged: HashMap<(u32, u32, Argument), KeyStats> = HashMap::new();
+        for ((tid, nr, arg), k) in self.keys {
+            let m = merged.entry((tgid_of(tid), nr, arg)).or_default();
+            m.calls += k.calls;
+            m.errors += k.errors;
+            m.ns += k.ns;
+            for (into, from) in [(&mut m.requested, k.requested), (&mut m.returned, k.returned)] {
+                if into.len() < from.len() {
+                    into.resize(from.len(), 0);
+                }
+                into.iter_mut().zip(from).for_each(|(a, b)| *a += b);
+            }
+        }
+        for ((pid, nr, argument), k) in merged {
+            if k.calls == 1 {
+                out.add_one_shot(nr, 1, k.errors, k.ns);
+                continue;
+            }
+            let hist = |b: Vec<u64>| (!b.is_empty()).then(|| Histogram::from_buckets(b));
+            out.add_argument(ArgumentStats {
+                pid,
+                syscall: syscalls::name(nr),
+                nr,
+                argument,
+                calls: k.calls,
+                errors: k.errors,
+                total_ns: k.ns,
+                requested: hist(k.requested),
+                returned: hist(k.returned),
+                sites: Vec::new(),
+            });
+        }
+        for (nr, (calls, errors, ns)) in self.overflow {
+            out.add_one_shot(nr, calls, errors, ns);
+        }
+        for ((tid, nr, argument, site), (calls, ns)) in self.sites {
+            out.add_sample(SampleRecord { tgid: tgid_of(tid), nr, argument, site, period: calls, ns: ns / calls.max(1), samples: calls });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Lost, RunInfo};
+
+    fn path(p: &str) -> Option<Argument> {
+        Some(Argument::Path { path: Some(p.into()), dirfd: None, cut: false, raw: None })
+    }
+
+    #[test]
+    fn threads_fold_into_processes_and_keys_seen_once_are_summarised() {
+        let mut c = Calls::default();
+        for (tid, p) in [(1, "/etc/localtime"), (2, "/etc/localtime"), (1, "/a"), (2, "/b")] {
+            c.add(Call { tid, nr: 262, ns: 10, argument: path(p), site: Some(0), ..Default::default() });
+        }
+        c.add(Call { tid: 2, nr: 3, errno: Some("EBADF".into()), argument: Some(Argument::Fd { fd: 9 }), ..Default::default() });
+        let mut b = TraceBuilder::default();
+        c.finish(|_| 1, Vec::new(), &mut b);
+        let t = b.finish(RunInfo::default(), Lost::default());
+        assert_eq!(t.processes.len(), 1);
+        assert_eq!(t.processes[0].threads.len(), 2);
+        assert_eq!(t.syscall("newfstatat").unwrap().calls, 4);
+        assert_eq!(t.syscall("close").unwrap().errnos["EBADF"], 1);
+        assert_eq!(t.arguments.len(), 1, "only /etc/localtime repeats");
+        assert_eq!((t.arguments[0].calls, t.arguments[0].sites[0].calls), (2, 2));
+        let once: u64 = t.one_shot.iter().map(|o| o.calls).sum();
+        assert_eq!(once, 3);
+    }
+}
