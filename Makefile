@@ -19,7 +19,7 @@ BTF ?= /sys/kernel/btf/vmlinux
 APT_GET ?= apt-get
 EUID ?= $(shell id -u)
 
-.PHONY: all preflight need-root deps rust bench-deps build demo test lint install deb vmlinux bench bench-workloads schema clean
+.PHONY: all preflight need-root deps rust bench-deps build demo test lint install deb vmlinux bench bench-workloads bench-analyze fuzz schema clean
 
 all: build
 
@@ -128,6 +128,20 @@ bench: bench-deps build
 
 bench-workloads: bench-deps build
 	bench/workloads
+
+# How fast `sysdiet analyze` reads a large strace log, and in how much memory.
+bench-analyze: bench-deps build
+	bench/analyze
+
+# The strace-log parser on random input, in rounds of fresh seeds, for
+# FUZZ_MINUTES (a panic stops it and prints the input).
+FUZZ_MINUTES ?= 10
+fuzz: deps
+	@end=$$(( $$(date +%s) + 60 * $(FUZZ_MINUTES) )); rounds=0; \
+	while [ $$(date +%s) -lt $$end ]; do \
+		PROPTEST_CASES=20000 cargo test --release --test fuzz_strace_log -q > target/fuzz.log 2>&1 || { tail -40 target/fuzz.log; exit 1; }; \
+		rounds=$$((rounds + 1)); \
+	done; echo "fuzz: $$rounds rounds of 2 x 20,000 cases in $(FUZZ_MINUTES) min, no panic"
 
 clean:
 	cargo clean

@@ -126,7 +126,8 @@ pub fn timespec_is_zero(arg: &str) -> Option<bool> {
     if arg == "NULL" {
         return None;
     }
-    let zero = arg.starts_with('{') && split(&arg[1..arg.len().saturating_sub(1)]).iter().all(|f| f.ends_with("=0"));
+    let fields = arg.strip_prefix('{').and_then(|a| a.strip_suffix('}'));
+    let zero = fields.is_some_and(|f| split(f).iter().all(|f| f.ends_with("=0")));
     Some(zero)
 }
 

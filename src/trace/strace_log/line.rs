@@ -113,7 +113,7 @@ fn timestamp(s: &str) -> (Option<Stamp>, &str) {
         let hms: Vec<&str> = token.splitn(3, ':').collect();
         if let [h, m, sec] = hms[..] {
             if let (Ok(h), Ok(m), Ok(sec)) = (h.parse::<u32>(), m.parse::<u32>(), sec.parse::<f64>()) {
-                return (Some(Stamp::OfDay(f64::from(h * 3600 + m * 60) + sec)), rest);
+                return (Some(Stamp::OfDay(f64::from(h) * 3600.0 + f64::from(m) * 60.0 + sec)), rest);
             }
         }
         return (None, s);

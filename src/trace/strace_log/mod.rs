@@ -144,8 +144,11 @@ impl LogReader {
             // On stderr, strace's own `strace: Process N attached` can land
             // in the middle of a call's line; the call goes on below it.
             let text = match (self.carry.take(), text.find("strace: Process ")) {
+                // (A line is not longer than this; a log that says
+                // otherwise is not kept in memory.)
                 (carry, Some(at)) if at > 0 => {
-                    self.carry = Some(format!("{}{}", carry.unwrap_or_default(), &text[..at]));
+                    let carry = format!("{}{}", carry.unwrap_or_default(), &text[..at]);
+                    self.carry = (carry.len() < 1 << 20).then_some(carry);
                     continue;
                 }
                 (Some(carry), _) => std::borrow::Cow::Owned(format!("{carry}{text}")),
@@ -416,7 +419,7 @@ impl LogReader {
         // A call that never returned (exit_group, a thread's futex while
         // the process ends) was made: count it.
         if let Some((name, _)) = t.pending.take() {
-            self.out.facts.unfinished -= 1;
+            self.out.facts.unfinished = self.out.facts.unfinished.saturating_sub(1);
             let nr = self.nr_of(&name);
             self.calls.add(Call { tid: pid, nr, ..Default::default() });
         }
