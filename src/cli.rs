@@ -266,6 +266,17 @@ pub struct ReportArgs {
     /// Report small findings too (a few calls, under 1% of the run)
     #[arg(long)]
     pub all: bool,
+    /// Who counts: BPF (root, CAP_BPF), ptrace (anyone who may trace the
+    /// program; slower), or auto: BPF when it loads, else ptrace
+    #[arg(long, value_enum, default_value = "auto", value_name = "WHICH")]
+    pub backend: BackendArg,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy)]
+pub enum BackendArg {
+    Auto,
+    Bpf,
+    Ptrace,
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy)]

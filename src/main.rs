@@ -6,9 +6,9 @@ use clap::Parser;
 mod cli;
 mod commands;
 
-use cli::{Cli, Command, ReportArgs, WeightArg};
+use cli::{BackendArg, Cli, Command, ReportArgs, WeightArg};
 use commands::{add_exports, attach::attach, main_output, run::run};
-use sysdiet::pipeline::TraceOptions;
+use sysdiet::pipeline::{Backend, TraceOptions};
 use sysdiet::report::export::{FlameGraphExporter, FoldedExporter, SvgExporter};
 use sysdiet::report::{Destination, Outputs, Weight};
 use sysdiet::trace::filter::SyscallSet;
@@ -49,7 +49,7 @@ fn dispatch(cli: Cli, started: Instant) -> Result<i32> {
             };
             let mut outputs = main_output(&out, Destination::Stdout, per_thread)?;
             add_stacks(&mut outputs, folded.as_deref(), flamegraph.as_deref(), weight)?;
-            let opts = TraceOptions { filter, stacks: true, latency: false, quiet: false, all };
+            let opts = TraceOptions { filter, stacks: true, all, ..Default::default() };
             commands::analyze::analyze(&files, &opts, outputs)
         }
         Command::Compare { args, out } => {
@@ -138,6 +138,11 @@ fn add_stacks(outputs: &mut Outputs, folded: Option<&std::path::Path>, flamegrap
 
 fn options(r: &ReportArgs) -> Result<TraceOptions> {
     Ok(TraceOptions {
+        backend: match r.backend {
+            BackendArg::Auto => Backend::Auto,
+            BackendArg::Bpf => Backend::Bpf,
+            BackendArg::Ptrace => Backend::Ptrace,
+        },
         stacks: !r.no_stacks,
         latency: r.latency,
         quiet: false,

@@ -11,17 +11,68 @@ use sysdiet::trace::strace_log::LogReader;
 /// Pieces strace's lines are made of, so that random lines get deep into
 /// the parser rather than failing at the first byte.
 const PIECES: &[&str] = &[
-    "1234 ", "[pid  77] ", "20:22:18.712867 ", "1700000000.123456 ", "     0.000123 ", "newfstatat(", "rt_sigprocmask(", "read(", "write(", "clone(",
-    "clone3({flags=CLONE_VM|CLONE_THREAD}", "execve(\"/bin/x\", [\"x\", \"y\"], [\"TZ=:/etc/localtime\"]", "AT_FDCWD", "3</tmp/a>", "\"/etc/localtime\"",
-    "\"a\\\"b\\x41\\101\\", "\"...\"...", ", ", ")", ") = ", ")          = ", "0", "-1", "?", "0x7f", "ENOENT (No such file or directory)", " <0.000019>",
-    " <unfinished ...>", "<... read resumed>", "+++ exited with 0 +++", "+++ killed by SIGKILL (core dumped) +++", "--- SIGCHLD {si_signo=SIGCHLD} ---",
-    " > /usr/lib/libc.so.6(fstatat+0xa) [0xf786a]", " > /tmp/a() [0x10]", "strace: Process 78 attached", "[SIG_BLOCK", "[INT TERM]", "~[]", "{tv_sec=0, tv_nsec=0}",
-    "{mask=[]}", "SIG_SETMASK", "NULL", "\n", "\n", "\n", "(", "[", "{", "<", ">", "\\", "\"", "é", "\u{0}",
+    "1234 ",
+    "[pid  77] ",
+    "20:22:18.712867 ",
+    "1700000000.123456 ",
+    "     0.000123 ",
+    "newfstatat(",
+    "rt_sigprocmask(",
+    "read(",
+    "write(",
+    "clone(",
+    "clone3({flags=CLONE_VM|CLONE_THREAD}",
+    "execve(\"/bin/x\", [\"x\", \"y\"], [\"TZ=:/etc/localtime\"]",
+    "AT_FDCWD",
+    "3</tmp/a>",
+    "\"/etc/localtime\"",
+    "\"a\\\"b\\x41\\101\\",
+    "\"...\"...",
+    ", ",
+    ")",
+    ") = ",
+    ")          = ",
+    "0",
+    "-1",
+    "?",
+    "0x7f",
+    "ENOENT (No such file or directory)",
+    " <0.000019>",
+    " <unfinished ...>",
+    "<... read resumed>",
+    "+++ exited with 0 +++",
+    "+++ killed by SIGKILL (core dumped) +++",
+    "--- SIGCHLD {si_signo=SIGCHLD} ---",
+    " > /usr/lib/libc.so.6(fstatat+0xa) [0xf786a]",
+    " > /tmp/a() [0x10]",
+    "strace: Process 78 attached",
+    "[SIG_BLOCK",
+    "[INT TERM]",
+    "~[]",
+    "{tv_sec=0, tv_nsec=0}",
+    "{mask=[]}",
+    "SIG_SETMASK",
+    "NULL",
+    "\n",
+    "\n",
+    "\n",
+    "(",
+    "[",
+    "{",
+    "<",
+    ">",
+    "\\",
+    "\"",
+    "é",
+    "\u{0}",
 ];
 
 fn log() -> impl Strategy<Value = Vec<u8>> {
-    prop::collection::vec(prop_oneof![4 => prop::sample::select(PIECES).prop_map(|s| s.as_bytes().to_vec()), 1 => prop::collection::vec(any::<u8>(), 0..8)], 0..200)
-        .prop_map(|parts| parts.concat())
+    prop::collection::vec(
+        prop_oneof![4 => prop::sample::select(PIECES).prop_map(|s| s.as_bytes().to_vec()), 1 => prop::collection::vec(any::<u8>(), 0..8)],
+        0..200,
+    )
+    .prop_map(|parts| parts.concat())
 }
 
 fn read(bytes: &[u8], file_pid: Option<u32>) {

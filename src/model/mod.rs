@@ -42,6 +42,10 @@ pub struct RunInfo {
     /// The processes tracing started from: the command, or the attached pids.
     pub root_pids: Vec<u32>,
     pub backend: String,
+    /// Why sysdiet chose this backend by itself (`--backend auto` when BPF
+    /// could not load): "no rights to load BPF".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
     /// `-e trace=...` as given, when not everything was counted.
     pub filter: Option<String>,
     /// Unix time (seconds) when counting started.

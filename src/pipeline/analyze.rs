@@ -67,6 +67,7 @@ pub fn analyze(paths: &[PathBuf], opts: &TraceOptions) -> Result<Traced> {
         command: read.command.clone(),
         root_pids: read.root_pid.into_iter().filter(|p| *p != 0).collect(),
         backend: BACKEND.into(),
+        fallback: None,
         filter: opts.filter.expr.clone(),
         started_at: read.started_at.unwrap_or(0.0),
         duration_ns: read.duration_ns,

@@ -16,9 +16,12 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
     }
     let threads: Vec<Vec<(u32, String)>> = pids.iter().map(|&p| target::live_threads(p)).collect::<Result<_>>()?;
 
+    let (tracer, why) = super::load_bpf(opts)?;
+    let Some(mut tracer) = tracer else {
+        return super::ptraced::attach(pids, duration, opts, started, why);
+    };
     let (tx, rx) = mpsc::channel();
     target::watch_signals(tx.clone())?;
-    let mut tracer = BpfTracer::load(&opts.filter, opts.bpf())?;
     let mut armed = Vec::new();
     for (&pid, threads) in pids.iter().zip(threads) {
         armed.extend(arm_threads(&tracer, pid, threads)?);
@@ -44,6 +47,7 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
         command: Vec::new(),
         root_pids: pids.to_vec(),
         backend: BACKEND.into(),
+        fallback: None,
         filter: opts.filter.expr.clone(),
         started_at,
         duration_ns: (ended - t0).as_nanos() as u64,

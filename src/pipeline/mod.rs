@@ -5,11 +5,13 @@
 
 mod analyze;
 mod attach;
+mod ptraced;
 mod run;
 mod zone;
 
 pub use analyze::analyze;
 pub use attach::{arm_threads, attach};
+pub use ptraced::BACKEND as PTRACE_BACKEND;
 pub use run::trace_command;
 pub use zone::zone_lookups;
 
@@ -24,9 +26,20 @@ use crate::trace::bpf::{BpfOptions, BpfTracer, SAMPLE_FIRST_GAP, SAMPLE_INTERVAL
 use crate::trace::filter::SyscallSet;
 use crate::trace::mappings::{MapEvent, MapEvents};
 
+/// Which tracer counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Backend {
+    /// BPF when it loads, else ptrace (and say why).
+    #[default]
+    Auto,
+    Bpf,
+    Ptrace,
+}
+
 /// What every tracing command takes.
 #[derive(Debug, Clone, Default)]
 pub struct TraceOptions {
+    pub backend: Backend,
     pub filter: SyscallSet,
     /// Sample stacks to find call sites.
     pub stacks: bool,
@@ -47,6 +60,28 @@ pub struct Traced {
 }
 
 pub const BACKEND: &str = "bpf";
+
+/// Loads the BPF tracer, or says why ptrace will count instead: `Ok(None)`
+/// with the reason when `--backend auto` cannot use BPF here.
+fn load_bpf(opts: &TraceOptions) -> Result<(Option<BpfTracer>, Option<String>)> {
+    if opts.backend == Backend::Ptrace {
+        return Ok((None, None));
+    }
+    match BpfTracer::load(&opts.filter, opts.bpf()) {
+        Ok(t) => Ok((Some(t), None)),
+        Err(e) if opts.backend == Backend::Auto => {
+            let why = match &e {
+                crate::error::Error::NoBpfRights => "no rights to load BPF".to_string(),
+                crate::error::Error::NoBtf(_) => "this kernel has no BTF".to_string(),
+                crate::error::Error::Bpf(msg) => format!("BPF did not load ({msg})"),
+                _ => return Err(e),
+            };
+            eprintln!("sysdiet: counting with ptrace (slower than BPF): {why}");
+            Ok((None, Some(why)))
+        }
+        Err(e) => Err(e),
+    }
+}
 
 impl TraceOptions {
     fn bpf(&self) -> BpfOptions {

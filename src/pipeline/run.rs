@@ -11,7 +11,6 @@ use super::{finish, start_stacks, unix_now, TraceOptions, Traced, BACKEND};
 use crate::error::{Error, Result};
 use crate::model::RunInfo;
 use crate::target::{self, spawn, Event};
-use crate::trace::bpf::BpfTracer;
 
 /// Runs `command` with environment `env`, traced to its end.
 pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &TraceOptions, started: Instant) -> Result<Traced> {
@@ -26,8 +25,11 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
     // Held before the BPF loads: if sysdiet dies meanwhile, the child sees
     // its pipe close and runs the command anyway, untraced.
     let held = spawn::spawn_held(&program, command, env, opts.quiet)?;
-    let mut tracer = BpfTracer::load(&opts.filter, opts.bpf())?;
     let comm = program.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let (tracer, why) = super::load_bpf(opts)?;
+    let Some(mut tracer) = tracer else {
+        return super::ptraced::trace_held(held, command, env, &comm, opts, rx, started, why);
+    };
     tracer.add_target(held.pid(), true, held.pid(), std::process::id(), &comm)?;
     // Before its execve, so that the mappings of the new program are seen.
     let stacks = start_stacks(&tracer, opts, &[held.pid()], Vec::new())?;
@@ -78,6 +80,7 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
         command: command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
         root_pids: vec![pid],
         backend: BACKEND.into(),
+        fallback: None,
         filter: opts.filter.expr.clone(),
         started_at,
         duration_ns: (ended - t0).as_nanos() as u64,

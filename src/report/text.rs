@@ -56,7 +56,10 @@ fn header(out: &mut String, trace: &Trace) {
     if run.interrupted {
         facts.push("interrupted: counts so far".into());
     }
-    facts.push(format!("counted by {}", run.backend));
+    match &run.fallback {
+        Some(why) => facts.push(format!("counted by {}: {why}", run.backend)),
+        None => facts.push(format!("counted by {}", run.backend)),
+    }
     if let Some(f) = &run.filter {
         facts.push(format!("only -e {f}"));
     }

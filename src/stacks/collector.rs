@@ -45,6 +45,7 @@ pub struct SampleSum {
     pub weighted_ns: u64,
 }
 
+#[derive(Default)]
 pub struct Collected {
     pub unwinder: Unwinder,
     /// Distinct unwound stacks.
@@ -59,6 +60,61 @@ pub struct Collected {
     pub stack_bytes_copied: u64,
     pub unwind_ns: u64,
     pub mappings_lost: u64,
+}
+
+impl Collected {
+    /// Unwinds one sample and adds it to its (process, syscall, key,
+    /// stack) sum; `index` finds the stacks seen before.
+    pub fn add(&mut self, index: &mut HashMap<RawStack, usize>, s: &StackSample) {
+        let (stack, facts) = self.unwinder.unwind(s);
+        let id = match index.get(&stack) {
+            Some(&id) => id,
+            None => {
+                index.insert(stack.clone(), self.stacks.len());
+                self.stacks.push(stack);
+                self.stacks.len() - 1
+            }
+        };
+        self.stack_bytes_copied = self.stack_bytes_copied.max(s.stack.len() as u64);
+        self.count += 1;
+        self.max_gap = self.max_gap.max(s.period);
+        self.too_short += facts.too_short as u64;
+        self.frames_unmapped += facts.unmapped_frames;
+        *self.bytes_used.entry(facts.bytes_used).or_default() += 1;
+        let key = SampleKey { tgid: s.tgid, nr: s.nr, fd: s.fd, path_hash: s.path_hash, stack: id };
+        let sum = self.samples.entry(key).or_default();
+        sum.samples += 1;
+        sum.periods += s.period;
+        sum.weighted_ns += s.period * s.ns;
+    }
+}
+
+/// Samples unwound as they are handed over, on the tracer's own thread
+/// (the ptrace tracer, which stops the target for each one anyway).
+#[derive(Default)]
+pub struct Inline {
+    out: Collected,
+    index: HashMap<RawStack, usize>,
+}
+
+impl Inline {
+    pub fn finish(self) -> Collected {
+        self.out
+    }
+}
+
+impl crate::trace::ptrace::SampleSink for Inline {
+    fn mappings(&mut self, events: Vec<MapEvent>) {
+        for e in events {
+            self.out.unwinder.apply(e);
+        }
+    }
+
+    fn sample(&mut self, sample: StackSample) {
+        let t = Instant::now();
+        self.out.add(&mut self.index, &sample);
+        self.out.unwind_ns += t.elapsed().as_nanos() as u64;
+    }
 }
 
 pub struct Collector {
@@ -113,19 +169,7 @@ fn collect(
         })
         .map(|_| ())
         .and_then(|_| builder.build());
-    let mut out = Collected {
-        unwinder: Unwinder::default(),
-        stacks: Vec::new(),
-        samples: HashMap::new(),
-        count: 0,
-        max_gap: 0,
-        too_short: 0,
-        frames_unmapped: 0,
-        bytes_used: Default::default(),
-        stack_bytes_copied: 0,
-        unwind_ns: 0,
-        mappings_lost: 0,
-    };
+    let mut out = Collected::default();
     let rb = match built {
         Ok(rb) => {
             let _ = ready.send(Ok(()));
@@ -163,26 +207,7 @@ fn collect(
         let batch = std::mem::take(&mut *queue.borrow_mut());
         let t = Instant::now();
         for s in &batch {
-            let (stack, facts) = out.unwinder.unwind(s);
-            let id = match index.get(&stack) {
-                Some(&id) => id,
-                None => {
-                    index.insert(stack.clone(), out.stacks.len());
-                    out.stacks.push(stack);
-                    out.stacks.len() - 1
-                }
-            };
-            out.stack_bytes_copied = out.stack_bytes_copied.max(s.stack.len() as u64);
-            out.count += 1;
-            out.max_gap = out.max_gap.max(s.period);
-            out.too_short += facts.too_short as u64;
-            out.frames_unmapped += facts.unmapped_frames;
-            *out.bytes_used.entry(facts.bytes_used).or_default() += 1;
-            let key = SampleKey { tgid: s.tgid, nr: s.nr, fd: s.fd, path_hash: s.path_hash, stack: id };
-            let sum = out.samples.entry(key).or_default();
-            sum.samples += 1;
-            sum.periods += s.period;
-            sum.weighted_ns += s.period * s.ns;
+            out.add(&mut index, s);
         }
         out.unwind_ns += t.elapsed().as_nanos() as u64;
         for pid in ended.drain(..) {

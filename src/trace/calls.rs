@@ -167,6 +167,69 @@ impl Calls {
     }
 }
 
+/// What a thread's signal mask is known to be, for classifying its
+/// rt_sigprocmask calls as the BPF side does (classify_mask in
+/// src/bpf/arguments.bpf.h).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MaskState {
+    pub mask: Option<u64>,
+    /// The thread's calls so far, and the one that last changed the mask.
+    pub seq: u64,
+    pub last_change: Option<u64>,
+}
+
+/// SIG_BLOCK, SIG_UNBLOCK, SIG_SETMASK.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum How {
+    Block,
+    Unblock,
+    Set,
+}
+
+impl MaskState {
+    /// Classifies one finished rt_sigprocmask(how, set, oldset): `set` and
+    /// `old` as read (None: NULL or unreadable). Call `seq += 1` per call
+    /// of the thread first.
+    pub fn classify(&mut self, how: How, set: Option<u64>, old: Option<u64>, failed: bool) -> crate::model::MaskChange {
+        use crate::model::MaskChange;
+        const UNBLOCKABLE: u64 = (1 << 8) | (1 << 18); // SIGKILL, SIGSTOP
+        let class = match how {
+            How::Block => MaskChange::Block,
+            How::Unblock => MaskChange::Unblock,
+            How::Set => MaskChange::Set,
+        };
+        let before = old.or(self.mask);
+        let Some(set) = set else {
+            if old.is_some() {
+                self.mask = old;
+            }
+            return MaskChange::Query;
+        };
+        if failed {
+            return class;
+        }
+        let after = match (how, before) {
+            (How::Block, Some(b)) => Some(b | set),
+            (How::Unblock, Some(b)) => Some(b & !set),
+            (How::Set, _) => Some(set),
+            _ => None,
+        }
+        .map(|m| m & !UNBLOCKABLE);
+        self.mask = after;
+        let (Some(before), Some(after)) = (before, after) else { return class };
+        if before == after {
+            return MaskChange::Same;
+        }
+        let undo = self.last_change.is_some_and(|c| c + 1 == self.seq);
+        self.last_change = Some(self.seq);
+        if undo {
+            MaskChange::Undo
+        } else {
+            class
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,6 +12,7 @@ pub mod floor;
 pub mod fold;
 pub mod mappings;
 pub mod perf;
+pub mod ptrace;
 pub mod readout;
 pub mod samples;
 pub mod strace_log;

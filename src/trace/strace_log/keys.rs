@@ -7,7 +7,7 @@ use super::line::Return;
 use super::Task;
 use crate::linux::syscalls::ArgKind;
 use crate::model::{Argument, MaskChange, Timeout};
-use crate::trace::calls::Call;
+use crate::trace::calls::{Call, How};
 
 /// The argument key of a call, from its printed arguments. Mirrors what
 /// the BPF side keys by (trace/readout.rs, src/bpf/arguments.bpf.h).
@@ -56,48 +56,16 @@ pub(super) fn argument(kind: ArgKind, args: &[&str], ret: Return, task: &mut Tas
     }
 }
 
-/// What rt_sigprocmask(how, set, oldset) did to the mask, as the BPF side
-/// classifies it (classify_mask in src/bpf/arguments.bpf.h).
+/// What rt_sigprocmask(how, set, oldset) did to the mask.
 pub(super) fn mask_change(args: &[&str], ret: Return, task: &mut Task) -> MaskChange {
-    const UNBLOCKABLE: u64 = (1 << 8) | (1 << 18); // SIGKILL, SIGSTOP
-    let how = args.first().copied().unwrap_or("");
+    let how = match args.first().copied().unwrap_or("") {
+        "SIG_BLOCK" => How::Block,
+        "SIG_UNBLOCK" => How::Unblock,
+        _ => How::Set,
+    };
     let set = args.get(1).and_then(|a| args::sigset(a));
     let old = args.get(2).and_then(|a| args::sigset(a));
-    let class = match how {
-        "SIG_BLOCK" => MaskChange::Block,
-        "SIG_UNBLOCK" => MaskChange::Unblock,
-        _ => MaskChange::Set,
-    };
-    let before = old.or(task.mask);
-    let Some(set) = set else {
-        // set == NULL: reads the mask (into oldset).
-        if let Some(o) = old {
-            task.mask = Some(o);
-        }
-        return MaskChange::Query;
-    };
-    if ret.errno.is_some() {
-        return class;
-    }
-    let after = match (class, before) {
-        (MaskChange::Block, Some(b)) => Some(b | set),
-        (MaskChange::Unblock, Some(b)) => Some(b & !set),
-        (MaskChange::Set, _) => Some(set),
-        _ => None,
-    }
-    .map(|m| m & !UNBLOCKABLE);
-    task.mask = after;
-    let (Some(before), Some(after)) = (before, after) else { return class };
-    if before == after {
-        return MaskChange::Same;
-    }
-    let undo = task.last_change.is_some_and(|c| c + 1 == task.seq);
-    task.last_change = Some(task.seq);
-    if undo {
-        MaskChange::Undo
-    } else {
-        class
-    }
+    task.mask.classify(how, set, old, ret.errno.is_some())
 }
 
 /// `["true", "-a"]` (argv, envp) as strings; a string strace cut at `-s`

@@ -16,7 +16,7 @@ use line::{Body, Line, RawFrame, Return, Stamp};
 use crate::linux::syscalls;
 use crate::model::builder::{TaskRecord, TraceBuilder};
 use crate::model::{Exit, LogFacts};
-use crate::trace::calls::{Call, Calls};
+use crate::trace::calls::{Call, Calls, MaskState};
 use crate::trace::filter::SyscallSet;
 
 /// The pid of the lines that carry none, until the log names it.
@@ -71,11 +71,8 @@ pub(super) struct Task {
     thread_of_parent: bool,
     comm: String,
     exit: Option<Exit>,
-    /// rt_sigprocmask: the mask as last seen, the call count, and when the
-    /// mask last changed (for `undo`).
-    mask: Option<u64>,
-    seq: u64,
-    last_change: Option<u64>,
+    /// rt_sigprocmask: what the mask is known to be.
+    mask: MaskState,
 }
 
 /// A finished call waiting for the `-k` frames printed under it.
@@ -352,7 +349,7 @@ impl LogReader {
         let mut call = Call { tid: pid, nr, errno, ns: ret.duration_ns.unwrap_or(0), ..Default::default() };
         let counted = self.filter.expr.is_none() || self.filter.contains(nr);
         let task = self.tasks.entry(pid).or_default();
-        task.seq += 1;
+        task.mask.seq += 1;
         if self.out.root_pid.is_none() {
             self.out.root_pid = Some(pid);
         }
@@ -389,7 +386,7 @@ impl LogReader {
                 // `{mask=[...]}`: the mask restored.
                 let restored = args.first().and_then(|a| a.strip_prefix("{mask=")).and_then(|a| args::sigset(a.trim_end_matches('}')));
                 if restored.is_some() {
-                    task.mask = restored;
+                    task.mask.mask = restored;
                 }
             }
             "clone" | "clone3" | "fork" | "vfork" => {

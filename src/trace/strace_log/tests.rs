@@ -95,7 +95,7 @@ fn mask_classes_follow_the_bpf_side() {
     let mut task = Task::default();
     let ok = Return { value: Some(0), errno: None, duration_ns: None };
     let mut change = |args: &[&str]| {
-        task.seq += 1;
+        task.mask.seq += 1;
         mask_change(args, ok, &mut task)
     };
     assert_eq!(change(&["SIG_BLOCK", "[INT]", "[]", "8"]), MaskChange::Block);

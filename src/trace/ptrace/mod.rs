@@ -1,0 +1,494 @@
+//! The ptrace tracer, for where BPF cannot load (no CAP_BPF, a container,
+//! a plain user): every syscall of the targets stops them twice, at entry
+//! and exit, as under strace. Counts, errors, time per call (wall, entry to
+//! exit), argument keys and stack samples go into the same records the BPF
+//! tracer makes. Tracees are taken with PTRACE_SEIZE and without
+//! PTRACE_O_EXITKILL: if sysdiet dies, the kernel detaches them and they
+//! run on.
+
+mod keys;
+mod sys;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use nix::errno::Errno;
+use nix::sys::ptrace::{self, Event as PEvent, Options};
+use nix::sys::signal::Signal;
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+
+use crate::error::{Error, Result};
+use crate::linux::syscalls;
+use crate::model::builder::{TaskRecord, TraceBuilder};
+use crate::model::{Argument, Exit, Lost};
+use crate::trace::calls::{Call, Calls, MaskState};
+use crate::trace::filter::SyscallSet;
+use crate::trace::mappings::{self, MapEvent};
+use crate::trace::samples::StackSample;
+use sys::SyscallStop;
+
+/// A stack sample per thread at most this often (the BPF side's budget).
+pub const SAMPLE_INTERVAL_NS: u64 = 500_000;
+/// Bytes of stack copied above the stack pointer per sample.
+const STACK_BYTES: usize = 16 * 1024;
+
+const NR_EXECVE: u32 = 59;
+const NR_EXIT: u32 = 60;
+const NR_EXIT_GROUP: u32 = 231;
+
+/// Where stack samples and the mappings they need go (stacks/ unwinds them).
+pub trait SampleSink {
+    fn mappings(&mut self, events: Vec<MapEvent>);
+    fn sample(&mut self, sample: StackSample);
+}
+
+struct NoSamples;
+
+impl SampleSink for NoSamples {
+    fn mappings(&mut self, _: Vec<MapEvent>) {}
+    fn sample(&mut self, _: StackSample) {}
+}
+
+#[derive(Debug, Default)]
+struct Tracee {
+    tgid: u32,
+    ppid: u32,
+    comm: String,
+    /// Counting: from the command's execve on (run), or at once (attach).
+    counting: bool,
+    /// The call in progress: number, arguments, start, timeout class.
+    entry: Option<Entry>,
+    /// An exec just happened: the next exit stop is execve's, whose entry
+    /// came before tracing began.
+    exec_exit: bool,
+    /// A new task's first stop is its attach stop, not a group-stop.
+    fresh: bool,
+    mask: MaskState,
+    since_sample: u64,
+    last_sample_ns: u64,
+    exit: Option<Exit>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    nr: u32,
+    args: [u64; 6],
+    start: Instant,
+    timeout: Option<crate::model::Timeout>,
+}
+
+/// How tracing ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// The command (run) or every process (attach) exited.
+    Exited,
+    /// Asked to stop: the rest were detached and run on.
+    Stopped,
+}
+
+pub struct Ptracer {
+    tasks: HashMap<u32, Tracee>,
+    calls: Calls,
+    lost: Lost,
+    filter: SyscallSet,
+    /// run: the command's pid; tracing ends when it exits.
+    root: Option<u32>,
+    pub root_exit: Option<Exit>,
+    /// Processes whose mappings changed since they were last read.
+    dirty_maps: HashMap<u32, bool>,
+    /// Argument keys of stack samples, interned: a sample carries an id.
+    keys: HashMap<Argument, u64>,
+    key_list: Vec<Argument>,
+    epoch: Instant,
+    first_call: Option<Instant>,
+    pub last_call: Option<Instant>,
+    /// Tasks that ended or were let go.
+    finished: Vec<(u32, Tracee)>,
+}
+
+fn options() -> Options {
+    Options::PTRACE_O_TRACESYSGOOD
+        | Options::PTRACE_O_TRACEFORK
+        | Options::PTRACE_O_TRACEVFORK
+        | Options::PTRACE_O_TRACECLONE
+        | Options::PTRACE_O_TRACEEXEC
+}
+
+fn seize_error(pid: u32, e: Errno) -> Error {
+    match e {
+        Errno::ESRCH => Error::NoSuchProcess(pid),
+        Errno::EPERM => Error::Usage(format!(
+            "cannot ptrace pid {pid}: not permitted (it is another user's, or kernel.yama.ptrace_scope forbids it, or a debugger holds it); run as its user or as root"
+        )),
+        e => Error::Io(std::io::Error::from(e)),
+    }
+}
+
+impl Ptracer {
+    fn new(filter: SyscallSet) -> Ptracer {
+        Ptracer {
+            tasks: HashMap::new(),
+            calls: Calls::default(),
+            lost: Lost::default(),
+            filter,
+            root: None,
+            root_exit: None,
+            dirty_maps: HashMap::new(),
+            keys: HashMap::new(),
+            key_list: Vec::new(),
+            epoch: Instant::now(),
+            first_call: None,
+            last_call: None,
+            finished: Vec::new(),
+        }
+    }
+
+    /// Takes a child held before its execve (target::spawn): it runs on
+    /// until its exec, and is counted from there.
+    pub fn seize_held(pid: u32, comm: &str, filter: SyscallSet) -> Result<Ptracer> {
+        ptrace::seize(Pid::from_raw(pid as i32), options()).map_err(|e| seize_error(pid, e))?;
+        let mut t = Ptracer::new(filter);
+        t.root = Some(pid);
+        t.tasks.insert(pid, Tracee { tgid: pid, ppid: std::process::id(), comm: comm.to_string(), ..Default::default() });
+        Ok(t)
+    }
+
+    /// Takes every thread of running processes, counting at once.
+    pub fn attach(pids: &[(u32, Vec<(u32, String)>)], filter: SyscallSet) -> Result<Ptracer> {
+        let mut t = Ptracer::new(filter);
+        for (pid, threads) in pids {
+            for (tid, comm) in threads {
+                let p = Pid::from_raw(*tid as i32);
+                match ptrace::seize(p, options()) {
+                    Ok(()) => {}
+                    // A thread that ended meanwhile.
+                    Err(Errno::ESRCH) if tid != pid => continue,
+                    Err(e) => {
+                        t.detach_all();
+                        return Err(seize_error(*tid, e));
+                    }
+                }
+                let _ = ptrace::interrupt(p);
+                let ppid = crate::target::parent_of(*pid);
+                t.tasks.insert(*tid, Tracee { tgid: *pid, ppid, comm: comm.clone(), counting: true, fresh: true, ..Default::default() });
+                t.dirty_maps.insert(*pid, true);
+            }
+        }
+        Ok(t)
+    }
+
+    /// Follows the tracees until the command ends (run), every tracee is
+    /// gone (attach), or `stop` is set (then the rest are detached).
+    pub fn follow(&mut self, stop: &AtomicBool, mut sink: Option<&mut dyn SampleSink>) -> End {
+        let mut none = NoSamples;
+        let stacks = sink.is_some();
+        let sink: &mut dyn SampleSink = match sink.take() {
+            Some(s) => s,
+            None => &mut none,
+        };
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                self.detach_all();
+                return End::Stopped;
+            }
+            let status = match waitpid(None, Some(WaitPidFlag::__WALL)) {
+                Ok(s) => s,
+                Err(Errno::EINTR) => continue,
+                Err(_) => return End::Exited,
+            };
+            match status {
+                WaitStatus::PtraceSyscall(pid) => {
+                    self.syscall_stop(pid.as_raw() as u32, stacks.then_some(&mut *sink));
+                    let _ = ptrace::syscall(pid, None);
+                }
+                WaitStatus::PtraceEvent(pid, sig, event) => self.event(pid, sig, event),
+                WaitStatus::Stopped(pid, sig) => {
+                    // A signal on its way to the tracee: deliver it. An
+                    // unknown task stopped: a new one whose parent's event
+                    // is still to come.
+                    let tid = pid.as_raw() as u32;
+                    if !self.tasks.contains_key(&tid) {
+                        self.adopt(tid, None);
+                        if sig == Signal::SIGSTOP {
+                            let _ = ptrace::syscall(pid, None);
+                            continue;
+                        }
+                    }
+                    let _ = ptrace::syscall(pid, Some(sig));
+                }
+                WaitStatus::Exited(pid, code) => {
+                    if self.ended(pid.as_raw() as u32, Exit::Code { code }) {
+                        self.detach_all();
+                        return End::Exited;
+                    }
+                }
+                WaitStatus::Signaled(pid, sig, core_dumped) => {
+                    if self.ended(pid.as_raw() as u32, Exit::Signal { signal: sig as i32, core_dumped }) {
+                        self.detach_all();
+                        return End::Exited;
+                    }
+                }
+                _ => {}
+            }
+            if self.tasks.is_empty() {
+                return End::Exited;
+            }
+        }
+    }
+
+    fn event(&mut self, pid: Pid, sig: Signal, event: i32) {
+        let tid = pid.as_raw() as u32;
+        if !self.tasks.contains_key(&tid) {
+            self.adopt(tid, None);
+        }
+        match event {
+            e if e == PEvent::PTRACE_EVENT_FORK as i32 || e == PEvent::PTRACE_EVENT_VFORK as i32 || e == PEvent::PTRACE_EVENT_CLONE as i32 => {
+                if let Ok(child) = ptrace::getevent(pid) {
+                    self.adopt(child as u32, Some(tid));
+                }
+                let _ = ptrace::syscall(pid, None);
+            }
+            e if e == PEvent::PTRACE_EVENT_EXEC as i32 => {
+                // A thread other than the leader that execs takes the
+                // leader's pid: its old tid is in the event message.
+                if let Ok(old) = ptrace::getevent(pid) {
+                    let old = old as u32;
+                    if old != tid {
+                        if let Some(t) = self.tasks.remove(&old) {
+                            self.tasks.insert(tid, t);
+                        }
+                    }
+                }
+                let comm = std::fs::read_to_string(format!("/proc/{tid}/comm")).map(|c| c.trim_end().to_string()).unwrap_or_default();
+                let t = self.tasks.entry(tid).or_default();
+                t.tgid = tid;
+                t.comm = comm;
+                if !t.counting {
+                    // The command's own execve: its entry was before we
+                    // looked; its exit is the next stop.
+                    t.counting = true;
+                    t.exec_exit = true;
+                    t.entry = None;
+                }
+                self.dirty_maps.insert(tid, true);
+                let _ = ptrace::syscall(pid, None);
+            }
+            // PTRACE_EVENT_STOP: an attach stop, our interrupt, or a
+            // group-stop (SIGSTOP, SIGTSTP...): that one stays stopped, as
+            // job control wants, and we hear when it continues.
+            _ => {
+                let fresh = self.tasks.get_mut(&tid).map(|t| std::mem::take(&mut t.fresh)).unwrap_or(false);
+                let group_stop = !fresh && matches!(sig, Signal::SIGSTOP | Signal::SIGTSTP | Signal::SIGTTIN | Signal::SIGTTOU);
+                if group_stop {
+                    let _ = listen(pid);
+                } else {
+                    let _ = ptrace::syscall(pid, None);
+                }
+            }
+        }
+    }
+
+    /// A new task: `parent`'s child or thread (its tgid says which).
+    fn adopt(&mut self, tid: u32, parent: Option<u32>) {
+        let tgid = tgid_of(tid).unwrap_or(tid);
+        let from = parent.and_then(|p| self.tasks.get(&p));
+        let counting = from.is_none_or(|p| p.counting);
+        let comm = from.map(|p| p.comm.clone()).unwrap_or_default();
+        let ppid = if tgid == tid { from.map_or(0, |p| p.tgid) } else { from.map_or(0, |p| p.ppid) };
+        let mask = from.map(|p| MaskState { mask: p.mask.mask, ..Default::default() }).unwrap_or_default();
+        let t = self.tasks.entry(tid).or_insert_with(|| Tracee { fresh: true, ..Default::default() });
+        t.tgid = tgid;
+        t.counting = counting;
+        if t.comm.is_empty() {
+            t.comm = comm;
+        }
+        t.ppid = ppid;
+        t.mask = mask;
+        if tgid == tid {
+            self.dirty_maps.insert(tgid, true);
+        }
+    }
+
+    fn syscall_stop(&mut self, tid: u32, sink: Option<&mut dyn SampleSink>) {
+        let Ok(stop) = sys::syscall_stop(tid) else { return };
+        let Some(t) = self.tasks.get_mut(&tid) else { return };
+        match stop {
+            SyscallStop::Entry { nr, args, compat } => {
+                if compat {
+                    // i386 numbers are not x86_64's: not counted as such.
+                    if t.counting {
+                        self.lost.compat_syscalls += 1;
+                    }
+                    t.entry = None;
+                    return;
+                }
+                let nr = nr as u32;
+                let timeout = keys::timeout_at_entry(tid, nr, &args);
+                t.entry = Some(Entry { nr, args, start: Instant::now(), timeout });
+            }
+            SyscallStop::Exit { rval, is_error } => {
+                let now = Instant::now();
+                let entry = match (t.entry.take(), std::mem::take(&mut t.exec_exit)) {
+                    (Some(e), _) => e,
+                    (None, true) => Entry { nr: NR_EXECVE, args: [0; 6], start: now, timeout: None },
+                    (None, false) => return,
+                };
+                if !t.counting {
+                    return;
+                }
+                self.exit_stop(tid, entry, rval, is_error, now, sink);
+            }
+            SyscallStop::Unknown => {}
+        }
+    }
+
+    fn exit_stop(&mut self, tid: u32, entry: Entry, rval: i64, is_error: bool, now: Instant, sink: Option<&mut dyn SampleSink>) {
+        let nr = entry.nr;
+        if !self.filter.contains(nr) && self.filter.expr.is_some() {
+            return;
+        }
+        self.first_call.get_or_insert(entry.start);
+        self.last_call = Some(now);
+        let t = self.tasks.get_mut(&tid).expect("a known task");
+        let tgid = t.tgid;
+        t.mask.seq += 1;
+        let failed = is_error && (-4095..0).contains(&rval);
+        let errno = failed.then(|| crate::linux::errno::name((-rval) as u32));
+        let ns = (now - entry.start).as_nanos() as u64;
+        let mut call = Call { tid, nr, errno, ns, ..Default::default() };
+        if nr == NR_EXECVE && !failed {
+            // Its arguments were the old image's: keyed by nothing.
+            self.dirty_maps.insert(tgid, true);
+        } else if let Some(spec) = syscalls::by_nr(nr) {
+            call.argument = keys::argument(spec.arg, tid, &entry.args, entry.timeout, rval, failed, &mut t.mask, &mut call, &mut self.lost);
+        }
+        if matches!(nr, 9 | 10 | 11 | 25 | 216) {
+            // mmap, mprotect, munmap, mremap, remap_file_pages
+            self.dirty_maps.insert(tgid, true);
+        }
+        t.since_sample += 1;
+        let now_ns = (now - self.epoch).as_nanos() as u64;
+        let due = t.last_sample_ns == 0 || now_ns.saturating_sub(t.last_sample_ns) >= SAMPLE_INTERVAL_NS;
+        if let (Some(sink), true) = (sink, due) {
+            let period = std::mem::take(&mut t.since_sample);
+            t.last_sample_ns = now_ns;
+            self.sample(tid, tgid, &call, period, now_ns, sink);
+        }
+        self.calls.add(call);
+    }
+
+    fn sample(&mut self, tid: u32, tgid: u32, call: &Call, period: u64, now_ns: u64, sink: &mut dyn SampleSink) {
+        let Ok((ip, sp, bp)) = sys::user_regs(tid) else { return };
+        if self.dirty_maps.insert(tgid, false) != Some(false) {
+            // The mappings changed (or were never read): read them again,
+            // as a new epoch starting just before this sample.
+            let time = now_ns.saturating_sub(1);
+            let mut events = vec![MapEvent::Exec { pid: tgid, time }];
+            events.extend(mappings::snapshot(tgid).into_iter().map(|e| match e {
+                MapEvent::Mmap { pid, start, len, pgoff, path, .. } => MapEvent::Mmap { pid, time, start, len, pgoff, path },
+                other => other,
+            }));
+            sink.mappings(events);
+        }
+        let mut stack = vec![0u8; STACK_BYTES];
+        let n = sys::read(tid, sp, &mut stack);
+        stack.truncate(n);
+        let key = call.argument.as_ref().map_or(0, |a| self.key_id(a));
+        sink.sample(StackSample { tgid, tid, nr: call.nr, period, ns: call.ns, time_ns: now_ns, fd: 0, path_hash: key, ip, sp, bp, stack });
+    }
+
+    fn key_id(&mut self, a: &Argument) -> u64 {
+        if let Some(&id) = self.keys.get(a) {
+            return id;
+        }
+        self.key_list.push(a.clone());
+        let id = self.key_list.len() as u64;
+        self.keys.insert(a.clone(), id);
+        id
+    }
+
+    /// The argument a sample's key id stands for.
+    pub fn argument_of_key(&self, id: u64) -> Option<Argument> {
+        id.checked_sub(1).and_then(|i| self.key_list.get(i as usize)).cloned()
+    }
+
+    /// A task ended; true when it was the command's (run: tracing ends).
+    fn ended(&mut self, tid: u32, exit: Exit) -> bool {
+        let Some(mut t) = self.tasks.remove(&tid) else { return false };
+        // exit and exit_group never return: counted as they end the task.
+        if let Some(e) = t.entry.take() {
+            if t.counting && matches!(e.nr, NR_EXIT | NR_EXIT_GROUP) && (self.filter.expr.is_none() || self.filter.contains(e.nr)) {
+                self.calls.add(Call { tid, nr: e.nr, ..Default::default() });
+            }
+        }
+        t.exit = Some(exit);
+        let is_root = self.root == Some(tid);
+        if is_root {
+            self.root_exit = Some(exit);
+        }
+        self.finished.push((tid, t));
+        is_root
+    }
+
+    /// Lets every tracee go: interrupted, then detached, running on.
+    pub fn detach_all(&mut self) {
+        let tids: Vec<u32> = self.tasks.keys().copied().collect();
+        for tid in tids {
+            let pid = Pid::from_raw(tid as i32);
+            if ptrace::interrupt(pid).is_err() {
+                continue;
+            }
+            // Wait for this one's stop; other tasks' news is dropped (they
+            // are being detached too).
+            loop {
+                match waitpid(pid, Some(WaitPidFlag::__WALL)) {
+                    Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) | Err(_) => break,
+                    Ok(WaitStatus::Stopped(_, sig)) if sig != Signal::SIGTRAP => {
+                        // A signal caught on its way: deliver it as we go.
+                        let _ = ptrace::detach(pid, Some(sig));
+                        break;
+                    }
+                    Ok(_) => {
+                        let _ = ptrace::detach(pid, None);
+                        break;
+                    }
+                }
+            }
+        }
+        let rest: Vec<(u32, Tracee)> = self.tasks.drain().collect();
+        self.finished.extend(rest);
+    }
+
+    /// The counts and what is known of each task, into `out`; what was lost.
+    pub fn finish(mut self, out: &mut TraceBuilder) -> Lost {
+        self.finished.extend(self.tasks.drain());
+        let tgids: HashMap<u32, u32> = self.finished.iter().map(|(tid, t)| (*tid, t.tgid)).collect();
+        let records = self
+            .finished
+            .into_iter()
+            .map(|(tid, t)| (tid, TaskRecord { tgid: t.tgid, ppid: t.ppid, comm: t.comm, exit: if t.tgid == tid { t.exit } else { None } }))
+            .collect();
+        self.calls.finish(|tid| tgids.get(&tid).copied().unwrap_or(tid), records, out);
+        self.lost
+    }
+
+    /// From the first call counted to the last.
+    pub fn counted_span(&self) -> Option<(Instant, Instant)> {
+        Some((self.first_call?, self.last_call?))
+    }
+}
+
+/// PTRACE_LISTEN: a group-stopped tracee stays stopped, and we hear when
+/// it is continued (nix has no wrapper).
+fn listen(pid: Pid) -> nix::Result<()> {
+    // SAFETY: PTRACE_LISTEN takes no data.
+    let r = unsafe { libc::ptrace(libc::PTRACE_LISTEN, pid.as_raw(), 0, 0) };
+    Errno::result(r).map(drop)
+}
+
+fn tgid_of(tid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    status.lines().find_map(|l| l.strip_prefix("Tgid:")).and_then(|v| v.trim().parse().ok())
+}
