@@ -31,6 +31,9 @@ pub enum Error {
     #[error("cannot trace thread {tid} of pid {pid}: this kernel cannot open a pidfd for a thread (Linux 6.9 or newer can); attach to a single-threaded process, or use `sysdiet run`")]
     ThreadUnreachable { pid: u32, tid: u32 },
 
+    #[error("cannot ptrace pid {0}: not permitted (it is another user's, or kernel.yama.ptrace_scope forbids it, or a debugger holds it); run as its user or as root")]
+    NoPtraceRights(u32),
+
     #[error("no rights to load BPF programs: sysdiet needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN); run it as root or with sudo")]
     NoBpfRights,
 

@@ -119,9 +119,7 @@ fn options() -> Options {
 fn seize_error(pid: u32, e: Errno) -> Error {
     match e {
         Errno::ESRCH => Error::NoSuchProcess(pid),
-        Errno::EPERM => Error::Usage(format!(
-            "cannot ptrace pid {pid}: not permitted (it is another user's, or kernel.yama.ptrace_scope forbids it, or a debugger holds it); run as its user or as root"
-        )),
+        Errno::EPERM => Error::NoPtraceRights(pid),
         e => Error::Io(std::io::Error::from(e)),
     }
 }

@@ -1,0 +1,167 @@
+//! The ptrace backend: counts equal strace -f -c's; without the rights to
+//! load BPF, `run` falls back to it by itself and still finds what BPF
+//! finds; a plain user gets a full report; the target is never hurt.
+
+mod common;
+use common::*;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// `sysdiet run --backend ptrace --json` on `argv`: the counts.
+fn ptrace_counts(args: &[&str], argv: &[&str]) -> (serde_json::Value, Counts) {
+    let mut all = vec!["--backend", "ptrace"];
+    all.extend_from_slice(args);
+    let (doc, out) = sysdiet_json(&all, argv);
+    assert!(out.status.success(), "{argv:?}: {}", stderr_of(&out));
+    assert_eq!(doc["run"]["backend"], "ptrace");
+    let counts = counts_of(&doc);
+    (doc, counts)
+}
+
+#[test]
+fn counts_equal_strace_c_on_the_victims() {
+    let victims: &[(&str, &[&str])] = &[
+        ("timeloop", &["localtime", "2000"]),
+        ("sigprocmask", &["3000"]),
+        ("context", &["1000"]),
+        ("sigjmp", &["1000", "1"]),
+        ("failing", &["300"]),
+        ("pipeline", &["100"]),
+        ("statloop", &["/etc/passwd", "2000"]),
+        ("openclose", &["/etc/passwd", "1000"]),
+        ("tinywrite", &["2000"]),
+        ("pollzero", &["2000"]),
+        ("clean", &[]),
+    ];
+    for (name, args) in victims {
+        let exe = victim(name);
+        let mut argv = vec![exe.to_str().unwrap()];
+        argv.extend_from_slice(args);
+        let oracle = strace_counts(&[], &argv);
+        let (doc, ours) = ptrace_counts(&[], &argv);
+        assert_same_counts(name, &oracle, &ours, &[]);
+        assert_eq!(doc["lost"]["compat_syscalls"], 0);
+    }
+    // -e as strace takes it.
+    let exe = victim("failing");
+    let argv = [exe.to_str().unwrap(), "50"];
+    for expr in ["trace=%file", "trace=!close,ioctl"] {
+        assert_same_counts(expr, &strace_counts(&["-e", expr], &argv), &ptrace_counts(&["-e", expr], &argv).1, &[]);
+    }
+}
+
+/// Thread counts and the processes of a fork/exec tree are followed.
+#[test]
+fn threads_and_processes_are_followed() {
+    let exe = victim("threads");
+    let (doc, ours) = ptrace_counts(&[], &[exe.to_str().unwrap(), "4", "200"]);
+    assert_eq!(doc["processes"][0]["threads"].as_array().unwrap().len(), 5, "main + 4 threads");
+    assert_eq!(ours["newfstatat"].0, strace_counts(&[], &[exe.to_str().unwrap(), "4", "200"])["newfstatat"].0);
+}
+
+/// With every capability dropped, BPF cannot load: `run` says so in one
+/// line, counts with ptrace, and finds tz-unset with its line of code.
+#[test]
+fn falls_back_to_ptrace_without_capabilities() {
+    let exe = victim("timeloop");
+    let out = Command::new("setpriv")
+        .env_remove("LD_LIBRARY_PATH")
+        .args(["--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--"])
+        .arg(env!("CARGO_BIN_EXE_sysdiet"))
+        .args(["run", "--"])
+        .arg(&exe)
+        .args(["localtime", "1000"])
+        .env_remove("TZ")
+        .stdout(Stdio::null())
+        .output()
+        .expect("setpriv runs (util-linux)");
+    let err = stderr_of(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.starts_with("sysdiet: counting with ptrace (slower than BPF): no rights to load BPF\n"), "{err}");
+    assert!(err.contains("counted by ptrace: no rights to load BPF"), "{err}");
+    assert!(err.contains("[tz-unset] 999 × newfstatat(\"/etc/localtime\")"), "{err}");
+    assert!(err.contains("by    use_localtime (timeloop.c:"), "{err}");
+
+    // Asked for BPF by name: the error, not a fallback.
+    let out = Command::new("setpriv")
+        .env_remove("LD_LIBRARY_PATH")
+        .args(["--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--"])
+        .arg(env!("CARGO_BIN_EXE_sysdiet"))
+        .args(["run", "--backend", "bpf", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr_of(&out).starts_with("sysdiet: no rights to load BPF programs"), "{}", stderr_of(&out));
+}
+
+/// A plain user (nobody) traces their own command and gets a full report;
+/// another user's process is refused in one line.
+#[test]
+fn an_unprivileged_user() {
+    let exe = victim("statloop");
+    let nobody = ["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--"];
+    let argv = [exe.to_str().unwrap(), "/etc/passwd", "500"];
+    let out = Command::new("setpriv")
+        .env_remove("LD_LIBRARY_PATH")
+        .args(nobody)
+        .arg(env!("CARGO_BIN_EXE_sysdiet"))
+        .args(["run", "--json", "-o", "-", "--"])
+        .args(argv)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the JSON report on stdout");
+    assert_eq!(doc["run"]["backend"], "ptrace");
+    assert_same_counts("as nobody", &strace_counts(&[], &argv), &counts_of(&doc), &[]);
+
+    let target = Running(Command::new("sleep").arg("30").spawn().unwrap());
+    let out = Command::new("setpriv")
+        .env_remove("LD_LIBRARY_PATH")
+        .args(nobody)
+        .arg(env!("CARGO_BIN_EXE_sysdiet"))
+        .args(["attach", "-p", &target.0.id().to_string(), "--duration", "100ms"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr_of(&out).contains(&format!("cannot ptrace pid {}: not permitted", target.0.id())), "{}", stderr_of(&out));
+}
+
+/// attach with ptrace counts a running loop, then lets it go: running, not
+/// stopped, not traced.
+#[test]
+fn attach_lets_the_target_go() {
+    let exe = victim("statloop");
+    let target = Running(Command::new(&exe).args(["/etc/passwd", "1000000000"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
+    let pid = target.0.id();
+    std::thread::sleep(Duration::from_millis(100));
+    let out = sysdiet().args(["attach", "--backend", "ptrace", "--json", "-o", "-", "-p", &pid.to_string(), "--duration", "300ms"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(counts_of(&doc)["newfstatat"].0 > 100);
+    assert_eq!(doc["run"]["interrupted"], false, "--duration ran out: not an interruption");
+    std::thread::sleep(Duration::from_millis(100));
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    assert!(status.contains("TracerPid:\t0"), "{status}");
+    assert!(!status.contains("State:\tt") && !status.contains("State:\tT"), "{status}");
+}
+
+/// The command's exit status passes through; sysdiet killed with SIGKILL
+/// leaves the command running, untraced.
+#[test]
+fn exit_status_and_a_killed_tracer() {
+    let status =
+        |script: &str| sysdiet().args(["run", "--backend", "ptrace", "--", "sh", "-c", script]).stderr(Stdio::null()).status().unwrap().code();
+    assert_eq!(status("exit 3"), Some(3));
+    assert_eq!(status("kill -TERM $$"), Some(143));
+
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let script = format!("sleep 0.6; touch {}", marker.display());
+    let mut tracer = sysdiet().args(["run", "--backend", "ptrace", "--", "sh", "-c", &script]).stderr(Stdio::null()).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    tracer.kill().unwrap();
+    tracer.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(900));
+    assert!(marker.exists(), "the command ran on after sysdiet died");
+}
