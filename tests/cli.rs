@@ -272,7 +272,7 @@ fn without_bpf_rights_the_message_names_the_capability() {
     let out = std::process::Command::new("setpriv")
         .args(["--inh-caps=-all", "--bounding-set=-all", "--"])
         .arg(env!("CARGO_BIN_EXE_sysdiet"))
-        .args(["run", "--", "true"])
+        .args(["run", "--backend", "bpf", "--", "true"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -283,10 +283,16 @@ fn without_bpf_rights_the_message_names_the_capability() {
 
 #[test]
 fn without_kernel_btf_the_message_says_so() {
-    let out = sysdiet().args(["run", "--", "true"]).env("SYSDIET_KERNEL_BTF", "/nonexistent/vmlinux").output().unwrap();
+    let out = sysdiet().args(["run", "--backend", "bpf", "--", "true"]).env("SYSDIET_KERNEL_BTF", "/nonexistent/vmlinux").output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = stderr_of(&out);
     assert!(err.contains("this kernel has no BTF") && err.contains("CONFIG_DEBUG_INFO_BTF"), "{err}");
+    // By default, ptrace counts instead, and says why.
+    let out = sysdiet().args(["run", "--", "true"]).env("SYSDIET_KERNEL_BTF", "/nonexistent/vmlinux").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let err = stderr_of(&out);
+    assert!(err.starts_with("sysdiet: counting with ptrace (slower than BPF): this kernel has no BTF\n"), "{err}");
+    assert!(err.contains("counted by ptrace: this kernel has no BTF"), "{err}");
 }
 
 /// Starts `exitwith stubborn` under sysdiet; returns sysdiet, the command's

@@ -63,8 +63,11 @@ pub type Counts = BTreeMap<String, (u64, u64)>;
 pub fn sysdiet_json(args: &[&str], argv: &[&str]) -> (serde_json::Value, Output) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("trace.json");
+    // BPF unless the test names a backend: a fallback must not pass for it.
+    let backend: &[&str] = if args.contains(&"--backend") { &[] } else { &["--backend", "bpf"] };
     let out = sysdiet()
         .arg("run")
+        .args(backend)
         .args(args)
         .arg("--json")
         .arg("-o")
