@@ -102,8 +102,6 @@ pub struct Ptracer {
     keys: HashMap<Argument, u64>,
     key_list: Vec<Argument>,
     epoch: Instant,
-    first_call: Option<Instant>,
-    pub last_call: Option<Instant>,
     /// Tasks that ended or were let go.
     finished: Vec<(u32, Tracee)>,
 }
@@ -137,8 +135,6 @@ impl Ptracer {
             keys: HashMap::new(),
             key_list: Vec::new(),
             epoch: Instant::now(),
-            first_call: None,
-            last_call: None,
             finished: Vec::new(),
         }
     }
@@ -347,8 +343,6 @@ impl Ptracer {
         if !self.filter.contains(nr) && self.filter.expr.is_some() {
             return;
         }
-        self.first_call.get_or_insert(entry.start);
-        self.last_call = Some(now);
         let t = self.tasks.get_mut(&tid).expect("a known task");
         let tgid = t.tgid;
         t.mask.seq += 1;
@@ -470,11 +464,6 @@ impl Ptracer {
             .collect();
         self.calls.finish(|tid| tgids.get(&tid).copied().unwrap_or(tid), records, out);
         self.lost
-    }
-
-    /// From the first call counted to the last.
-    pub fn counted_span(&self) -> Option<(Instant, Instant)> {
-        Some((self.first_call?, self.last_call?))
     }
 }
 
