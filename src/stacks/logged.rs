@@ -35,7 +35,8 @@ pub fn call_sites(stacks: &[Vec<LogFrame>]) -> Vec<CallSite> {
 fn as_logged(f: &LogFrame) -> Frame {
     // strace's error lines (`backtracing_error`) are no file.
     let module = if f.module.starts_with('/') || f.module.starts_with('.') { f.module.clone() } else { "?".into() };
-    Frame { function: f.symbol.clone(), module, address: f.offset, ..Default::default() }
+    let (file, line) = f.source.clone().map_or((None, None), |(file, line)| (Some(file), Some(line)));
+    Frame { function: f.symbol.clone(), file, line, module, address: f.offset, inlined: false }
 }
 
 /// The frames that this host's files name better, by frame.
@@ -102,12 +103,19 @@ mod tests {
                 symbol: Some("fstatat".into()),
                 symbol_offset: 0xa,
                 offset: 0xf786a,
+                source: None,
             },
-            LogFrame { module: "/nonexistent/app".into(), symbol: Some("use_localtime".into()), symbol_offset: 0, offset: 0x1204 },
-            LogFrame { module: "/nonexistent/app".into(), symbol: Some("main".into()), symbol_offset: 0, offset: 0x1300 },
+            LogFrame {
+                module: "/nonexistent/app".into(),
+                symbol: Some("use_localtime".into()),
+                symbol_offset: 0,
+                offset: 0x1204,
+                source: Some(("app.c".into(), 9)),
+            },
+            LogFrame { module: "/nonexistent/app".into(), symbol: Some("main".into()), symbol_offset: 0, offset: 0x1300, source: None },
         ];
         let sites = call_sites(&[stack]);
-        assert_eq!(sites[0].frames[1].name(), "use_localtime");
+        assert_eq!(sites[0].frames[1].label(), "use_localtime (app.c:9)", "-kk's source line is kept");
         assert_eq!((sites[0].responsible, sites[0].own_frames), (Some(1), 2));
         assert!(sites[0].complete.not());
     }

@@ -36,6 +36,8 @@ pub struct RawFrame<'a> {
     pub symbol_offset: u64,
     /// The offset in the file (strace's "true offset").
     pub offset: u64,
+    /// `-kk`: the source file and line.
+    pub source: Option<(&'a str, u32)>,
 }
 
 /// How a call returned.
@@ -264,9 +266,14 @@ fn return_value(s: &str) -> Option<Return<'_>> {
 /// `backtracing_error [0x7f..]`, `unexpected_backtracing_error`.
 fn frame_of(s: &str) -> Option<RawFrame<'_>> {
     let s = s.trim_end();
-    let (head, offset) = match s.rfind(" [0x") {
-        Some(at) if s.ends_with(']') => (&s[..at], u64::from_str_radix(&s[at + 4..s.len() - 1], 16).ok()?),
-        _ => (s, 0),
+    // -kk adds the source after the address: `[0x1204] timeloop.c:9`.
+    let (head, offset, source) = match s.rfind(" [0x") {
+        Some(at) => {
+            let close = at + s[at..].find(']')?;
+            let offset = u64::from_str_radix(&s[at + 4..close], 16).ok()?;
+            (&s[..at], offset, source_of(s[close + 1..].trim()))
+        }
+        None => (s, 0, None),
     };
     if let Some(inner) = head.strip_suffix(')') {
         if let Some(open) = inner.rfind('(') {
@@ -278,10 +285,18 @@ fn frame_of(s: &str) -> Option<RawFrame<'_>> {
                 None if sym.is_empty() => (None, 0),
                 None => (Some(sym), 0),
             };
-            return Some(RawFrame { module, symbol: symbol.filter(|s| !s.is_empty()), symbol_offset, offset });
+            return Some(RawFrame { module, symbol: symbol.filter(|s| !s.is_empty()), symbol_offset, offset, source });
         }
     }
-    Some(RawFrame { module: head, symbol: None, symbol_offset: 0, offset })
+    Some(RawFrame { module: head, symbol: None, symbol_offset: 0, offset, source })
+}
+
+/// `file.c:12` (or `(file.c:12)`) after a frame; None for `??:0` or nothing.
+fn source_of(s: &str) -> Option<(&str, u32)> {
+    let s = s.trim_start_matches('(').trim_end_matches(')');
+    let (file, line) = s.rsplit_once(':')?;
+    let line: u32 = line.parse().ok()?;
+    (line > 0 && !file.is_empty() && !file.starts_with('?')).then_some((file, line))
 }
 
 #[cfg(test)]
@@ -358,10 +373,15 @@ mod tests {
         };
         assert_eq!(
             f(" > /usr/lib/x86_64-linux-gnu/libc.so.6(fstatat+0xa) [0xf786a]"),
-            RawFrame { module: "/usr/lib/x86_64-linux-gnu/libc.so.6", symbol: Some("fstatat"), symbol_offset: 0xa, offset: 0xf786a }
+            RawFrame { module: "/usr/lib/x86_64-linux-gnu/libc.so.6", symbol: Some("fstatat"), symbol_offset: 0xa, offset: 0xf786a, source: None }
         );
-        assert_eq!(f(" > /tmp/a.out() [0x40063d]"), RawFrame { module: "/tmp/a.out", symbol: None, symbol_offset: 0, offset: 0x40063d });
+        assert_eq!(
+            f(" > /tmp/a.out() [0x40063d]"),
+            RawFrame { module: "/tmp/a.out", symbol: None, symbol_offset: 0, offset: 0x40063d, source: None }
+        );
         assert_eq!(f(" > backtracing_error [0x7f00]").module, "backtracing_error");
+        let kk = f(" > /tmp/timeloop(use_localtime+0x1a) [0x1204] /src/timeloop.c:9");
+        assert_eq!((kk.symbol, kk.offset, kk.source), (Some("use_localtime"), 0x1204, Some(("/src/timeloop.c", 9))));
     }
 
     #[test]

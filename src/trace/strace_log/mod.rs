@@ -31,6 +31,8 @@ pub struct LogFrame {
     pub symbol_offset: u64,
     /// The offset in the file.
     pub offset: u64,
+    /// `-kk`: the source file and line.
+    pub source: Option<(String, u32)>,
 }
 
 /// What reading a log found besides the calls.
@@ -291,7 +293,13 @@ impl LogReader {
 
     fn frame(&mut self, f: &RawFrame) {
         self.out.facts.stacks = true;
-        let frame = LogFrame { module: f.module.to_string(), symbol: f.symbol.map(str::to_string), symbol_offset: f.symbol_offset, offset: f.offset };
+        let frame = LogFrame {
+            module: f.module.to_string(),
+            symbol: f.symbol.map(str::to_string),
+            symbol_offset: f.symbol_offset,
+            offset: f.offset,
+            source: f.source.map(|(file, line)| (file.to_string(), line)),
+        };
         if let Some(w) = &mut self.waiting {
             w.frames.push(frame);
         } else if let Some(pid) = self.frames_to_pending {
