@@ -26,13 +26,15 @@ pub fn trace_held(
     held: HeldChild,
     command: &[std::ffi::OsString],
     env: &[(std::ffi::OsString, std::ffi::OsString)],
-    comm: &str,
     opts: &TraceOptions,
     signals: mpsc::Receiver<Event>,
     started: Instant,
     why: Option<String>,
 ) -> Result<Traced> {
-    let mut tracer = Ptracer::seize_held(held.pid(), comm, opts.filter.clone())?;
+    // Its name until its execve, which names it again.
+    let comm =
+        command.first().map(|c| std::path::Path::new(c).file_name().unwrap_or(c.as_os_str()).to_string_lossy().into_owned()).unwrap_or_default();
+    let mut tracer = Ptracer::seize_held(held.pid(), &comm, opts.filter.clone())?;
     let setup_ns = started.elapsed().as_nanos() as u64;
     let started_at = unix_now();
     if let Ok(Event::Signal { signal, .. }) = signals.try_recv() {

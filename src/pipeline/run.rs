@@ -28,7 +28,7 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
     let comm = program.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let (tracer, why) = super::load_bpf(opts)?;
     let Some(mut tracer) = tracer else {
-        return super::ptraced::trace_held(held, command, env, &comm, opts, rx, started, why);
+        return super::ptraced::trace_held(held, command, env, opts, rx, started, why);
     };
     tracer.add_target(held.pid(), true, held.pid(), std::process::id(), &comm)?;
     // Before its execve, so that the mappings of the new program are seen.

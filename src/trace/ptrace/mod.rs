@@ -192,6 +192,12 @@ impl Ptracer {
                 Err(Errno::EINTR) => continue,
                 Err(_) => return End::Exited,
             };
+            if let Some((tid, exit)) = ended_task(&status) {
+                if self.ended(tid, exit) {
+                    self.detach_all();
+                    return End::Exited;
+                }
+            }
             match status {
                 WaitStatus::PtraceSyscall(pid) => {
                     self.syscall_stop(pid.as_raw() as u32, stacks.then_some(&mut *sink));
@@ -211,18 +217,6 @@ impl Ptracer {
                         }
                     }
                     let _ = ptrace::syscall(pid, Some(sig));
-                }
-                WaitStatus::Exited(pid, code) => {
-                    if self.ended(pid.as_raw() as u32, Exit::Code { code }) {
-                        self.detach_all();
-                        return End::Exited;
-                    }
-                }
-                WaitStatus::Signaled(pid, sig, core_dumped) => {
-                    if self.ended(pid.as_raw() as u32, Exit::Signal { signal: sig as i32, core_dumped }) {
-                        self.detach_all();
-                        return End::Exited;
-                    }
                 }
                 _ => {}
             }
@@ -432,20 +426,15 @@ impl Ptracer {
             if ptrace::interrupt(pid).is_err() {
                 continue;
             }
-            // Wait for this one's stop; other tasks' news is dropped (they
-            // are being detached too).
-            loop {
-                match waitpid(pid, Some(WaitPidFlag::__WALL)) {
-                    Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) | Err(_) => break,
-                    Ok(WaitStatus::Stopped(_, sig)) if sig != Signal::SIGTRAP => {
-                        // A signal caught on its way: deliver it as we go.
-                        let _ = ptrace::detach(pid, Some(sig));
-                        break;
-                    }
-                    Ok(_) => {
-                        let _ = ptrace::detach(pid, None);
-                        break;
-                    }
+            // Its next stop, whatever it is, is where it is let go; a
+            // signal caught on its way is delivered as it goes.
+            match waitpid(pid, Some(WaitPidFlag::__WALL)) {
+                Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) | Err(_) => {}
+                Ok(WaitStatus::Stopped(_, sig)) if sig != Signal::SIGTRAP => {
+                    let _ = ptrace::detach(pid, Some(sig));
+                }
+                Ok(_) => {
+                    let _ = ptrace::detach(pid, None);
                 }
             }
         }
@@ -464,6 +453,15 @@ impl Ptracer {
             .collect();
         self.calls.finish(|tid| tgids.get(&tid).copied().unwrap_or(tid), records, out);
         self.lost
+    }
+}
+
+/// The task a wait status says ended, and how.
+fn ended_task(status: &WaitStatus) -> Option<(u32, Exit)> {
+    match *status {
+        WaitStatus::Exited(pid, code) => Some((pid.as_raw() as u32, Exit::Code { code })),
+        WaitStatus::Signaled(pid, sig, core_dumped) => Some((pid.as_raw() as u32, Exit::Signal { signal: sig as i32, core_dumped })),
+        _ => None,
     }
 }
 
