@@ -194,6 +194,25 @@ fn failing_calls() {
     assert!(what.iter().any(|w| w.contains("ENOENT")), "{what:?}");
 }
 
+/// Not failures worth a finding: each file of a listing failing once (ls
+/// -l's lgetxattr ENODATA), a shell's wait4 finding no child left.
+#[test]
+fn failures_that_are_new_questions_or_normal_endings() {
+    if skip_without_bpf() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..300 {
+        std::fs::write(dir.path().join(format!("f{i}")), "").unwrap();
+    }
+    let listing = sysdiet().args(["run", "--latency", "--", "ls", "-l"]).arg(dir.path()).stdout(std::process::Stdio::null()).output().unwrap();
+    let text = String::from_utf8_lossy(&listing.stderr);
+    assert!(!text.contains("[failing-calls]"), "{text}");
+    let shell = sysdiet().args(["run", "--latency", "--", "bash", "-c", "for i in $(seq 40); do sleep 0.01; done"]).output().unwrap();
+    let text = String::from_utf8_lossy(&shell.stderr);
+    assert!(!text.contains("[failing-calls]"), "{text}");
+}
+
 #[test]
 fn memory_churn() {
     if skip_without_bpf() {

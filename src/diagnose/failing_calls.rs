@@ -5,7 +5,8 @@
 
 use super::{Evidence, Finding, Fix};
 use crate::human::{quoted, thousands};
-use crate::model::{Argument, Trace};
+use crate::linux::syscalls::{self, ArgKind};
+use crate::model::{Argument, ArgumentStats, Trace};
 
 pub const ID: &str = "failing-calls";
 
@@ -21,16 +22,37 @@ fn advice(syscall: &str, errno: &str) -> &'static str {
     }
 }
 
+/// Failures that are how a call normally ends, not a question asked again:
+/// a shell's wait4 finding no child left, a blocking call interrupted by a
+/// signal (and restarted by the kernel), a signal wait ending by a signal.
+fn is_normal(syscall: &str, errno: &str) -> bool {
+    errno.starts_with("ERESTART")
+        || errno == "EINTR"
+        || matches!((syscall, errno), ("wait4" | "waitid", "ECHILD") | ("rt_sigsuspend" | "pause" | "rt_sigtimedwait", _))
+}
+
 pub fn check(trace: &Trace) -> Vec<Finding> {
     let mut out = Vec::new();
     for p in &trace.processes {
         for s in &p.syscalls {
-            for (errno, &n) in &s.errnos {
+            let keyed = syscalls::by_nr(s.nr).is_some_and(|i| i.arg != ArgKind::None);
+            // The arguments of this syscall that failed more than once.
+            let repeated: Vec<&ArgumentStats> = trace.arguments.iter().filter(|a| a.pid == p.pid && a.nr == s.nr && a.errors >= 2).collect();
+            for (errno, &failed) in &s.errnos {
+                if failed < 2 || is_normal(&s.name, errno) {
+                    continue;
+                }
+                // With an argument to tell calls apart, only the failures
+                // of an argument asked about again count: a walk whose
+                // every file fails once (ls -l's lgetxattr ENODATA) asks
+                // new questions. Per-argument stats do not split errors by
+                // errno, so a syscall failing in several ways names no
+                // argument, and counts at most its failures with this errno.
+                let n = if keyed { failed.min(repeated.iter().map(|a| a.errors).sum()) } else { failed };
                 if n < 2 {
                     continue;
                 }
-                // The path or fd that failed most, when there is one.
-                let arg = trace.arguments.iter().filter(|a| a.pid == p.pid && a.nr == s.nr && a.errors > 0).max_by_key(|a| a.errors);
+                let arg = if s.errnos.len() == 1 { repeated.iter().max_by_key(|a| a.errors).copied() } else { None };
                 let on = match arg.map(|a| &a.argument) {
                     Some(Argument::Path { path: Some(path), .. }) => format!("({})", quoted(path)),
                     Some(Argument::Fd { fd }) => format!("(fd {fd})"),
@@ -45,10 +67,11 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                     sites: arg.map_or_else(|| s.sites.clone(), |a| a.sites.clone()),
                     saving_ns: ns,
                     why: format!(
-                        "{} of {} {} calls failed with {errno}: the same question, the same answer",
+                        "{} of {} {} calls failed with {errno}{}: the same question, the same answer",
                         thousands(n),
                         thousands(s.calls),
-                        s.name
+                        s.name,
+                        if keyed { ", on arguments asked about before" } else { "" }
                     ),
                     fixes: vec![Fix::code(advice(&s.name, errno))],
                     tradeoff: None,
@@ -73,6 +96,39 @@ mod tests {
         let f = check(&t);
         assert_eq!(f[0].what, "1,000 × ioctl(fd 3) failing with ENOTTY");
         assert!(f[0].fixes[0].text.contains("isatty"));
+    }
+
+    #[test]
+    fn new_questions_each_failing_once_are_not_repeats() {
+        // ls -l: lgetxattr fails with ENODATA once per file.
+        let mut t = trace(1_000_000_000, &[("lgetxattr", 1000, 100_000)]);
+        t.processes[0].syscalls[0].errnos.insert("ENODATA".into(), 1000);
+        argument(&mut t, "lgetxattr", path("/d"), 2, 200).errors = 2;
+        let f = check(&t);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].evidence.calls, 2, "only the path asked about twice: {}", f[0].what);
+        assert!(f[0].is_small());
+    }
+
+    #[test]
+    fn a_syscall_failing_in_several_ways_names_no_argument() {
+        let mut t = trace(1_000_000_000, &[("openat", 1000, 100_000)]);
+        t.processes[0].syscalls[0].errnos.insert("ENOENT".into(), 600);
+        t.processes[0].syscalls[0].errnos.insert("ENOTDIR".into(), 400);
+        argument(&mut t, "openat", path("/etc/passwd/x"), 400, 1).errors = 400;
+        argument(&mut t, "openat", path("/missing"), 600, 1).errors = 600;
+        let f = check(&t);
+        assert_eq!(f.len(), 2);
+        assert!(f.iter().all(|f| !f.what.contains('"')), "no argument named: {:?}", f.iter().map(|f| &f.what).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn normal_endings_are_not_failures() {
+        let mut t = trace(1_000_000_000, &[("wait4", 500, 1_000_000), ("rt_sigsuspend", 500, 1000), ("read", 500, 1000)]);
+        t.processes[0].syscalls[0].errnos.insert("ECHILD".into(), 500);
+        t.processes[0].syscalls[1].errnos.insert("ERESTARTNOHAND".into(), 500);
+        t.processes[0].syscalls[2].errnos.insert("EINTR".into(), 500);
+        assert!(check(&t).is_empty());
     }
 
     #[test]
