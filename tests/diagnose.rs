@@ -214,6 +214,35 @@ fn failures_that_are_new_questions_or_normal_endings() {
 }
 
 #[test]
+fn descriptor_sweeps() {
+    if skip_without_bpf() {
+        return;
+    }
+    let f = findings("fdsweep", &["20", "1024"], &[]);
+    let d = only(&f, "descriptor-sweep");
+    // 20 sweeps of 1,021 fds; fds the test harness left open close fine.
+    assert!(d["what"].as_str().unwrap().contains(" × close failing with EBADF, of 20,42"), "{d}");
+    assert!(d["evidence"]["calls"].as_u64().unwrap() > 20_000, "{d}");
+    assert!(fixes(d).contains("close_range"), "{d}");
+    assert!(!ids(&findings("fdsweep", &["20", "1024", "open"], &[])).contains(&"descriptor-sweep"));
+}
+
+#[test]
+fn flush_per_record() {
+    if skip_without_bpf() {
+        return;
+    }
+    // A write of a 200-byte record at a time, 20,000 of them.
+    let f = findings("tinywrite", &["20000", "200"], &[]);
+    let r = only(&f, "flush-per-record");
+    assert!(r["what"].as_str().unwrap().starts_with("20,000 × write(fd 1) of ≤ 256 bytes each"), "{r}");
+    assert!(!ids(&f).contains(&"tiny-io"));
+    // A byte at a time is tiny-io's; 64 KiB at a time is blocks.
+    assert!(!ids(&findings("tinywrite", &["20000", "1"], &[])).contains(&"flush-per-record"));
+    assert!(!ids(&findings("tinywrite", &["2000", "65536"], &[])).contains(&"flush-per-record"));
+}
+
+#[test]
 fn memory_churn() {
     if skip_without_bpf() {
         return;

@@ -7,7 +7,9 @@ mod finding;
 pub mod host;
 
 mod busy_poll;
+mod descriptor_sweep;
 mod failing_calls;
+mod flush_per_record;
 mod identity_calls;
 mod memory_churn;
 mod repeated_path;
@@ -41,6 +43,8 @@ pub const RULES: &[Rule] = &[
     Rule { id: identity_calls::ID, check: identity_calls::check, reads_arguments: false },
     Rule { id: failing_calls::ID, check: failing_calls::check, reads_arguments: true },
     Rule { id: memory_churn::ID, check: memory_churn::check, reads_arguments: false },
+    Rule { id: descriptor_sweep::ID, check: descriptor_sweep::check, reads_arguments: false },
+    Rule { id: flush_per_record::ID, check: flush_per_record::check, reads_arguments: true },
 ];
 
 /// The rules whose findings may be missing when argument stats were lost.

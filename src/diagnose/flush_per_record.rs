@@ -1,0 +1,98 @@
+//! flush-per-record: many writes of a line or a record each (more than
+//! tiny-io's few bytes, far less than a pipe buffer) at a high rate: the
+//! program flushes after every record (Python's -u, a logger's flush, a
+//! line-buffered stdio stream). A full buffer writes the same bytes in a
+//! few large calls.
+
+use super::{prove, Evidence, Finding, Fix};
+use crate::human::{bytes, thousands};
+use crate::model::{Argument, Trace};
+
+pub const ID: &str = "flush-per-record";
+
+/// Writes of at most this much (90% of them) are records, not blocks.
+const RECORD: u64 = 4096;
+/// tiny-io covers writes of this much or less.
+const TINY: u64 = 64;
+/// Records per second below which flushing each one costs little.
+const MIN_RATE: f64 = 1000.0;
+/// What a full buffer would write at once: a pipe's capacity.
+const BLOCK: u64 = 65536;
+
+pub fn check(trace: &Trace) -> Vec<Finding> {
+    let knobs = &trace.run.environment.knobs;
+    let mut out = Vec::new();
+    for a in &trace.arguments {
+        let Argument::Fd { fd } = a.argument else { continue };
+        if !(a.syscall == "write" || a.syscall == "sendto" || a.syscall == "pwrite64") {
+            continue;
+        }
+        let Some(moved) = a.typical_bytes() else { continue };
+        let evidence = Evidence::new(trace, &a.syscall, a.calls, a.total_ns);
+        if moved <= TINY || moved > RECORD || evidence.per_second < MIN_RATE {
+            continue;
+        }
+        let mut fixes = vec![
+            Fix::code(
+                "buffer whole blocks and flush on a timer or at exit, not after every record (setvbuf(_IOFBF), a BufWriter, a logger's buffering)",
+            ),
+            Fix::config("for a program using C stdio: stdbuf -o1M (or a larger -o) in front of it"),
+        ];
+        let mut variant = None;
+        if knobs.get("PYTHONUNBUFFERED").is_some_and(|v| !v.is_empty()) {
+            fixes.insert(0, Fix::env("PYTHONUNBUFFERED is set: unset it (and drop python -u), and Python buffers its output again"));
+            variant = Some("--unset-env PYTHONUNBUFFERED");
+        }
+        out.push(Finding {
+            id: ID.into(),
+            what: format!("{} × {}(fd {fd}) of ≤ {} each", thousands(a.calls), a.syscall, bytes(moved)),
+            pid: Some(a.pid),
+            evidence,
+            sites: a.sites.clone(),
+            saving_ns: a.total_ns - a.total_ns * moved.min(BLOCK) / BLOCK,
+            why: format!(
+                "a write per record: 90% of them carry at most {}, far less than a {} buffer would, {:.0} times a second",
+                bytes(moved),
+                bytes(BLOCK),
+                Evidence::new(trace, &a.syscall, a.calls, a.total_ns).per_second
+            ),
+            fixes,
+            tradeoff: Some(
+                "buffered records reach the reader later: flush where one must be seen at once (a prompt, the last words before a crash)".into(),
+            ),
+            prove: variant.and_then(|v| prove(trace, v)),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::testing::*;
+    use crate::model::Histogram;
+
+    fn writes(t: &mut crate::model::Trace, calls: u64, size: u64) {
+        let mut buckets = vec![0; Histogram::bucket_of(size) + 1];
+        *buckets.last_mut().unwrap() = calls;
+        argument(t, "write", Argument::Fd { fd: 1 }, calls, calls * 1000).returned = Some(Histogram::from_buckets(buckets));
+    }
+
+    #[test]
+    fn a_write_per_line_at_a_high_rate() {
+        let mut t = trace(1_000_000_000, &[("write", 20_000, 20_000_000)]);
+        writes(&mut t, 20_000, 200);
+        let f = check(&t);
+        assert_eq!(f[0].what, "20,000 × write(fd 1) of ≤ 256 bytes each");
+        assert!(f[0].saving_ns > 0);
+    }
+
+    #[test]
+    fn tiny_writes_blocks_and_slow_logs_are_not_records() {
+        for (calls, size, run_ns) in [(20_000, 8, 1_000_000_000u64), (20_000, 65_536, 1_000_000_000), (500, 200, 10_000_000_000)] {
+            let mut t = trace(run_ns, &[("write", calls, calls * 1000)]);
+            writes(&mut t, calls, size);
+            assert!(check(&t).is_empty(), "{calls} × {size} B in {run_ns} ns");
+        }
+    }
+}
