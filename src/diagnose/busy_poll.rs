@@ -31,6 +31,8 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             ],
             tradeoff: None,
             prove: None,
+            program: None,
+            processes: Vec::new(),
         });
     }
     for p in &trace.processes {
@@ -49,6 +51,8 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             fixes: vec![Fix::code("block on what is awaited (a futex, a condition variable, a pipe) instead of yielding in a loop")],
             tradeoff: None,
             prove: None,
+            program: None,
+            processes: Vec::new(),
         });
     }
     out

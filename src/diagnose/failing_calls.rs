@@ -13,6 +13,9 @@ pub const ID: &str = "failing-calls";
 fn advice(syscall: &str, errno: &str) -> &'static str {
     match (syscall, errno) {
         ("ioctl", "ENOTTY") => "the program asks again and again whether a file is a terminal (isatty): ask once per fd",
+        ("execve" | "execveat", "ENOENT") => {
+            "execvp or the shell tries each directory of PATH in turn: put the one that holds the program earlier in PATH, or run it by its full path"
+        }
         ("close", "EBADF") => "closing fds that are not open (a close-everything sweep): use close_range(2) or closefrom(), or track what is open",
         (_, "ENOENT") => {
             "looking for a file that is not there, again and again: remember that it is missing, or fix the search path so it is found first"
@@ -76,6 +79,8 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                     fixes: vec![Fix::code(advice(&s.name, errno))],
                     tradeoff: None,
                     prove: None,
+                    program: None,
+                    processes: Vec::new(),
                 });
             }
         }

@@ -30,6 +30,12 @@ pub struct Finding {
     /// environment variable or another command line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prove: Option<String>,
+    /// The program, when the finding sums several of its processes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<String>,
+    /// Those processes and their calls, most first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<crate::model::ProcessShare>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
@@ -184,6 +190,8 @@ mod tests {
             fixes: vec![],
             tradeoff: None,
             prove: None,
+            program: None,
+            processes: Vec::new(),
         };
         assert!(f(10, 900_000, 0.9).is_small());
         assert!(f(1000, 1_000, 0.001).is_small());
@@ -204,6 +212,8 @@ mod tests {
             fixes: vec![],
             tradeoff: None,
             prove: None,
+            program: None,
+            processes: Vec::new(),
         };
         // 5 ms, no tick landed in the calls: one could have.
         assert!(!f(0, 5_000_000).is_small());

@@ -31,6 +31,8 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             fixes: vec![Fix::code("ask once and keep the answer (refresh a cached pid after fork())")],
             tradeoff: None,
             prove: None,
+            program: None,
+            processes: Vec::new(),
         });
     }
     out

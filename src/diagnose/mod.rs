@@ -5,6 +5,7 @@
 
 mod finding;
 pub mod host;
+mod programs;
 
 mod busy_poll;
 mod descriptor_sweep;
@@ -55,7 +56,8 @@ pub fn rules_reading_arguments() -> Vec<&'static str> {
 /// The findings of every rule, most saving first; small ones (a few calls,
 /// well under 1% of the run) only when `all`.
 pub fn diagnose(trace: &Trace, all: bool) -> Vec<Finding> {
-    let mut found: Vec<Finding> = RULES.iter().flat_map(|r| (r.check)(trace)).filter(|f| all || !f.is_small()).collect();
+    let raw: Vec<Finding> = RULES.iter().flat_map(|r| (r.check)(trace)).collect();
+    let mut found: Vec<Finding> = programs::group(trace, raw).into_iter().filter(|f| all || !f.is_small()).collect();
     found.sort_by(|a, b| b.saving_ns.cmp(&a.saving_ns).then(b.evidence.calls.cmp(&a.evidence.calls)).then(a.id.cmp(&b.id)));
     found
 }

@@ -66,6 +66,8 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             fixes,
             tradeoff: Some("a cached answer misses changes to the file until it is re-read".into()),
             prove: None,
+            program: None,
+            processes: Vec::new(),
         });
     }
     out

@@ -78,6 +78,8 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             fixes,
             tradeoff: None,
             prove: None,
+            program: None,
+            processes: Vec::new(),
         });
     }
     out

@@ -40,6 +40,8 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             ],
             tradeoff: Some("a crash loses the operations of the batch not yet flushed; each flush still makes everything before it durable".into()),
             prove: None,
+            program: None,
+            processes: Vec::new(),
         });
     }
     out

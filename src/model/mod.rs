@@ -305,6 +305,13 @@ pub struct Process {
     pub threads: Vec<Thread>,
 }
 
+/// One process's part of a finding about a program.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
+pub struct ProcessShare {
+    pub pid: u32,
+    pub calls: u64,
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Thread {
     pub tid: u32,

@@ -13,7 +13,7 @@ use std::fmt::Write;
 
 use super::callsites::{by_chain, from_chain};
 use crate::diagnose::{Finding, FixKind};
-use crate::human::{duration, thousands};
+use crate::human::{duration, escaped, thousands};
 use crate::model::Trace;
 
 pub fn section(out: &mut String, trace: &Trace, findings: &[Finding]) {
@@ -28,7 +28,11 @@ pub fn section(out: &mut String, trace: &Trace, findings: &[Finding]) {
     let _ = writeln!(out, "\n{n} {}{share}", if n == 1 { "problem" } else { "problems" });
     for f in findings {
         let e = &f.evidence;
-        let pid = if trace.processes.len() > 1 { f.pid.map(|p| format!(" ({})", super::who(trace, p))).unwrap_or_default() } else { String::new() };
+        let pid = match (&f.program, f.pid) {
+            (Some(program), _) => format!(" ({} processes of {})", f.processes.len(), escaped(program)),
+            (None, Some(p)) if trace.processes.len() > 1 => format!(" ({})", super::who(trace, p)),
+            _ => String::new(),
+        };
         let _ = writeln!(
             out,
             "\n[{}] {}{pid} — {} in the kernel, of a {} run; {}/s, {:.0}% of all calls",
@@ -39,6 +43,13 @@ pub fn section(out: &mut String, trace: &Trace, findings: &[Finding]) {
             thousands(e.per_second.round() as u64),
             100.0 * e.share_of_calls
         );
+        if !f.processes.is_empty() {
+            // The processes of a finding about a program, most calls first.
+            let shown: Vec<String> = f.processes.iter().take(5).map(|p| format!("pid {} × {}", p.pid, thousands(p.calls))).collect();
+            let more = f.processes.len().saturating_sub(shown.len());
+            let more = if more > 0 { format!(", and {more} more") } else { String::new() };
+            let _ = writeln!(out, "  in    {}{more}", shown.join(", "));
+        }
         if let Some(site) = f.sites.first().and_then(|s| trace.call_site(s)) {
             if site.responsible.is_some() {
                 let _ = writeln!(out, "  by    {}", by_chain(site));

@@ -1,0 +1,104 @@
+//! One program, many processes: the same finding in several processes of
+//! one executable (a shell loop running it, xargs, a program spawning
+//! helpers) is one finding for the program, with the processes listed,
+//! and the thresholds apply to the sum. Each process alone is often under
+//! them.
+
+use std::collections::BTreeMap;
+
+use super::{Evidence, Finding};
+use crate::human::thousands;
+use crate::model::{callsite, ProcessShare, Trace};
+
+/// Merges the findings of one rule about the same thing in processes of
+/// the same program.
+pub fn group(trace: &Trace, findings: Vec<Finding>) -> Vec<Finding> {
+    let comm = |pid: u32| trace.processes.iter().find(|p| p.pid == pid).map(|p| p.comm.clone());
+    let mut groups: BTreeMap<(String, String, String, String), Vec<Finding>> = BTreeMap::new();
+    let mut out = Vec::new();
+    for f in findings {
+        // The finding without its count: `newfstatat("/etc/passwd")`.
+        let (Some(pid), Some((_, what))) = (f.pid, f.what.split_once(" × ")) else {
+            out.push(f);
+            continue;
+        };
+        let Some(program) = comm(pid) else {
+            out.push(f);
+            continue;
+        };
+        let what = strip_pid(what);
+        groups.entry((f.id.clone(), program, f.evidence.syscall.clone(), what)).or_default().push(f);
+    }
+    for ((_, program, syscall, what), mut same) in groups {
+        if same.len() == 1 {
+            out.extend(same);
+            continue;
+        }
+        same.sort_by(|a, b| b.evidence.calls.cmp(&a.evidence.calls).then(a.pid.cmp(&b.pid)));
+        let calls: u64 = same.iter().map(|f| f.evidence.calls).sum();
+        let kernel_ns: u64 = same.iter().map(|f| f.evidence.kernel_ns).sum();
+        let mut sites = Vec::new();
+        for f in &same {
+            callsite::merge_shares(&mut sites, &f.sites);
+        }
+        let processes: Vec<ProcessShare> = same.iter().filter_map(|f| Some(ProcessShare { pid: f.pid?, calls: f.evidence.calls })).collect();
+        let mut merged = same.swap_remove(0);
+        merged.what = format!("{} × {what}", thousands(calls));
+        merged.saving_ns = same.iter().map(|f| f.saving_ns).sum::<u64>() + merged.saving_ns;
+        merged.evidence = Evidence { untimed: merged.evidence.untimed, ..Evidence::new(trace, &syscall, calls, kernel_ns) };
+        merged.why = format!("{} (in each of {} processes of {program})", merged.why, processes.len());
+        merged.pid = None;
+        merged.sites = sites;
+        merged.program = Some(program);
+        merged.processes = processes;
+        out.push(merged);
+    }
+    out
+}
+
+/// Some findings name their pid in `what`; the group is about all of them.
+fn strip_pid(what: &str) -> String {
+    match what.find(" (pid ") {
+        Some(at) => what[..at].to_string(),
+        None => what.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::{testing::*, Fix};
+    use crate::model::Process;
+
+    fn finding(t: &Trace, pid: u32, calls: u64) -> Finding {
+        Finding {
+            id: "repeated-path".into(),
+            what: format!("{calls} × newfstatat(\"/etc/passwd\")"),
+            pid: Some(pid),
+            evidence: Evidence::new(t, "newfstatat", calls, calls * 1000),
+            sites: Vec::new(),
+            saving_ns: calls * 1000,
+            why: "the same path".into(),
+            fixes: vec![Fix::code("cache it")],
+            tradeoff: None,
+            prove: None,
+            program: None,
+            processes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn processes_of_one_program_make_one_finding() {
+        let mut t = trace(100_000_000, &[("newfstatat", 1200, 1_200_000)]);
+        t.processes =
+            (1..=20).map(|pid| Process { pid, comm: if pid == 20 { "other".into() } else { "statloop".into() }, ..Default::default() }).collect();
+        let raw: Vec<Finding> = (1..=20).map(|pid| finding(&t, pid, 60)).collect();
+        assert!(raw.iter().all(Finding::is_small), "each alone is under the thresholds");
+        let grouped = group(&t, raw);
+        assert_eq!(grouped.len(), 2, "19 statloops in one, the other alone");
+        let g = grouped.iter().find(|f| f.program.is_some()).unwrap();
+        assert_eq!(g.what, "1,140 × newfstatat(\"/etc/passwd\")");
+        assert_eq!((g.processes.len(), g.pid, g.evidence.calls), (19, None, 1140));
+        assert!(!g.is_small());
+    }
+}
