@@ -44,7 +44,7 @@ pub fn group(trace: &Trace, findings: Vec<Finding>) -> Vec<Finding> {
         let processes: Vec<ProcessShare> = same.iter().filter_map(|f| Some(ProcessShare { pid: f.pid?, calls: f.evidence.calls })).collect();
         let mut merged = same.swap_remove(0);
         merged.what = format!("{} × {what}", thousands(calls));
-        merged.saving_ns = same.iter().map(|f| f.saving_ns).sum::<u64>() + merged.saving_ns;
+        merged.saving_ns += same.iter().map(|f| f.saving_ns).sum::<u64>();
         merged.evidence = Evidence { untimed: merged.evidence.untimed, ..Evidence::new(trace, &syscall, calls, kernel_ns) };
         merged.why = format!("{} (in each of {} processes of {program})", merged.why, processes.len());
         merged.pid = None;
