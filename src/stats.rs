@@ -40,15 +40,21 @@ pub fn summarize(xs: &[f64]) -> Summary {
     }
 }
 
-/// Indices of runs whose modified z-score exceeds 3.5.
+/// How many robust standard deviations (1.4826 × MAD) above the median a
+/// run must be to count as an outlier: hyperfine's threshold. A tighter
+/// one flags ordinary jitter on a busy machine.
+const OUTLIER_SIGMAS: f64 = 10.0;
+
+/// Indices of runs far slower than the others (only slower: a fast run
+/// is not a disturbance).
 pub fn outliers(xs: &[f64]) -> Vec<usize> {
     let m = median(xs);
     let deviations: Vec<f64> = xs.iter().map(|x| (x - m).abs()).collect();
-    let mad = median(&deviations);
-    if mad == 0.0 {
+    let sigma = 1.4826 * median(&deviations);
+    if sigma == 0.0 {
         return Vec::new();
     }
-    xs.iter().enumerate().filter(|(_, x)| 0.6745 * (*x - m).abs() / mad > 3.5).map(|(i, _)| i).collect()
+    xs.iter().enumerate().filter(|(_, x)| (*x - m) / sigma > OUTLIER_SIGMAS).map(|(i, _)| i).collect()
 }
 
 /// A small deterministic generator (xorshift64*): the same runs give the
@@ -100,6 +106,14 @@ mod tests {
     fn an_outlier_is_flagged() {
         assert_eq!(outliers(&[1.0, 1.01, 0.99, 1.02, 0.98, 3.0]), vec![5]);
         assert!(outliers(&[1.0, 1.0, 1.0]).is_empty());
+    }
+
+    #[test]
+    fn fast_runs_and_jitter_are_no_outliers() {
+        // The fastest run, far below the rest: not a busy moment.
+        assert!(outliers(&[1.0, 1.01, 0.99, 1.02, 0.98, 0.3]).is_empty());
+        // 1.15 is 7.5 robust sigmas up: jitter, under hyperfine's 10.
+        assert!(outliers(&[1.0, 1.01, 0.99, 1.02, 0.98, 1.15]).is_empty());
     }
 
     #[test]

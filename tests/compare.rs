@@ -132,3 +132,24 @@ fn bad_input_is_refused_clearly() {
     assert_eq!(code, Some(0));
     assert_eq!(doc["variants"][1]["failed_runs"], 2);
 }
+
+/// A wrapper that resets the variable: B makes the same calls as A, and
+/// the report says the change did not take effect.
+#[test]
+fn a_fix_that_does_not_reach_the_program_is_named() {
+    if skip_without_bpf() {
+        return;
+    }
+    let exe = victim("timeloop");
+    let script = format!("unset TZ; exec {} localtime 5000", exe.display());
+    let (code, doc, err) = compare(&["--runs", "3", "--env", "TZ=:/etc/localtime"], &["sh", "-c", &script]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(doc["variants"][1]["diff"]["no_effect"], true, "{}", doc["variants"][1]["diff"]);
+    let out = sysdiet().args(["compare", "--runs", "3", "--env", "TZ=:/etc/localtime", "--", "sh", "-c", &script]).env_remove("TZ").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("B makes the same syscalls as A (every count within 1%): the change did not take effect"), "{text}");
+    assert!(!text.contains("gone in B"), "{text}");
+    // The real fix is not called that.
+    let (_, doc, _) = compare(&["--runs", "3", "--env", "TZ=:/etc/localtime"], &[exe.to_str().unwrap(), "localtime", "5000"]);
+    assert_eq!(doc["variants"][1]["diff"]["no_effect"], false);
+}

@@ -48,6 +48,10 @@ pub struct Diff {
     pub arguments: Vec<ArgumentChange>,
     /// Findings gone, new, or changed, keyed by (rule, program).
     pub findings: Vec<FindingChange>,
+    /// The variant made the same syscalls as the baseline (every count
+    /// within 1%): the change did not reach the program.
+    #[serde(default)]
+    pub no_effect: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
@@ -98,7 +102,12 @@ impl Counted {
             arguments: arguments.into_iter().map(|((syscall, argument), calls)| ArgumentCount { syscall, argument, calls }).collect(),
             findings: findings
                 .iter()
-                .map(|f| FindingSummary { rule: f.id.clone(), program: program(f.pid), what: f.what.clone(), saving_ns: f.saving_ns })
+                .map(|f| FindingSummary {
+                    rule: f.id.clone(),
+                    program: f.program.clone().unwrap_or_else(|| program(f.pid)),
+                    what: f.what.clone(),
+                    saving_ns: f.saving_ns,
+                })
                 .collect(),
         }
     }
@@ -151,7 +160,11 @@ pub fn diff(base: &Counted, variant: &Counted) -> Diff {
         .filter(|k| a.get(*k) != b.get(*k))
         .map(|k| FindingChange { rule: k.0.clone(), program: k.1.clone(), baseline: a.get(k).cloned(), variant: b.get(k).cloned() })
         .collect();
-    Diff { total, syscalls, arguments, findings }
+    let close = |c: &Change| c.size() * 100 <= c.baseline.max(c.variant);
+    // Findings may still differ: a rule reads the environment sysdiet
+    // gave the command, which a wrapper can change before the program runs.
+    let no_effect = close(&total) && changes(&base.syscalls, &variant.syscalls).iter().all(|(_, c)| close(c));
+    Diff { total, syscalls, arguments, findings, no_effect }
 }
 
 #[cfg(test)]
@@ -160,6 +173,20 @@ mod tests {
 
     fn finding(rule: &str, program: &str, what: &str) -> FindingSummary {
         FindingSummary { rule: rule.into(), program: program.into(), what: what.into(), saving_ns: 0 }
+    }
+
+    #[test]
+    fn the_same_calls_mean_the_change_had_no_effect() {
+        let a = Counted {
+            syscalls: [("newfstatat".to_string(), 1000), ("read".to_string(), 5)].into(),
+            findings: vec![finding("tz-unset", "app", "999 × x")],
+            ..Default::default()
+        };
+        let mut b = a.clone();
+        b.syscalls.insert("newfstatat".into(), 1003);
+        assert!(diff(&a, &b).no_effect);
+        b.syscalls.insert("newfstatat".into(), 3);
+        assert!(!diff(&a, &b).no_effect);
     }
 
     #[test]

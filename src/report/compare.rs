@@ -56,7 +56,12 @@ pub fn render(c: &Comparison) -> String {
         }
         if !v.outliers.is_empty() {
             let runs: Vec<String> = v.outliers.iter().map(|&i| format!("{} ({})", i + 1, seconds(v.runs[i].wall_s))).collect();
-            let _ = writeln!(out, "  {}: outlier runs {}: a busy moment? more --runs, a quieter machine", v.label, runs.join(", "));
+            let _ = writeln!(
+                out,
+                "  {}: runs {} were far slower than the rest (over 10 robust sigmas): a busy moment? more --runs, a quieter machine",
+                v.label,
+                runs.join(", ")
+            );
         }
         if v.failed_runs > 0 {
             let _ = writeln!(out, "  {}: {} runs exited non-zero (--ignore-failure)", v.label, v.failed_runs);
@@ -102,7 +107,16 @@ fn diff(out: &mut String, c: &Comparison) {
         if d.syscalls.is_empty() {
             let _ = writeln!(out, "  (the same calls, the same counts)");
         }
-        for f in &d.findings {
+        if d.no_effect {
+            let _ = writeln!(
+                out,
+                "  {} makes the same syscalls as A (every count within 1%): the change did not take effect; check that it reaches the program (a wrapper script may reset the variable)",
+                v.label
+            );
+        }
+        // With the same calls, findings that differ only differ in what
+        // sysdiet believed of the environment: not worth a line each.
+        for f in d.findings.iter().filter(|_| !d.no_effect) {
             let _ = writeln!(out, "  {}", finding_change(f, &v.label));
         }
     }
