@@ -379,3 +379,34 @@ fn check_text_and_bad_input() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("CAP_BPF") && err.lines().count() == 1, "{err}");
 }
+
+/// The environment a rule reads is each process's own at its exec, not
+/// sysdiet's: a wrapper that unsets TZ gets tz-unset (BPF and ptrace), and
+/// a C program that inherited PYTHONUNBUFFERED is not told to unset it.
+#[test]
+fn facts_come_from_the_target() {
+    if skip_without_bpf() {
+        return;
+    }
+    let exe = victim("timeloop");
+    let script = format!("unset TZ; exec {} localtime 3000", exe.display());
+    for backend in ["bpf", "ptrace"] {
+        let out = sysdiet().args(["run", "--backend", backend, "--", "sh", "-c", &script]).env("TZ", ":/etc/localtime").output().unwrap();
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert!(text.contains("[tz-unset] 2,999 × newfstatat(\"/etc/localtime\")"), "{backend}: {text}");
+        assert!(!text.contains("[repeated-path]"), "{backend}: {text}");
+    }
+    let tiny = victim("tinywrite");
+    let out =
+        sysdiet().args(["run", "--"]).arg(&tiny).arg("20000").env("PYTHONUNBUFFERED", "1").stdout(std::process::Stdio::null()).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("[tiny-io]") && !text.contains("PYTHONUNBUFFERED"), "{text}");
+
+    if std::path::Path::new("/usr/bin/python3").is_file() {
+        let script = "export PYTHONUNBUFFERED=1; /usr/bin/python3 -c 'for i in range(20000): print(i)'";
+        let out =
+            sysdiet().args(["run", "--", "bash", "-c", script]).env_remove("PYTHONUNBUFFERED").stdout(std::process::Stdio::null()).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert!(text.contains("PYTHONUNBUFFERED is set inside the command (a script exports it)"), "{text}");
+    }
+}

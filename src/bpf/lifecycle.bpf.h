@@ -34,6 +34,28 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 	return 0;
 }
 
+/* The new program's environment, as exec laid it out on its stack. */
+static __always_inline void send_env(struct task_struct *p)
+{
+	__u32 zero = 0;
+	struct env_record *r = bpf_map_lookup_elem(&env_scratch, &zero);
+	__u64 start = BPF_CORE_READ(p, mm, env_start), end = BPF_CORE_READ(p, mm, env_end);
+	__u64 len = end > start ? end - start : 0;
+
+	if (!r || !len)
+		return;
+	r->kind = RECORD_ENV;
+	r->tgid = p->tgid;
+	r->cut = len > ENV_BYTES - 1;
+	if (len > ENV_BYTES - 1)
+		len = ENV_BYTES - 1;
+	len &= ENV_BYTES - 1;
+	if (bpf_probe_read_user(r->env, len, (void *)start))
+		return;
+	r->len = len;
+	bpf_ringbuf_output(&strings, r, offsetof(struct env_record, env) + len, 0);
+}
+
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
@@ -44,6 +66,7 @@ int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct li
 	/* A held child counts from here: its execve is counted at its exit. */
 	ts->state = TARGET_ACTIVE;
 	note_task(ts, p, p->real_parent->tgid);
+	send_env(p);
 	return 0;
 }
 

@@ -128,6 +128,13 @@ struct {
 	__type(value, struct path_record);
 } path_scratch SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct env_record);
+} env_scratch SEC(".maps");
+
 /* Repeated paths' strings: a ring of their own, so that a flood of them
  * can never crowd out a thread's exit record. */
 struct {
@@ -138,6 +145,7 @@ struct {
 /* Makes the skeleton generate these for the Rust side. */
 const struct stack_sample *unused_stack_sample __attribute__((unused));
 const struct slot_record *unused_slot_record __attribute__((unused));
+const struct env_record *unused_env_record __attribute__((unused));
 const struct path_record *unused_path_record __attribute__((unused));
 const enum arg_kind *unused_arg_kind __attribute__((unused));
 const enum target_state *unused_target_state __attribute__((unused));

@@ -192,6 +192,20 @@ enum record_kind {
 	RECORD_SLOT = 1,
 	RECORD_EXIT = 2,
 	RECORD_PATH = 3,
+	RECORD_ENV = 4,
+};
+
+/* The start of a process's environment at its exec, as the program got it:
+ * the variables rules read (TZ, PYTHONUNBUFFERED, MALLOC_*...) are the
+ * process's own, not sysdiet's. Bytes past ENV_BYTES are not sent. */
+#define ENV_BYTES 4096
+
+struct env_record {
+	__u32 kind; /* RECORD_ENV */
+	__u32 tgid;
+	__u32 len;  /* bytes sent; the record is cut there */
+	__u32 cut;  /* the environment went on past ENV_BYTES */
+	char env[ENV_BYTES];
 };
 
 /* The string of a path key seen a second time: sent once per promotion,

@@ -4,7 +4,7 @@
 //! line-buffered stdio stream). A full buffer writes the same bytes in a
 //! few large calls.
 
-use super::{prove, Evidence, Finding, Fix};
+use super::{environment_of, prove, python_writes, set_from_outside, Evidence, Finding, Fix};
 use crate::human::{bytes, thousands};
 use crate::model::{Argument, Trace};
 
@@ -20,10 +20,10 @@ const MIN_RATE: f64 = 1000.0;
 const BLOCK: u64 = 65536;
 
 pub fn check(trace: &Trace) -> Vec<Finding> {
-    let knobs = &trace.run.environment.knobs;
     let mut out = Vec::new();
     for a in &trace.arguments {
         let Argument::Fd { fd } = a.argument else { continue };
+        let knobs = &environment_of(trace, Some(a.pid)).knobs;
         if !(a.syscall == "write" || a.syscall == "sendto" || a.syscall == "pwrite64") {
             continue;
         }
@@ -39,9 +39,16 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             Fix::config("for a program using C stdio: stdbuf -o1M (or a larger -o) in front of it"),
         ];
         let mut variant = None;
-        if knobs.get("PYTHONUNBUFFERED").is_some_and(|v| !v.is_empty()) {
-            fixes.insert(0, Fix::env("PYTHONUNBUFFERED is set: unset it (and drop python -u), and Python buffers its output again"));
-            variant = Some("--unset-env PYTHONUNBUFFERED");
+        if knobs.get("PYTHONUNBUFFERED").is_some_and(|v| !v.is_empty()) && python_writes(trace, &a.sites) {
+            if set_from_outside(trace, "PYTHONUNBUFFERED") {
+                fixes.insert(0, Fix::env("PYTHONUNBUFFERED is set: unset it (and drop python -u), and Python buffers its output again"));
+                variant = Some("--unset-env PYTHONUNBUFFERED");
+            } else {
+                fixes.insert(
+                    0,
+                    Fix::env("PYTHONUNBUFFERED is set inside the command (a script exports it): drop that, and Python buffers its output again"),
+                );
+            }
         }
         out.push(Finding {
             id: ID.into(),

@@ -22,7 +22,7 @@ pub mod vdso_fallback;
 
 pub use finding::{prove, shell_quote, Evidence, Finding, Fix, FixKind};
 
-use crate::model::{CallSite, SiteShare, Trace};
+use crate::model::{CallSite, Environment, SiteShare, Trace};
 
 pub struct Rule {
     pub id: &'static str,
@@ -60,6 +60,32 @@ pub fn diagnose(trace: &Trace, all: bool) -> Vec<Finding> {
     let mut found: Vec<Finding> = programs::group(trace, raw).into_iter().filter(|f| all || !f.is_small()).collect();
     found.sort_by(|a, b| b.saving_ns.cmp(&a.saving_ns).then(b.evidence.calls.cmp(&a.evidence.calls)).then(a.id.cmp(&b.id)));
     found
+}
+
+/// The environment process `pid` had at its exec (TZ, the knobs), where
+/// the tracer saw it; else the one sysdiet gave the command.
+fn environment_of(trace: &Trace, pid: Option<u32>) -> &Environment {
+    pid.and_then(|p| trace.processes.iter().find(|x| x.pid == p)).and_then(|p| p.environment.as_ref()).unwrap_or(&trace.run.environment)
+}
+
+/// Whether `name` was in the environment sysdiet gave the command (so
+/// that `compare --unset-env` reaches it), not set by a script inside.
+fn set_from_outside(trace: &Trace, name: &str) -> bool {
+    trace.run.environment.knobs.contains_key(name)
+}
+
+/// Whether calls may be Python's own output, which PYTHONUNBUFFERED
+/// governs: their sites go through CPython's writer, or the code that made
+/// them has no names to tell (no site, a stripped interpreter). A C
+/// program that inherited the variable is not told to unset it.
+fn python_writes(trace: &Trace, shares: &[SiteShare]) -> bool {
+    let named = sites_of(trace, shares).any(|s| s.responsible_frame().is_some_and(|f| f.function.is_some()));
+    !named
+        || called_through(
+            trace,
+            shares,
+            &["_Py_write", "_io__Buffered_write", "_io_FileIO_write", "_io_FileIO_write_impl", "_bufferedwriter_raw_write"],
+        )
 }
 
 /// The call sites behind some shares.

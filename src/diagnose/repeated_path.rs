@@ -3,7 +3,7 @@
 //! files re-read per lookup, open/read/close of one file in a loop. The
 //! zone file with TZ unset is tz-unset's.
 
-use super::{called_through, Evidence, Finding, Fix, PATH_LOOKUPS, PATH_OPENS};
+use super::{called_through, environment_of, Evidence, Finding, Fix, PATH_LOOKUPS, PATH_OPENS};
 use crate::human::{quoted, thousands};
 use crate::model::{Argument, Trace};
 
@@ -24,13 +24,14 @@ const KNOWN: &[(&[&str], &str)] = &[
 ];
 
 pub fn check(trace: &Trace) -> Vec<Finding> {
-    let tz_unset = trace.run.environment.tz.is_none();
     let mut out = Vec::new();
     for a in &trace.arguments {
         let lookup = PATH_LOOKUPS.contains(&a.syscall.as_str());
         let open = PATH_OPENS.contains(&a.syscall.as_str());
         let Argument::Path { path: Some(path), dirfd, .. } = &a.argument else { continue };
         // "" with AT_EMPTY_PATH is fstat of the dirfd: no path is looked up.
+        // With TZ unset, a repeated stat of the zone file is tz-unset's.
+        let tz_unset = environment_of(trace, Some(a.pid)).tz.is_none();
         if path.is_empty() || !(lookup || open) || a.calls < 2 || (tz_unset && lookup && path == "/etc/localtime") {
             continue;
         }

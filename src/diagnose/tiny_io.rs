@@ -2,7 +2,7 @@
 //! output (a write per line or per field), byte-at-a-time reads from a
 //! pipe. Buffering turns thousands of syscalls into a few.
 
-use super::{prove, Evidence, Finding, Fix};
+use super::{environment_of, prove, python_writes, set_from_outside, Evidence, Finding, Fix};
 use crate::human::{bytes, thousands};
 use crate::model::{Argument, Trace};
 
@@ -12,10 +12,10 @@ pub const ID: &str = "tiny-io";
 const TINY: u64 = 64;
 
 pub fn check(trace: &Trace) -> Vec<Finding> {
-    let knobs = &trace.run.environment.knobs;
     let mut out = Vec::new();
     for a in &trace.arguments {
         let Argument::Fd { fd } = a.argument else { continue };
+        let knobs = &environment_of(trace, Some(a.pid)).knobs;
         let Some(moved) = a.typical_bytes() else { continue };
         if a.calls < 2 || moved > TINY {
             continue;
@@ -28,9 +28,16 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         })];
         let mut variants = Vec::new();
         // Knobs in the environment that turn buffering off.
-        if knobs.get("PYTHONUNBUFFERED").is_some_and(|v| !v.is_empty()) {
-            fixes.insert(0, Fix::env("PYTHONUNBUFFERED is set: unset it, and Python buffers its output again"));
-            variants.push("--unset-env PYTHONUNBUFFERED");
+        if knobs.get("PYTHONUNBUFFERED").is_some_and(|v| !v.is_empty()) && python_writes(trace, &a.sites) {
+            if set_from_outside(trace, "PYTHONUNBUFFERED") {
+                fixes.insert(0, Fix::env("PYTHONUNBUFFERED is set: unset it, and Python buffers its output again"));
+                variants.push("--unset-env PYTHONUNBUFFERED");
+            } else {
+                fixes.insert(
+                    0,
+                    Fix::env("PYTHONUNBUFFERED is set inside the command (a script exports it): drop that, and Python buffers its output again"),
+                );
+            }
         }
         for k in ["_STDBUF_O", "_STDBUF_E", "_STDBUF_I"] {
             if let Some(v) = knobs.get(k) {
@@ -90,6 +97,14 @@ mod tests {
         let f = check(&t);
         assert!(f[0].fixes[0].text.starts_with("PYTHONUNBUFFERED is set"));
         assert_eq!(f[0].prove.as_deref(), Some("sysdiet compare --unset-env PYTHONUNBUFFERED -- ./app"));
+        // Set by a script inside the command: unsetting it outside proves nothing.
+        t.run.environment.knobs.clear();
+        let mut env = crate::model::Environment::default();
+        env.knobs.insert("PYTHONUNBUFFERED".into(), "1".into());
+        t.processes[0].environment = Some(env);
+        let f = check(&t);
+        assert!(f[0].fixes[0].text.contains("inside the command"), "{}", f[0].fixes[0].text);
+        assert_eq!(f[0].prove, None);
     }
 
     #[test]

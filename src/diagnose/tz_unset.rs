@@ -3,7 +3,7 @@
 //! to see whether it changed; localtime_r(), gmtime() and a plain
 //! strftime() check once. Setting TZ makes it check once too.
 
-use super::{called_through, prove, Evidence, Finding, Fix, PATH_LOOKUPS};
+use super::{called_through, environment_of, prove, Evidence, Finding, Fix, PATH_LOOKUPS};
 use crate::human::{quoted, thousands};
 use crate::model::{Argument, Trace};
 
@@ -13,10 +13,6 @@ pub const ID: &str = "tz-unset";
 const RECHECKING: &[&str] = &["localtime", "mktime", "timelocal", "tzset", "ctime", "strftime", "asctime"];
 
 pub fn check(trace: &Trace) -> Vec<Finding> {
-    let env = &trace.run.environment;
-    if env.tz.is_some() {
-        return Vec::new();
-    }
     // With TZ unset, glibc's zone is /etc/localtime (TZDIR does not apply).
     let zone_file = "/etc/localtime";
     trace
@@ -24,6 +20,8 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         .iter()
         .filter(|a| PATH_LOOKUPS.contains(&a.syscall.as_str()))
         .filter(|a| matches!(&a.argument, Argument::Path { path: Some(p), .. } if p == zone_file))
+        // The process's own TZ at its exec: a wrapper may have unset it.
+        .filter(|a| environment_of(trace, Some(a.pid)).tz.is_none())
         // The first call reads the file; only the repeats are waste.
         .filter(|a| a.calls >= 2)
         .map(|a| {

@@ -23,6 +23,8 @@ pub struct TraceBuilder {
     remap: HashMap<u32, u32>,
     /// row -> how many processes it stands for
     folded: HashMap<u32, u64>,
+    /// pid -> its environment at its exec
+    environments: HashMap<u32, Environment>,
 }
 
 /// One stack sample, its stack already resolved to a call site.
@@ -86,6 +88,11 @@ impl TraceBuilder {
         self.remap = remap;
     }
 
+    /// What `pid`'s environment was at its exec.
+    pub fn set_environment(&mut self, pid: u32, env: Environment) {
+        self.environments.insert(pid, env);
+    }
+
     /// Row `pid` stands for `processes` exited processes of one program.
     pub fn set_folded(&mut self, pid: u32, processes: u64) {
         self.folded.insert(pid, processes);
@@ -115,6 +122,7 @@ impl TraceBuilder {
                 comm: leader.or(task).map_or_else(String::new, |t| t.comm.clone()),
                 exit: leader.and_then(|t| t.exit),
                 folded: self.folded.get(&tgid).copied().unwrap_or(0),
+                environment: self.environments.get(&tgid).cloned(),
                 ..Default::default()
             });
             let mut syscalls: Vec<SyscallStats> = by_nr.into_values().collect();

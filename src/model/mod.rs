@@ -300,6 +300,10 @@ pub struct Process {
     /// folded together to keep memory bounded (0: one process).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub folded: u64,
+    /// `TZ` and the knobs rules read, from the process's own environment at
+    /// its exec (`tz` null: unset); absent when not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<Environment>,
     /// This process's syscalls, all threads together, most time first.
     pub syscalls: Vec<SyscallStats>,
     pub threads: Vec<Thread>,

@@ -46,6 +46,9 @@ pub fn analyze(paths: &[PathBuf], opts: &TraceOptions) -> Result<Traced> {
     }
     let mut builder = TraceBuilder::default();
     let mut read = reader.finish(&mut builder);
+    for (pid, env) in std::mem::take(&mut read.environments) {
+        builder.set_environment(pid, env);
+    }
     if read.facts.calls == 0 {
         let name = paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
         return Err(Error::Log { path: name, why: "no system calls in it: is it the output of strace?".into() });

@@ -196,6 +196,24 @@ pub fn environment_of_command(env: &[(std::ffi::OsString, std::ffi::OsString)]) 
     environment(get)
 }
 
+/// The same facts from an environment block (`NAME=value\0...`), as a
+/// process had it at its exec.
+pub fn environment_of_block(block: &[u8]) -> crate::model::Environment {
+    let vars: Vec<(String, String)> = block
+        .split(|&b| b == 0)
+        .filter_map(|kv| {
+            let kv = String::from_utf8_lossy(kv);
+            kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string()))
+        })
+        .collect();
+    let get = |name: &str| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    crate::model::Environment {
+        tz: get("TZ"),
+        knobs: KNOBS.iter().filter_map(|k| get(k).map(|v| (k.to_string(), v))).collect(),
+        ..Default::default()
+    }
+}
+
 /// The same facts about a running process.
 pub fn environment_of_process(pid: u32) -> crate::model::Environment {
     environment(|name| env_var_of(pid, name))

@@ -15,17 +15,18 @@ use std::time::{Duration, Instant};
 use libbpf_rs::{MapCore, MapFlags, MapHandle, RingBufferBuilder};
 
 use super::bpf::skel::types::{
-    arg_key, arg_slot, arg_val, errno_slot, exit_entry, exit_record, io_hist, path_record, record_kind, slot_record, sys_val,
+    arg_key, arg_slot, arg_val, env_record, errno_slot, exit_entry, exit_record, io_hist, path_record, record_kind, slot_record, sys_val,
 };
 use super::bpf::{c_string, from_bytes, read_all};
 use super::fold::Exited;
 use super::wake::Stop;
 use crate::error::{Error, Result};
-use crate::model::{Exit, SyscallStats};
+use crate::model::{Environment, Exit, SyscallStats};
 
 const RECORD_SLOT: u32 = record_kind::RECORD_SLOT.0;
 const RECORD_EXIT: u32 = record_kind::RECORD_EXIT.0;
 const RECORD_PATH: u32 = record_kind::RECORD_PATH.0;
+const RECORD_ENV: u32 = record_kind::RECORD_ENV.0;
 /// How often the reader looks, besides the kernel's batched wake-ups.
 const POLL: Duration = Duration::from_millis(50);
 
@@ -93,6 +94,8 @@ pub enum Record {
     Slot(u32, u32, Box<arg_slot>),
     /// The string of a path key: (path hash, path).
     Path(u64, PathText),
+    /// A process's environment at its exec: (tgid, what rules read of it).
+    Env(u32, Environment),
 }
 
 impl Record {
@@ -100,7 +103,7 @@ impl Record {
         match self {
             Record::Thread(t) => t.tid,
             Record::Slot(_, tid, _) => *tid,
-            Record::Path(..) => 0,
+            Record::Path(..) | Record::Env(..) => 0,
         }
     }
 
@@ -121,6 +124,12 @@ impl Record {
                 let l = std::mem::offset_of!(path_record, len);
                 let len = u32::from_ne_bytes(data.get(l..l + 4)?.try_into().ok()?) as usize;
                 Some(Record::Path(hash, PathText::of(data.get(at..)?, len > PATH_BYTES)))
+            }
+            RECORD_ENV => {
+                let at = std::mem::offset_of!(env_record, env);
+                let t = std::mem::offset_of!(env_record, tgid);
+                let tgid = u32::from_ne_bytes(data.get(t..t + 4)?.try_into().ok()?);
+                Some(Record::Env(tgid, crate::target::environment_of_block(data.get(at..)?)))
             }
             RECORD_EXIT => {
                 let head = std::mem::offset_of!(exit_record, e);
@@ -154,12 +163,13 @@ impl Record {
 
 /// What the reader hands over: the exited threads, folded past the
 /// detailed ones; records that came after the checkpoint, as they are; the
-/// path strings.
+/// path strings; each process's environment at its exec.
 #[derive(Debug, Default)]
 pub struct Collected {
     pub exited: Exited,
     pub late: Vec<Record>,
     pub paths: PathOf,
+    pub environments: HashMap<u32, Environment>,
 }
 
 /// The kernel tables the reader empties of ended processes' entries.
@@ -221,6 +231,10 @@ fn file(raw: &RefCell<Vec<Vec<u8>>>, out: &mut Collected, late: bool, to_sweep: 
         match Record::parse(&bytes) {
             Some(Record::Path(hash, path)) => {
                 out.paths.entry(hash).or_insert(path);
+            }
+            // A process that execs again has the later environment.
+            Some(Record::Env(tgid, env)) => {
+                out.environments.insert(tgid, env);
             }
             Some(r) if late => out.late.push(r),
             Some(Record::Thread(t)) => {

@@ -22,6 +22,10 @@ const NR_RT_SIGPROCMASK: u32 = 14;
 /// The path hash the kernel side gives a path it could not read.
 const UNREADABLE_PATH: u64 = 1;
 
+fn exited_row(exited: &super::fold::Exited, pid: u32) -> Option<u32> {
+    exited.row_of(pid)
+}
+
 pub(super) fn read_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Result<Lost> {
     // Freeze the counts, and let programs already running finish: what a
     // live thread's storage holds now is all it will have.
@@ -44,6 +48,12 @@ pub(super) fn read_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Resul
     let collected = exits.map(|e| e.finish()).unwrap_or_default();
     let live_tids: HashSet<u32> = live.iter().map(|(t, _)| t.tid).collect();
     tracer.path_of.extend(collected.paths);
+    for (pid, env) in collected.environments {
+        // A folded process's environment is its program row's: dropped.
+        if exited_row(&collected.exited, pid).is_none() {
+            out.set_environment(pid, env);
+        }
+    }
     let (path_of, exited) = (&tracer.path_of, &collected.exited);
     // A folded process's counts go to its program's row, as one thread.
     let row = |tgid: u32| exited.row_of(tgid);
@@ -77,7 +87,7 @@ pub(super) fn read_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Resul
         match r {
             Record::Thread(t) => add_thread(out, &placed(t), tick_ns, &mut lost),
             Record::Slot(tgid, _, s) => out.add_argument(slot_stats(row(tgid).unwrap_or(tgid), &s, path_of)),
-            Record::Path(..) => {}
+            Record::Path(..) | Record::Env(..) => {}
         }
     }
 

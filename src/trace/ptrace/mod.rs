@@ -66,6 +66,8 @@ struct Tracee {
     /// A new task's first stop is its attach stop, not a group-stop.
     fresh: bool,
     mask: MaskState,
+    /// What rules read of its environment at its exec.
+    environment: Option<crate::model::Environment>,
     since_sample: u64,
     last_sample_ns: u64,
     exit: Option<Exit>,
@@ -250,9 +252,11 @@ impl Ptracer {
                     }
                 }
                 let comm = std::fs::read_to_string(format!("/proc/{tid}/comm")).map(|c| c.trim_end().to_string()).unwrap_or_default();
+                let environment = std::fs::read(format!("/proc/{tid}/environ")).ok().map(|b| crate::target::environment_of_block(&b));
                 let t = self.tasks.entry(tid).or_default();
                 t.tgid = tid;
                 t.comm = comm;
+                t.environment = environment;
                 if !t.counting {
                     // The command's own execve: its entry was before we
                     // looked; its exit is the next stop.
@@ -446,6 +450,11 @@ impl Ptracer {
     pub fn finish(mut self, out: &mut TraceBuilder) -> Lost {
         self.finished.extend(self.tasks.drain());
         let tgids: HashMap<u32, u32> = self.finished.iter().map(|(tid, t)| (*tid, t.tgid)).collect();
+        for (tid, t) in &mut self.finished {
+            if let (Some(env), true) = (t.environment.take(), t.tgid == *tid) {
+                out.set_environment(*tid, env);
+            }
+        }
         let records = self
             .finished
             .into_iter()

@@ -51,6 +51,8 @@ pub struct LogRead {
     pub started_at: Option<f64>,
     /// `TZ` and the knobs rules read, from execve's environment (`-v`).
     pub environment: Vec<(String, String)>,
+    /// Each process's, by pid (its last execve with `-v`).
+    pub environments: HashMap<u32, crate::model::Environment>,
 }
 
 /// Why a log cannot be read.
@@ -264,6 +266,9 @@ impl LogReader {
         if self.out.root_pid == Some(from) {
             self.out.root_pid = Some(to);
         }
+        if let Some(env) = self.out.environments.remove(&from) {
+            self.out.environments.insert(to, env);
+        }
     }
 
     fn stamp(&mut self, line: &Line) {
@@ -382,11 +387,14 @@ impl LogReader {
                     }
                     self.out.command = argv;
                 }
-                if let Some(env) = args.get(argv_at + 1) {
-                    if env.starts_with('[') && self.out.environment.is_empty() {
-                        self.out.facts.environment = true;
+                if let Some(env) = args.get(argv_at + 1).filter(|e| e.starts_with('[')) {
+                    self.out.facts.environment = true;
+                    let vars = string_array(env);
+                    // This process's own, for the rules; the first, for the run.
+                    self.out.environments.insert(pid, crate::target::environment_of_block(vars.join("\0").as_bytes()));
+                    if self.out.environment.is_empty() {
                         self.out.environment =
-                            string_array(env).into_iter().filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string()))).collect();
+                            vars.into_iter().filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string()))).collect();
                     }
                 }
             }
