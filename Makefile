@@ -7,7 +7,7 @@
 DEBS := build-essential clang llvm libelf-dev zlib1g-dev pkg-config strace util-linux procps libc6-dbg
 # Only for bench/overhead and bench/workloads: the tools sysdiet is compared
 # against, and the workloads' programs.
-BENCH_DEBS := strace linux-perf bpftrace bpftool sqlite3 python3 make
+BENCH_DEBS := strace linux-perf bpftrace bpftool sqlite3 python3 make eatmydata
 
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 SYSDIET := target/release/sysdiet
@@ -19,7 +19,7 @@ BTF ?= /sys/kernel/btf/vmlinux
 APT_GET ?= apt-get
 EUID ?= $(shell id -u)
 
-.PHONY: all preflight need-root deps rust bench-deps build demo test lint install deb vmlinux bench bench-workloads bench-analyze fuzz schema clean
+.PHONY: all preflight need-root deps rust bench-deps build demo test lint install deb vmlinux bench bench-workloads bench-savings bench-analyze fuzz schema clean
 
 all: build
 
@@ -128,6 +128,10 @@ bench: bench-deps build
 
 bench-workloads: bench-deps build
 	bench/workloads
+
+# Each rule's estimated saving against what `sysdiet compare` measures.
+bench-savings: bench-deps build
+	bench/savings
 
 # How fast `sysdiet analyze` reads a large strace log, and in how much memory.
 bench-analyze: bench-deps build
