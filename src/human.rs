@@ -103,21 +103,7 @@ pub fn escaped(s: &str) -> String {
 /// CLOCK_MONOTONIC, or the number for one without a name (a CPU clock of
 /// another process or thread is negative).
 pub fn clock_name(id: i64) -> String {
-    const NAMES: [&str; 12] = [
-        "CLOCK_REALTIME",
-        "CLOCK_MONOTONIC",
-        "CLOCK_PROCESS_CPUTIME_ID",
-        "CLOCK_THREAD_CPUTIME_ID",
-        "CLOCK_MONOTONIC_RAW",
-        "CLOCK_REALTIME_COARSE",
-        "CLOCK_MONOTONIC_COARSE",
-        "CLOCK_BOOTTIME",
-        "CLOCK_REALTIME_ALARM",
-        "CLOCK_BOOTTIME_ALARM",
-        "clock 10",
-        "CLOCK_TAI",
-    ];
-    match usize::try_from(id).ok().and_then(|i| NAMES.get(i)) {
+    match usize::try_from(id).ok().filter(|&i| i != 10).and_then(|i| crate::linux::CLOCK_NAMES.get(i)) {
         Some(n) => n.to_string(),
         None if id < 0 => format!("CPU clock {id}"),
         None => format!("clock {id}"),

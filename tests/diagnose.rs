@@ -172,12 +172,15 @@ fn busy_polls_and_yield_spins() {
     if skip_without_bpf() {
         return;
     }
-    let f = findings("pollzero", &["20000", "zero"], &[]);
+    // --all: on a loaded machine a yield spin gives its CPU away, and its
+    // sampled time can fall under 1% of a run it makes long. What is
+    // tested is what counts as a spin, not the threshold.
+    let f = findings_with(&["--all"], "pollzero", &["20000", "zero"], &[]);
     assert_eq!(only(&f, "busy-poll")["what"], "20,000 × poll(timeout 0)");
-    let f = findings("pollzero", &["20000", "yield"], &[]);
+    let f = findings_with(&["--all"], "pollzero", &["20000", "yield"], &[]);
     assert_eq!(only(&f, "busy-poll")["what"], "20,000 × sched_yield");
-    // Polls that wait (and find data at once) are not a spin.
-    assert!(!ids(&findings("pollzero", &["20000", "wait"], &[])).contains(&"busy-poll"));
+    // Polls that wait (and find data at once) are not a spin, even small.
+    assert!(!ids(&findings_with(&["--all"], "pollzero", &["20000", "wait"], &[])).contains(&"busy-poll"));
 }
 
 #[test]

@@ -13,7 +13,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("stats", &[]),
     ("model", &["linux"]),
     // Formats model values (timeouts, mask changes) for people.
-    ("human", &["model"]),
+    ("human", &["linux", "model"]),
     // Names in its messages are escaped as the reports escape them.
     ("target", &["error", "human", "linux", "model"]),
     ("trace", &["error", "linux", "model", "target"]),

@@ -4,7 +4,7 @@
 //! line-buffered stdio stream). A full buffer writes the same bytes in a
 //! few large calls.
 
-use super::{environment_of, prove, python_writes, set_from_outside, Evidence, Finding, Fix};
+use super::{prove, python_unbuffered, Evidence, Finding, Fix};
 use crate::human::{bytes, thousands};
 use crate::model::{Argument, Trace};
 
@@ -23,7 +23,6 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
     let mut out = Vec::new();
     for a in &trace.arguments {
         let Argument::Fd { fd } = a.argument else { continue };
-        let knobs = &environment_of(trace, Some(a.pid)).knobs;
         if !(a.syscall == "write" || a.syscall == "sendto" || a.syscall == "pwrite64") {
             continue;
         }
@@ -39,16 +38,9 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             Fix::config("for a program using C stdio: stdbuf -o1M (or a larger -o) in front of it"),
         ];
         let mut variant = None;
-        if knobs.get("PYTHONUNBUFFERED").is_some_and(|v| !v.is_empty()) && python_writes(trace, &a.sites) {
-            if set_from_outside(trace, "PYTHONUNBUFFERED") {
-                fixes.insert(0, Fix::env("PYTHONUNBUFFERED is set: unset it (and drop python -u), and Python buffers its output again"));
-                variant = Some("--unset-env PYTHONUNBUFFERED");
-            } else {
-                fixes.insert(
-                    0,
-                    Fix::env("PYTHONUNBUFFERED is set inside the command (a script exports it): drop that, and Python buffers its output again"),
-                );
-            }
+        if let Some((fix, v)) = python_unbuffered(trace, a) {
+            fixes.insert(0, fix);
+            variant = v;
         }
         out.push(Finding {
             id: ID.into(),

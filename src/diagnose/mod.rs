@@ -68,10 +68,23 @@ fn environment_of(trace: &Trace, pid: Option<u32>) -> &Environment {
     pid.and_then(|p| trace.processes.iter().find(|x| x.pid == p)).and_then(|p| p.environment.as_ref()).unwrap_or(&trace.run.environment)
 }
 
-/// Whether `name` was in the environment sysdiet gave the command (so
-/// that `compare --unset-env` reaches it), not set by a script inside.
-fn set_from_outside(trace: &Trace, name: &str) -> bool {
-    trace.run.environment.knobs.contains_key(name)
+/// The fix for writes that PYTHONUNBUFFERED (or `python -u`) made
+/// unbuffered, when it applies to `a`'s process and writes: the fix, and
+/// the `compare` option that proves it when the variable came from outside
+/// the command (`--unset-env` cannot reach one a script exports).
+fn python_unbuffered(trace: &Trace, a: &crate::model::ArgumentStats) -> Option<(Fix, Option<&'static str>)> {
+    let set = environment_of(trace, Some(a.pid)).knobs.get("PYTHONUNBUFFERED").is_some_and(|v| !v.is_empty());
+    if !set || !python_writes(trace, &a.sites) {
+        return None;
+    }
+    Some(if trace.run.environment.knobs.contains_key("PYTHONUNBUFFERED") {
+        (
+            Fix::env("PYTHONUNBUFFERED is set: unset it (and drop python -u), and Python buffers its output again"),
+            Some("--unset-env PYTHONUNBUFFERED"),
+        )
+    } else {
+        (Fix::env("PYTHONUNBUFFERED is set inside the command (a script exports it): drop that, and Python buffers its output again"), None)
+    })
 }
 
 /// Whether calls may be Python's own output, which PYTHONUNBUFFERED

@@ -2,7 +2,7 @@
 //! output (a write per line or per field), byte-at-a-time reads from a
 //! pipe. Buffering turns thousands of syscalls into a few.
 
-use super::{environment_of, prove, python_writes, set_from_outside, Evidence, Finding, Fix};
+use super::{environment_of, prove, python_unbuffered, Evidence, Finding, Fix};
 use crate::human::{bytes, thousands};
 use crate::model::{Argument, Trace};
 
@@ -28,16 +28,9 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         })];
         let mut variants = Vec::new();
         // Knobs in the environment that turn buffering off.
-        if knobs.get("PYTHONUNBUFFERED").is_some_and(|v| !v.is_empty()) && python_writes(trace, &a.sites) {
-            if set_from_outside(trace, "PYTHONUNBUFFERED") {
-                fixes.insert(0, Fix::env("PYTHONUNBUFFERED is set: unset it, and Python buffers its output again"));
-                variants.push("--unset-env PYTHONUNBUFFERED");
-            } else {
-                fixes.insert(
-                    0,
-                    Fix::env("PYTHONUNBUFFERED is set inside the command (a script exports it): drop that, and Python buffers its output again"),
-                );
-            }
+        if let Some((fix, variant)) = python_unbuffered(trace, a) {
+            fixes.insert(0, fix);
+            variants.extend(variant);
         }
         for k in ["_STDBUF_O", "_STDBUF_E", "_STDBUF_I"] {
             if let Some(v) = knobs.get(k) {
@@ -95,7 +88,7 @@ mod tests {
         let mut t = writes(1, 3000);
         t.run.environment.knobs.insert("PYTHONUNBUFFERED".into(), "1".into());
         let f = check(&t);
-        assert!(f[0].fixes[0].text.starts_with("PYTHONUNBUFFERED is set"));
+        assert!(f[0].fixes[0].text.starts_with("PYTHONUNBUFFERED is set: unset it"));
         assert_eq!(f[0].prove.as_deref(), Some("sysdiet compare --unset-env PYTHONUNBUFFERED -- ./app"));
         // Set by a script inside the command: unsetting it outside proves nothing.
         t.run.environment.knobs.clear();

@@ -102,21 +102,7 @@ pub fn number(arg: &str) -> Option<i64> {
 
 /// clock_gettime's first argument by name.
 pub fn clock(arg: &str) -> Option<i64> {
-    const CLOCKS: &[&str] = &[
-        "CLOCK_REALTIME",
-        "CLOCK_MONOTONIC",
-        "CLOCK_PROCESS_CPUTIME_ID",
-        "CLOCK_THREAD_CPUTIME_ID",
-        "CLOCK_MONOTONIC_RAW",
-        "CLOCK_REALTIME_COARSE",
-        "CLOCK_MONOTONIC_COARSE",
-        "CLOCK_BOOTTIME",
-        "CLOCK_REALTIME_ALARM",
-        "CLOCK_BOOTTIME_ALARM",
-        "CLOCK_SGI_CYCLE",
-        "CLOCK_TAI",
-    ];
-    CLOCKS.iter().position(|c| *c == arg).map(|i| i as i64).or_else(|| number(arg))
+    crate::linux::CLOCK_NAMES.iter().position(|c| *c == arg).map(|i| i as i64).or_else(|| number(arg))
 }
 
 /// A timeout pointer's class: NULL waits forever, `{tv_sec=0, tv_nsec=0}`
