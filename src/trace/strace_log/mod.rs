@@ -433,11 +433,18 @@ impl LogReader {
         // the process ends) was made: count it.
         if let Some((name, _)) = t.pending.take() {
             self.out.facts.unfinished = self.out.facts.unfinished.saturating_sub(1);
-            let nr = self.nr_of(&name);
-            self.calls.add(Call { tid: pid, nr, ..Default::default() });
+            self.count_unfinished(pid, &name);
         }
         if Some(pid) == self.out.root_pid {
             self.out.exit = Some(exit);
+        }
+    }
+
+    /// A call begun and never ended, counted as made (if `-e` keeps it).
+    fn count_unfinished(&mut self, tid: u32, name: &str) {
+        let nr = self.nr_of(name);
+        if self.filter.expr.is_none() || self.filter.contains(nr) {
+            self.calls.add(Call { tid, nr, ..Default::default() });
         }
     }
 
@@ -446,13 +453,10 @@ impl LogReader {
         self.flush_waiting();
         // Calls begun and never ended, with no exit after them: the log
         // was cut (or strace detached).
-        let mut cut = 0;
-        for (tid, t) in self.tasks.iter_mut() {
-            if let Some((name, _)) = t.pending.take() {
-                cut += 1;
-                let nr = *self.names.get(&name).unwrap_or(&0);
-                self.calls.add(Call { tid: *tid, nr, ..Default::default() });
-            }
+        let pending: Vec<(u32, String)> = self.tasks.iter_mut().filter_map(|(tid, t)| Some((*tid, t.pending.take()?.0))).collect();
+        let cut = pending.len() as u64;
+        for (tid, name) in pending {
+            self.count_unfinished(tid, &name);
         }
         if cut > 0 {
             self.out.facts.incomplete = true;
