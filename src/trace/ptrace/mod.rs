@@ -155,21 +155,30 @@ impl Ptracer {
     pub fn attach(pids: &[(u32, Vec<(u32, String)>)], filter: SyscallSet) -> Result<Ptracer> {
         let mut t = Ptracer::new(filter);
         for (pid, threads) in pids {
-            for (tid, comm) in threads {
-                let p = Pid::from_raw(*tid as i32);
-                match ptrace::seize(p, options()) {
-                    Ok(()) => {}
-                    // A thread that ended meanwhile.
-                    Err(Errno::ESRCH) if tid != pid => continue,
-                    Err(e) => {
-                        t.detach_all();
-                        return Err(seize_error(*tid, e));
+            let ppid = crate::target::parent_of(*pid);
+            let mut threads = threads.clone();
+            // Threads made meanwhile by one not yet taken show up in the
+            // next look at /proc: look until nothing is new (those made by
+            // a taken one are taken by the kernel, TRACECLONE).
+            while !threads.is_empty() {
+                for (tid, comm) in threads {
+                    let p = Pid::from_raw(tid as i32);
+                    match ptrace::seize(p, options()) {
+                        Ok(()) => {}
+                        // A thread that ended meanwhile, or one a taken
+                        // thread made, which the kernel gave us already.
+                        Err(Errno::ESRCH) if tid != *pid => continue,
+                        Err(Errno::EPERM) if tid != *pid && tracer_of(tid) == Some(std::process::id()) => continue,
+                        Err(e) => {
+                            t.detach_all();
+                            return Err(seize_error(tid, e));
+                        }
                     }
+                    let _ = ptrace::interrupt(p);
+                    t.tasks.insert(tid, Tracee { tgid: *pid, ppid, comm, counting: true, fresh: true, ..Default::default() });
+                    t.dirty_maps.insert(*pid, true);
                 }
-                let _ = ptrace::interrupt(p);
-                let ppid = crate::target::parent_of(*pid);
-                t.tasks.insert(*tid, Tracee { tgid: *pid, ppid, comm: comm.clone(), counting: true, fresh: true, ..Default::default() });
-                t.dirty_maps.insert(*pid, true);
+                threads = crate::target::live_threads(*pid).unwrap_or_default().into_iter().filter(|(tid, _)| !t.tasks.contains_key(tid)).collect();
             }
         }
         Ok(t)
@@ -480,6 +489,12 @@ fn listen(pid: Pid) -> nix::Result<()> {
     // SAFETY: PTRACE_LISTEN takes no data.
     let r = unsafe { libc::ptrace(libc::PTRACE_LISTEN, pid.as_raw(), 0, 0) };
     Errno::result(r).map(drop)
+}
+
+/// Who ptraces `tid` (0: nobody).
+fn tracer_of(tid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    status.lines().find_map(|l| l.strip_prefix("TracerPid:")).and_then(|v| v.trim().parse().ok())
 }
 
 fn tgid_of(tid: u32) -> Option<u32> {
