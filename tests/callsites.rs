@@ -235,3 +235,17 @@ fn flamegraph_is_a_valid_svg_naming_the_victim() {
     let out = sysdiet().args(["run", "--weight", "bytes", "--", "true"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// A stripped distribution binary: its frames show as offsets, and the
+/// report says once what would name them.
+#[test]
+fn a_stripped_binary_says_what_would_name_it() {
+    if skip_without_bpf() {
+        return;
+    }
+    let out = sysdiet().args(["run", "--", "tar", "-cf", "/dev/null", "/usr/share/doc"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("by    tar+0x"), "{text}");
+    assert!(text.contains("(no names for code in tar"), "{text}");
+    assert!(text.contains("-dbgsym package"), "{text}");
+}

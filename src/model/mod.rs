@@ -426,6 +426,21 @@ impl Trace {
         self.processes.iter().map(|p| if p.folded > 0 { p.folded as usize } else { p.threads.len() }).sum()
     }
 
+    /// The files (ELF paths) that call sites pass through in the program's
+    /// own code with no name for the frame: stripped, without debug info.
+    pub fn unnamed_modules(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = self
+            .call_sites
+            .iter()
+            .flat_map(|s| s.user_chain())
+            .filter(|f| f.function.is_none() && f.module.starts_with('/'))
+            .map(|f| f.module.as_str())
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
     /// Processes traced, a folded row counting as the processes it stands for.
     pub fn process_count(&self) -> usize {
         self.processes.iter().map(|p| p.folded.max(1) as usize).sum()

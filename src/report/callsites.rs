@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::human::thousands;
+use crate::human::{escaped, thousands};
 use crate::model::{CallSite, SiteShare, SyscallStats, Trace};
 
 /// How many syscalls, and sites under each, the report shows; a syscall
@@ -42,6 +42,15 @@ pub fn section(out: &mut String, trace: &Trace) {
     for s in by_calls.into_iter().take(TOP_SYSCALLS) {
         let _ = writeln!(out, "  {} × {}", thousands(s.calls), s.name);
         sites(out, trace, &s.sites, s.calls, "    ");
+    }
+    let unnamed = trace.unnamed_modules();
+    if !unnamed.is_empty() {
+        let files: Vec<String> = unnamed.iter().map(|m| escaped(crate::model::callsite::module_name(m))).collect();
+        let _ = writeln!(
+            out,
+            "  (no names for code in {}: stripped; its debug symbols would name it: Debian's -dbgsym package, or any file under /usr/lib/debug/.build-id/)",
+            files.join(", ")
+        );
     }
 }
 

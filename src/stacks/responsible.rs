@@ -38,10 +38,21 @@ fn is_python_api(name: &str) -> bool {
     name.strip_prefix("Py").and_then(|r| r.chars().next()).is_some_and(|c| c == '_' || c.is_ascii_uppercase())
 }
 
+/// A shared object the distribution installs for everyone: one that sits
+/// directly in a library directory (`/usr/lib/x86_64-linux-gnu/libc.so.6`).
+/// One deeper down is a program's own plugin or an interpreter's extension
+/// module (`/usr/lib/python3.11/lib-dynload/_ssl...so`, a shell's loadable
+/// builtin under `/usr/lib/bash/`): the program's code, to be blamed.
 fn is_system_library(path: &str) -> bool {
-    let file = path.rsplit('/').next().unwrap_or(path);
+    let (dir, file) = path.rsplit_once('/').unwrap_or(("", path));
     let shared_object = file.contains(".so") || file.starts_with("ld-linux");
-    shared_object && SYSTEM_LIBRARY_DIRS.iter().any(|d| path.starts_with(d))
+    let dir = format!("{dir}/");
+    shared_object && SYSTEM_LIBRARY_DIRS.iter().any(|d| dir == *d || dir.strip_prefix(d).is_some_and(|rest| is_multiarch_dir(rest)))
+}
+
+/// `x86_64-linux-gnu/`, the multiarch directory inside a library directory.
+fn is_multiarch_dir(rest: &str) -> bool {
+    rest.strip_suffix('/').is_some_and(|d| !d.contains('/') && d.contains("-linux-"))
 }
 
 #[cfg(test)]
@@ -77,6 +88,20 @@ mod tests {
         ];
         assert_eq!(responsible(&stack), Some((4, 1)));
         assert_eq!(responsible(&[f("Pythagoras", "/srv/app")]), Some((0, 1)));
+    }
+
+    #[test]
+    fn extension_modules_and_plugins_are_the_programs() {
+        let ext = "/usr/lib/python3.11/lib-dynload/_ssl.cpython-311-x86_64-linux-gnu.so";
+        let stack = [f("write", LIBC), f("_ssl__SSLSocket_write_impl", ext), f("_PyEval_EvalFrameDefault", "/usr/bin/python3.11")];
+        assert_eq!(responsible(&stack), Some((1, 1)));
+        let builtin = [f("stat", LIBC), f("finfo_main", "/usr/lib/bash/finfo"), f("main", "/usr/bin/bash")];
+        assert_eq!(responsible(&builtin), Some((1, 2)));
+        // A library straight in a library directory is the system's.
+        for lib in ["/usr/lib/x86_64-linux-gnu/libsqlite3.so.0", "/lib/x86_64-linux-gnu/libz.so.1", "/usr/lib/libfoo.so"] {
+            assert!(is_system_library(lib), "{lib}");
+        }
+        assert!(!is_system_library("/usr/lib/x86_64-linux-gnu/perl5/5.36/auto/POSIX/POSIX.so"));
     }
 
     #[test]
