@@ -47,7 +47,7 @@ fn is_system_library(path: &str) -> bool {
     let (dir, file) = path.rsplit_once('/').unwrap_or(("", path));
     let shared_object = file.contains(".so") || file.starts_with("ld-linux");
     let dir = format!("{dir}/");
-    shared_object && SYSTEM_LIBRARY_DIRS.iter().any(|d| dir == *d || dir.strip_prefix(d).is_some_and(|rest| is_multiarch_dir(rest)))
+    shared_object && SYSTEM_LIBRARY_DIRS.iter().any(|d| dir == *d || dir.strip_prefix(d).is_some_and(is_multiarch_dir))
 }
 
 /// `x86_64-linux-gnu/`, the multiarch directory inside a library directory.
