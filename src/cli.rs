@@ -12,7 +12,9 @@ use clap::{Args, Parser, Subcommand};
     version,
     about = "Find the system calls a program makes for nothing, and who makes them",
     long_about = "Counts every system call of a program in the kernel (BPF), exactly and at \
-                  little cost, and reports them like `strace -c`, with the arguments repeated most."
+                  little cost (with ptrace where BPF cannot load; from a saved strace log with \
+                  `analyze`), and reports them like `strace -c`, with the arguments repeated most, \
+                  the code that makes them, and what to change."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -232,7 +234,7 @@ pub struct OutputArgs {
     /// Write the result as JSON (schema: docs/json.md)
     #[arg(long)]
     pub json: bool,
-    /// Write it to FILE (`-`: stdout) instead of stderr (run, attach) or stdout (check, compare, bench)
+    /// Write it to FILE (`-`: stdout) instead of stderr (run, attach) or stdout (analyze, check, compare, bench)
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
 }
