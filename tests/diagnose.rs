@@ -281,6 +281,20 @@ fn one_program_many_processes() {
 }
 
 #[test]
+fn signal_disposition_churn() {
+    if skip_without_bpf() {
+        return;
+    }
+    let f = findings("sigchurn", &["10000"], &[]);
+    let d = only(&f, "signal-disposition-churn");
+    assert_eq!(d["what"], "20,000 × rt_sigaction");
+    assert!(d["blamed"].as_str().unwrap().starts_with("main sigchurn.c:"), "{d}");
+    assert!(fixes(d).contains("set the handler once"), "{d}");
+    // Every handler installed once, then the work: a set-up, not churn.
+    assert!(!ids(&findings_with(&["--all"], "sigchurn", &["10000", "once"], &[])).contains(&"signal-disposition-churn"));
+}
+
+#[test]
 fn memory_churn() {
     if skip_without_bpf() {
         return;

@@ -14,6 +14,7 @@ mod flush_per_record;
 mod identity_calls;
 mod memory_churn;
 mod repeated_path;
+mod signal_dispositions;
 mod signal_mask;
 mod sync_per_op;
 mod tiny_io;
@@ -45,6 +46,7 @@ pub const RULES: &[Rule] = &[
     Rule { id: failing_calls::ID, check: failing_calls::check, reads_arguments: true },
     Rule { id: memory_churn::ID, check: memory_churn::check, reads_arguments: false },
     Rule { id: descriptor_sweep::ID, check: descriptor_sweep::check, reads_arguments: false },
+    Rule { id: signal_dispositions::ID, check: signal_dispositions::check, reads_arguments: false },
     Rule { id: flush_per_record::ID, check: flush_per_record::check, reads_arguments: true },
 ];
 
