@@ -53,7 +53,8 @@ static __always_inline void send_env(struct task_struct *p)
 	if (bpf_probe_read_user(r->env, len, (void *)start))
 		return;
 	r->len = len;
-	bpf_ringbuf_output(&strings, r, offsetof(struct env_record, env) + len, 0);
+	if (bpf_ringbuf_output(&strings, r, offsetof(struct env_record, env) + len, 0))
+		count_lost(LOST_ENV, 1);
 }
 
 SEC("tp_btf/sched_process_exec")

@@ -78,6 +78,7 @@ enum lost_counter {
 	LOST_SAMPLES_DROPPED, /* stack samples: ring buffer full */
 	LOST_HIST_TABLE_FULL, /* calls of repeated read/write keys without
 				 their byte-count histogram: table full */
+	LOST_ENV,             /* processes whose environment was not sent: ring full */
 	LOST__COUNT,
 };
 

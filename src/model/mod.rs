@@ -197,6 +197,10 @@ pub struct Lost {
     /// Calls of repeated read/write keys whose byte-count histogram had no room.
     #[serde(default)]
     pub histogram_table_full: u64,
+    /// Processes whose environment at exec was not seen (ring buffer
+    /// full): rules read sysdiet's view of it for them (processes).
+    #[serde(default)]
+    pub environments: u64,
 }
 
 impl Lost {
@@ -216,6 +220,7 @@ impl Lost {
             ("calls with unknown numbers (x32?) not counted", self.syscall_nr_out_of_range),
             ("stack samples dropped: ring buffer full", self.samples_dropped),
             ("calls without byte-count histograms: table full", self.histogram_table_full),
+            ("processes whose environment was not seen: ring buffer full", self.environments),
         ]
         .into_iter()
         .filter(|(_, n)| *n > 0)

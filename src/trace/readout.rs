@@ -234,6 +234,7 @@ fn read_lost(tracer: &BpfTracer) -> Result<Lost> {
         syscall_nr_out_of_range: get(lost_counter::LOST_NR_OUT_OF_RANGE)?,
         samples_dropped: get(lost_counter::LOST_SAMPLES_DROPPED)?,
         histogram_table_full: get(lost_counter::LOST_HIST_TABLE_FULL)?,
+        environments: get(lost_counter::LOST_ENV)?,
     })
 }
 
