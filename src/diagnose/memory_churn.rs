@@ -30,7 +30,10 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                 ns += s.total_ns;
                 sites.extend(s.sites.clone());
             }
-            knobs.push("MALLOC_MMAP_THRESHOLD_=1048576 (serve blocks up to 1 MiB from the heap; also stops the threshold from moving)");
+            knobs.push(
+                "MALLOC_MMAP_THRESHOLD_=1048576 (serve blocks up to 1 MiB from the heap; also stops the threshold from moving; \
+                 larger blocks need a larger value, at most 33554432: glibc maps blocks over 32 MiB whatever it says)",
+            );
         }
         // A program's start-up moves brk a few times.
         if brks >= 10 {
