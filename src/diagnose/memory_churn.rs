@@ -32,7 +32,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             }
             knobs.push(
                 "MALLOC_MMAP_THRESHOLD_=1048576 (serve blocks up to 1 MiB from the heap; also stops the threshold from moving; \
-                 larger blocks need a larger value, at most 33554432: glibc maps blocks over 32 MiB whatever it says)",
+                 larger blocks need a larger value, at most 33554432; blocks over 32 MiB stay mapped unless MALLOC_MMAP_MAX_=0 turns mmap off)",
             );
         }
         // A program's start-up moves brk a few times.
