@@ -32,7 +32,8 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             }
             knobs.push(
                 "MALLOC_MMAP_THRESHOLD_=1048576 (serve blocks up to 1 MiB from the heap; also stops the threshold from moving; \
-                 larger blocks need a larger value, at most 33554432; blocks over 32 MiB stay mapped unless MALLOC_MMAP_MAX_=0 turns mmap off)",
+                 larger blocks need a larger value, at most 33554432; blocks over 32 MiB stay mapped unless MALLOC_MMAP_MAX_=0 turns mmap off, with MALLOC_TRIM_THRESHOLD_ \
+                 above the block size so that the heap keeps them)",
             );
         }
         // A program's start-up moves brk a few times.
