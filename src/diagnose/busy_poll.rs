@@ -31,8 +31,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             ],
             tradeoff: None,
             prove: None,
-            program: None,
-            processes: Vec::new(),
+            ..Default::default()
         });
     }
     for p in &trace.processes {
@@ -51,8 +50,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             fixes: vec![Fix::code("block on what is awaited (a futex, a condition variable, a pipe) instead of yielding in a loop")],
             tradeoff: None,
             prove: None,
-            program: None,
-            processes: Vec::new(),
+            ..Default::default()
         });
     }
     out

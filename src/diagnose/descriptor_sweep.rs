@@ -42,8 +42,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                 fixes: vec![Fix::code(*fix)],
                 tradeoff: None,
                 prove: None,
-                program: None,
-                processes: Vec::new(),
+                ..Default::default()
             });
         }
     }

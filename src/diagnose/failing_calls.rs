@@ -79,8 +79,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                     fixes: vec![Fix::code(advice(&s.name, errno))],
                     tradeoff: None,
                     prove: None,
-                    program: None,
-                    processes: Vec::new(),
+                    ..Default::default()
                 });
             }
         }

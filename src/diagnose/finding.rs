@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{SiteShare, Trace};
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Finding {
     /// The rule's stable id (`tz-unset`); JSON consumers key on it.
     pub id: String,
@@ -30,6 +30,8 @@ pub struct Finding {
     /// environment variable or another command line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prove: Option<String>,
+    // Set by diagnose's grouping; rules leave it and `processes` at their
+    // default.
     /// The program, when the finding sums several of its processes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub program: Option<String>,
@@ -190,8 +192,7 @@ mod tests {
             fixes: vec![],
             tradeoff: None,
             prove: None,
-            program: None,
-            processes: Vec::new(),
+            ..Default::default()
         };
         assert!(f(10, 900_000, 0.9).is_small());
         assert!(f(1000, 1_000, 0.001).is_small());
@@ -212,8 +213,7 @@ mod tests {
             fixes: vec![],
             tradeoff: None,
             prove: None,
-            program: None,
-            processes: Vec::new(),
+            ..Default::default()
         };
         // 5 ms, no tick landed in the calls: one could have.
         assert!(!f(0, 5_000_000).is_small());

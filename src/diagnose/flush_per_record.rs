@@ -60,8 +60,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                 "buffered records reach the reader later: flush where one must be seen at once (a prompt, the last words before a crash)".into(),
             ),
             prove: variant.and_then(|v| prove(trace, v)),
-            program: None,
-            processes: Vec::new(),
+            ..Default::default()
         });
     }
     out

@@ -31,8 +31,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             fixes: vec![Fix::code("ask once and keep the answer (refresh a cached pid after fork())")],
             tradeoff: None,
             prove: None,
-            program: None,
-            processes: Vec::new(),
+            ..Default::default()
         });
     }
     out

@@ -61,8 +61,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             fixes,
             tradeoff: Some("the process keeps more memory mapped between uses".into()),
             prove: prove(trace, &variant),
-            program: None,
-            processes: Vec::new(),
+            ..Default::default()
         });
     }
     out

@@ -67,7 +67,7 @@ pub fn diagnose(trace: &Trace, all: bool) -> Vec<Finding> {
 /// The environment process `pid` had at its exec (TZ, the knobs), where
 /// the tracer saw it; else the one sysdiet gave the command.
 fn environment_of(trace: &Trace, pid: Option<u32>) -> &Environment {
-    pid.and_then(|p| trace.processes.iter().find(|x| x.pid == p)).and_then(|p| p.environment.as_ref()).unwrap_or(&trace.run.environment)
+    pid.and_then(|p| trace.process(p)).and_then(|p| p.environment.as_ref()).unwrap_or(&trace.run.environment)
 }
 
 /// The fix for writes that PYTHONUNBUFFERED (or `python -u`) made

@@ -13,7 +13,7 @@ use crate::model::{callsite, ProcessShare, Trace};
 /// Merges the findings of one rule about the same thing in processes of
 /// the same program.
 pub fn group(trace: &Trace, findings: Vec<Finding>) -> Vec<Finding> {
-    let comm = |pid: u32| trace.processes.iter().find(|p| p.pid == pid).map(|p| p.comm.clone());
+    let comm = |pid: u32| trace.process(pid).map(|p| p.comm.clone());
     let mut groups: BTreeMap<(String, String, String, String), Vec<Finding>> = BTreeMap::new();
     let mut out = Vec::new();
     for f in findings {
@@ -82,8 +82,7 @@ mod tests {
             fixes: vec![Fix::code("cache it")],
             tradeoff: None,
             prove: None,
-            program: None,
-            processes: Vec::new(),
+            ..Default::default()
         }
     }
 

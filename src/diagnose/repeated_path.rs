@@ -31,8 +31,8 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         let Argument::Path { path: Some(path), dirfd, .. } = &a.argument else { continue };
         // "" with AT_EMPTY_PATH is fstat of the dirfd: no path is looked up.
         // With TZ unset, a repeated stat of the zone file is tz-unset's.
-        let tz_unset = environment_of(trace, Some(a.pid)).tz.is_none();
-        if path.is_empty() || !(lookup || open) || a.calls < 2 || (tz_unset && lookup && path == "/etc/localtime") {
+        let tz_unset = || environment_of(trace, Some(a.pid)).tz.is_none();
+        if path.is_empty() || !(lookup || open) || a.calls < 2 || (lookup && path == "/etc/localtime" && tz_unset()) {
             continue;
         }
         if !path.starts_with('/') && (dirfd.is_some() || changes_directory(trace, a.pid)) {
@@ -67,8 +67,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             fixes,
             tradeoff: Some("a cached answer misses changes to the file until it is re-read".into()),
             prove: None,
-            program: None,
-            processes: Vec::new(),
+            ..Default::default()
         });
     }
     out

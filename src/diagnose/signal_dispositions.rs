@@ -5,6 +5,8 @@
 //! starts others, many calls per child started are the dispositions gone
 //! through for each one (a shell's job-control handlers around each fork).
 
+use std::collections::HashMap;
+
 use super::{Evidence, Finding, Fix};
 use crate::human::thousands;
 use crate::model::Trace;
@@ -18,9 +20,14 @@ const PER_CHILD: u64 = 16;
 
 pub fn check(trace: &Trace) -> Vec<Finding> {
     let mut out = Vec::new();
+    // Children per parent, counted once: a folded row stands for many.
+    let mut started: HashMap<u32, u64> = HashMap::new();
+    for c in trace.processes.iter().filter(|c| c.ppid != c.pid) {
+        *started.entry(c.ppid).or_default() += c.folded.max(1);
+    }
     for p in &trace.processes {
         let Some(s) = p.syscalls.iter().find(|s| s.name == "rt_sigaction") else { continue };
-        let children = trace.processes.iter().filter(|c| c.ppid == p.pid && c.pid != p.pid).map(|c| c.folded.max(1)).sum::<u64>();
+        let children = started.get(&p.pid).copied().unwrap_or(0);
         let per_child = s.calls.checked_div(children).unwrap_or(0);
         let churn = s.calls > SET_UP;
         let per_spawn = children >= 2 && per_child >= PER_CHILD;
@@ -54,8 +61,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             fixes: vec![fix],
             tradeoff: None,
             prove: None,
-            program: None,
-            processes: Vec::new(),
+            ..Default::default()
         });
     }
     out

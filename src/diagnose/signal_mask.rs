@@ -78,8 +78,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             fixes,
             tradeoff: None,
             prove: None,
-            program: None,
-            processes: Vec::new(),
+            ..Default::default()
         });
     }
     out

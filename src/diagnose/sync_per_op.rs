@@ -43,8 +43,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             // into nothing: what the flushes cost, the most batching saves.
             // A measurement, not a fix: a crash under it loses everything.
             prove: prove_without_syncs(trace),
-            program: None,
-            processes: Vec::new(),
+            ..Default::default()
         });
     }
     out

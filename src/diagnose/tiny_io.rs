@@ -53,8 +53,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             tradeoff: writing
                 .then(|| "buffered output reaches the reader later: flush where a line must be seen at once (prompts, logs before a crash)".into()),
             prove: (!variants.is_empty()).then(|| prove(trace, &variants.join(" "))).flatten(),
-            program: None,
-            processes: Vec::new(),
+            ..Default::default()
         });
     }
     out

@@ -50,8 +50,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                 ],
                 tradeoff: Some("with TZ set, the process no longer notices a change of the system's time zone until it restarts".into()),
                 prove: prove(trace, "--env TZ=:/etc/localtime"),
-                program: None,
-                processes: Vec::new(),
+                ..Default::default()
             }
         })
         .collect()

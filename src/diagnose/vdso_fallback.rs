@@ -75,8 +75,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                 fixes: fixes_source.clone(),
                 tradeoff: None,
                 prove: None,
-                program: None,
-                processes: Vec::new(),
+                ..Default::default()
             });
         }
         let cpu_rate = if trace.run.duration_ns > 0 { cpu.0 as f64 * 1e9 / trace.run.duration_ns as f64 } else { 0.0 };
@@ -95,8 +94,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                 ],
                 tradeoff: None,
                 prove: None,
-                program: None,
-                processes: Vec::new(),
+                ..Default::default()
             });
         }
     }

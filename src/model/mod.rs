@@ -431,6 +431,15 @@ impl Trace {
         self.processes.iter().map(|p| if p.folded > 0 { p.folded as usize } else { p.threads.len() }).sum()
     }
 
+    /// Process `pid`. The builder lists processes by pid, so this is a
+    /// binary search; a list in another order is still searched whole.
+    pub fn process(&self, pid: u32) -> Option<&Process> {
+        match self.processes.binary_search_by_key(&pid, |p| p.pid) {
+            Ok(i) => Some(&self.processes[i]),
+            Err(_) => self.processes.iter().find(|p| p.pid == pid),
+        }
+    }
+
     /// The files (ELF paths) that call sites pass through in the program's
     /// own code with no name for the frame: stripped, without debug info.
     pub fn unnamed_modules(&self) -> Vec<&str> {

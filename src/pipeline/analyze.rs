@@ -2,14 +2,14 @@
 //! (strace_log) + stacks (`-k`) → model → diagnose, as for a traced run.
 
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::{TraceOptions, Traced};
 use crate::error::{Error, Result};
 use crate::model::builder::TraceBuilder;
-use crate::model::{Environment, Lost, RunInfo, Sampling, TimeKind};
+use crate::model::{Lost, RunInfo, Sampling, TimeKind};
 use crate::trace::strace_log::{LogError, LogReader};
 
 pub const BACKEND: &str = "strace log";
@@ -59,13 +59,7 @@ pub fn analyze(paths: &[PathBuf], opts: &TraceOptions) -> Result<Traced> {
         builder.set_call_sites(sites, Sampling { first_gap: 1, max_gap: 1, samples: read.facts.calls, ..Default::default() });
     }
     read.facts.paths = inputs.iter().map(|i| i.path.display().to_string()).collect();
-    let env = &read.environment;
-    let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
-    let environment = Environment {
-        tz: get("TZ"),
-        knobs: crate::target::KNOBS.iter().filter_map(|k| get(k).map(|v| (k.to_string(), v))).collect(),
-        ..Default::default()
-    };
+    let environment = read.environment.take().unwrap_or_default();
     let run = RunInfo {
         command: read.command.clone(),
         root_pids: read.root_pid.into_iter().filter(|p| *p != 0).collect(),
@@ -150,6 +144,6 @@ fn open(path: &Path) -> Result<File> {
     if head[..n].contains(&0) {
         return Err(Error::Log { path: name, why: "is a binary file, not strace's text output".into() });
     }
-    drop(file);
-    File::open(path).map_err(|source| Error::File { path: path.to_path_buf(), source })
+    file.seek(SeekFrom::Start(0)).map_err(|source| Error::File { path: path.to_path_buf(), source })?;
+    Ok(file)
 }

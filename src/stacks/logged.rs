@@ -24,8 +24,7 @@ pub fn call_sites(stacks: &[Vec<LogFrame>]) -> Vec<CallSite> {
         .iter()
         .map(|stack| {
             let frames: Vec<Frame> = stack.iter().flat_map(|f| named.get(f).cloned().unwrap_or_else(|| vec![as_logged(f)])).collect();
-            let complete =
-                frames.last().is_some_and(|f| matches!(f.function.as_deref(), Some("_start" | "__clone3" | "clone3" | "clone" | "start_thread")));
+            let complete = frames.last().is_some_and(super::symbolize::is_root);
             let (responsible, own_frames) = responsible(&frames).map_or((None, 0), |(i, n)| (Some(i), n));
             CallSite { frames, responsible, own_frames, complete }
         })

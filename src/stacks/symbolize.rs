@@ -89,7 +89,7 @@ fn name_frames(images: &Images, stacks: &[RawStack]) -> HashMap<RawFrame, Vec<Fr
 }
 
 /// The first function of a process or thread.
-fn is_root(f: &Frame) -> bool {
+pub(super) fn is_root(f: &Frame) -> bool {
     matches!(f.function.as_deref(), Some("_start" | "__clone3" | "__clone" | "clone3" | "clone" | "start_thread"))
 }
 

@@ -206,12 +206,8 @@ pub fn environment_of_block(block: &[u8]) -> crate::model::Environment {
             kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string()))
         })
         .collect();
-    let get = |name: &str| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
-    crate::model::Environment {
-        tz: get("TZ"),
-        knobs: KNOBS.iter().filter_map(|k| get(k).map(|v| (k.to_string(), v))).collect(),
-        ..Default::default()
-    }
+    let (tz, knobs) = read_by_rules(|name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()));
+    crate::model::Environment { tz, knobs, ..Default::default() }
 }
 
 /// The same facts about a running process.
@@ -220,12 +216,13 @@ pub fn environment_of_process(pid: u32) -> crate::model::Environment {
 }
 
 fn environment(get: impl Fn(&str) -> Option<String>) -> crate::model::Environment {
-    crate::model::Environment {
-        tz: get("TZ"),
-        clocksource: crate::linux::clocksource(),
-        available_clocksources: crate::linux::available_clocksources(),
-        knobs: KNOBS.iter().filter_map(|k| get(k).map(|v| (k.to_string(), v))).collect(),
-    }
+    let (tz, knobs) = read_by_rules(get);
+    crate::model::Environment { tz, knobs, clocksource: crate::linux::clocksource(), available_clocksources: crate::linux::available_clocksources() }
+}
+
+/// What rules read of an environment: TZ, and the knobs that are set.
+fn read_by_rules(get: impl Fn(&str) -> Option<String>) -> (Option<String>, std::collections::BTreeMap<String, String>) {
+    (get("TZ"), KNOBS.iter().filter_map(|k| get(k).map(|v| (k.to_string(), v))).collect())
 }
 
 pub fn env_var_of(pid: u32, name: &str) -> Option<String> {

@@ -22,10 +22,6 @@ const NR_RT_SIGPROCMASK: u32 = 14;
 /// The path hash the kernel side gives a path it could not read.
 const UNREADABLE_PATH: u64 = 1;
 
-fn exited_row(exited: &super::fold::Exited, pid: u32) -> Option<u32> {
-    exited.row_of(pid)
-}
-
 pub(super) fn read_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Result<Lost> {
     // Freeze the counts, and let programs already running finish: what a
     // live thread's storage holds now is all it will have.
@@ -50,7 +46,7 @@ pub(super) fn read_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Resul
     tracer.path_of.extend(collected.paths);
     for (pid, env) in collected.environments {
         // A folded process's environment is its program row's: dropped.
-        if exited_row(&collected.exited, pid).is_none() {
+        if collected.exited.row_of(pid).is_none() {
             out.set_environment(pid, env);
         }
     }

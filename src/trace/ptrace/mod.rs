@@ -493,11 +493,15 @@ fn listen(pid: Pid) -> nix::Result<()> {
 
 /// Who ptraces `tid` (0: nobody).
 fn tracer_of(tid: u32) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-    status.lines().find_map(|l| l.strip_prefix("TracerPid:")).and_then(|v| v.trim().parse().ok())
+    status_field(tid, "TracerPid:")
 }
 
 fn tgid_of(tid: u32) -> Option<u32> {
+    status_field(tid, "Tgid:")
+}
+
+/// A number from /proc/TID/status.
+fn status_field(tid: u32, name: &str) -> Option<u32> {
     let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-    status.lines().find_map(|l| l.strip_prefix("Tgid:")).and_then(|v| v.trim().parse().ok())
+    status.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.trim().parse().ok())
 }

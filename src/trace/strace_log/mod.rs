@@ -50,7 +50,7 @@ pub struct LogRead {
     /// Seconds since the epoch at the first line (`-ttt` only).
     pub started_at: Option<f64>,
     /// `TZ` and the knobs rules read, from execve's environment (`-v`).
-    pub environment: Vec<(String, String)>,
+    pub environment: Option<crate::model::Environment>,
     /// Each process's, by pid (its last execve with `-v`).
     pub environments: HashMap<u32, crate::model::Environment>,
 }
@@ -389,13 +389,10 @@ impl LogReader {
                 }
                 if let Some(env) = args.get(argv_at + 1).filter(|e| e.starts_with('[')) {
                     self.out.facts.environment = true;
-                    let vars = string_array(env);
                     // This process's own, for the rules; the first, for the run.
-                    self.out.environments.insert(pid, crate::target::environment_of_block(vars.join("\0").as_bytes()));
-                    if self.out.environment.is_empty() {
-                        self.out.environment =
-                            vars.into_iter().filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string()))).collect();
-                    }
+                    let env = crate::target::environment_of_block(string_array(env).join("\0").as_bytes());
+                    self.out.environment.get_or_insert_with(|| env.clone());
+                    self.out.environments.insert(pid, env);
                 }
             }
             "rt_sigreturn" => {
