@@ -133,6 +133,16 @@ pub fn mask_change(c: crate::model::MaskChange) -> &'static str {
     }
 }
 
+pub fn brk_change(c: crate::model::BrkChange) -> &'static str {
+    use crate::model::BrkChange::*;
+    match c {
+        Query => "query only",
+        Grow => "grows the heap",
+        Shrink => "shrinks the heap",
+        Same => "no move",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -302,8 +302,37 @@ fn memory_churn() {
     let f = findings("churn", &["big", "1000"], &[]);
     let m = only(&f, "memory-churn");
     assert!(m["what"].as_str().unwrap().contains("mmap with"), "{m}");
-    assert!(m["prove"].as_str().unwrap().contains("--env MALLOC_MMAP_THRESHOLD_="));
+    assert!(m["prove"].as_str().unwrap().contains("--env MALLOC_MMAP_MAX_=0 --env MALLOC_TRIM_THRESHOLD_="));
+    // The heap going up and down: brk, by direction.
+    let f = findings("churn", &["heap", "1000"], &[]);
+    let m = only(&f, "memory-churn");
+    assert!(m["what"].as_str().unwrap().contains("1,000 shrinking the heap"), "{m}");
+    assert!(m["prove"].as_str().unwrap().contains("--env MALLOC_TRIM_THRESHOLD_=16777216"), "{m}");
     assert!(!ids(&findings("churn", &["small", "1000"], &[])).contains(&"memory-churn"));
+}
+
+#[test]
+fn a_runtime_starting_is_not_memory_churn() {
+    if skip_without_bpf() {
+        return;
+    }
+    // Start-up maps and unmaps regions and grows the heap: node maps 62
+    // and unmaps 49, grows its heap 24 times; cc1 grows its heap only.
+    let src = tempfile::Builder::new().suffix(".c").tempfile().unwrap();
+    std::fs::write(src.path(), "#include <stdio.h>\nint main(void) { puts(\"x\"); return 0; }\n").unwrap();
+    let obj = src.path().with_extension("o");
+    let gcc = ["gcc", "-O2", "-c", src.path().to_str().unwrap(), "-o", obj.to_str().unwrap()];
+    for argv in [&["node", "-e", "0"][..], &["java", "-version"], &gcc] {
+        if which(argv[0]).is_none() {
+            eprintln!("{} not installed: skipped", argv[0]);
+            continue;
+        }
+        let out = sysdiet().args(["run", "--all", "--"]).args(argv).env_remove("TZ").output().unwrap();
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{argv:?}: {text}");
+        assert!(!text.contains("[memory-churn]"), "{argv:?}: {text}");
+    }
+    let _ = std::fs::remove_file(obj);
 }
 
 #[test]

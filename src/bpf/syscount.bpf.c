@@ -301,6 +301,15 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		count_argument(ts, &c);
 		break;
 	}
+	case ARG_BRK: {
+		__u64 now = (__u64)ret;
+
+		c.fd = !syscall_arg(regs, 0) ? BRK_QUERY : now == ts->brk ? BRK_SAME :
+		       now < ts->brk ? BRK_SHRINK : BRK_GROW;
+		ts->brk = now;
+		count_argument(ts, &c);
+		break;
+	}
 	case ARG_FD_IO:
 		c.req_bucket = size_bucket(syscall_arg(regs, spec.size_arg));
 		c.ret_bucket = size_bucket(ret < 0 ? 0 : ret);

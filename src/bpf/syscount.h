@@ -21,6 +21,7 @@ enum arg_kind {
 	ARG_TIMEOUT_MS = 5,  /* an int timeout in ms: enum timeout_class */
 	ARG_TIMEOUT_PTR = 6, /* a timespec/timeval pointer: enum timeout_class */
 	ARG_SIGMASK = 7,     /* rt_sigprocmask: enum mask_change */
+	ARG_BRK = 8,         /* brk: enum brk_change */
 };
 
 /* In arg_key.fd for the timeout kinds. */
@@ -44,6 +45,15 @@ enum mask_change {
 	MASK_SET = 4,    /* SIG_SETMASK to another mask */
 	MASK_UNDO = 5,   /* a change right after a change, nothing between */
 	MASK_CLASSES = 6,
+};
+
+/* In arg_key.fd for brk: which way the call moved the heap's end, against
+ * the break this thread last saw (0 unknown: a move counts as growing). */
+enum brk_change {
+	BRK_QUERY = 0,  /* brk(0): reads the break */
+	BRK_GROW = 1,
+	BRK_SHRINK = 2, /* malloc trimming the heap top */
+	BRK_SAME = 3,   /* no move (a failed grow returns the old break) */
 };
 
 /* Set per syscall number from user space before load. */
@@ -164,6 +174,7 @@ struct task_state {
 	__u64 user_ticks;
 	__u64 mask;     /* the signal mask after the last change seen */
 	__u64 last_change; /* seq of the last rt_sigprocmask that changed it */
+	__u64 brk;      /* the program break after this thread's last brk */
 	/* stack sampling: a sample every `gap` calls on average */
 	__u32 sample_left;
 	__u32 sample_gap;

@@ -4,13 +4,42 @@
 //! heap top with brk when more than its trim threshold is free. Allocating
 //! and freeing such blocks in a loop makes a syscall pair each time.
 
+use std::collections::HashMap;
+
 use super::{prove, Evidence, Finding, Fix};
 use crate::human::thousands;
-use crate::model::Trace;
+use crate::model::{Argument, BrkChange, Trace};
 
 pub const ID: &str = "memory-churn";
 
+/// More mmap/munmap pairs than a runtime's start-up makes (CPython ~3,
+/// node ~50, a JVM ~20 unmaps for its ~170 maps): churn is a loop's.
+const MIN_PAIRS: u64 = 256;
+/// Heap trims: a program that only grows its heap (gcc, a loader) never
+/// shrinks it; each shrink in a churn is followed by a grow.
+const MIN_SHRINKS: u64 = 10;
+
+/// The knobs and what each does; the first pair is what `prove` tries.
+const MMAP_OFF: &str = "MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=1073741824";
+const MMAP_FIX: &str = "MALLOC_MMAP_MAX_=0 with MALLOC_TRIM_THRESHOLD_=1073741824 (serve every block from the heap, and keep up to 1 GiB \
+     free at its top; glibc maps blocks over 32 MiB whatever its threshold says), or for blocks up to 32 MiB \
+     MALLOC_MMAP_THRESHOLD_=33554432 alone (also stops the threshold from moving)";
+const TRIM: &str = "MALLOC_TRIM_THRESHOLD_=16777216";
+const TRIM_FIX: &str = "MALLOC_TRIM_THRESHOLD_=16777216 (keep up to 16 MiB free at the heap top instead of trimming it)";
+
 pub fn check(trace: &Trace) -> Vec<Finding> {
+    // brk calls per process by direction, in one pass.
+    let mut moves: HashMap<u32, (u64, u64)> = HashMap::new();
+    for a in &trace.arguments {
+        if let Argument::Brk { change } = a.argument {
+            let m = moves.entry(a.pid).or_default();
+            match change {
+                BrkChange::Grow => m.0 += a.calls,
+                BrkChange::Shrink => m.1 += a.calls,
+                _ => {}
+            }
+        }
+    }
     let mut out = Vec::new();
     for p in &trace.processes {
         let get = |name: &str| p.syscalls.iter().find(|s| s.name == name);
@@ -18,43 +47,43 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         let maps = mmap.map_or(0, |s| s.calls);
         let unmaps = munmap.map_or(0, |s| s.calls);
         let pairs = maps.min(unmaps);
-        let brks = brk.map_or(0, |s| s.calls);
+        let (grows, shrinks) = moves.get(&p.pid).copied().unwrap_or_default();
         let mut what = Vec::new();
         let mut ns = 0;
         let mut sites = Vec::new();
         let mut knobs = Vec::new();
-        // Loading a program maps a handful of regions: churn is many pairs.
-        if pairs >= 2 && pairs * 10 >= maps.max(unmaps) * 8 {
+        let mut fixes = Vec::new();
+        if pairs >= MIN_PAIRS && pairs * 10 >= maps.max(unmaps) * 8 {
             what.push(format!("{} × mmap with {} × munmap", thousands(maps), thousands(unmaps)));
             for s in [mmap, munmap].into_iter().flatten() {
                 ns += s.total_ns;
                 sites.extend(s.sites.clone());
             }
-            knobs.push(
-                "MALLOC_MMAP_THRESHOLD_=1048576 (serve blocks up to 1 MiB from the heap; also stops the threshold from moving; \
-                 larger blocks need a larger value, at most 33554432; blocks over 32 MiB stay mapped unless MALLOC_MMAP_MAX_=0 turns mmap off, with MALLOC_TRIM_THRESHOLD_ \
-                 above the block size so that the heap keeps them)",
-            );
+            knobs.push(MMAP_OFF);
+            fixes.push(Fix::env(format!("turn glibc malloc's mmap off: {MMAP_FIX}")));
         }
-        // A program's start-up moves brk a few times.
-        if brks >= 10 {
-            what.push(format!("{} × brk", thousands(brks)));
-            let s = brk.expect("counted");
-            ns += s.total_ns;
+        if shrinks >= MIN_SHRINKS && grows >= shrinks {
+            let s = brk.expect("brk arguments come with brk counts");
+            what.push(format!("{} × brk ({} shrinking the heap, {} growing it again)", thousands(s.calls), thousands(shrinks), thousands(grows)));
+            // Queries and first moves are not churn.
+            let churn = (2 * shrinks).min(s.calls);
+            ns += s.total_ns * churn / s.calls.max(1);
             sites.extend(s.sites.clone());
-            knobs.push("MALLOC_TRIM_THRESHOLD_=16777216 (keep up to 16 MiB free at the heap top instead of trimming it)");
+            knobs.push(TRIM);
+            fixes.push(Fix::env(format!("raise glibc malloc's trim threshold: {TRIM_FIX}")));
         }
         if what.is_empty() {
             continue;
         }
-        let mut fixes: Vec<Fix> = knobs.iter().map(|k| Fix::env(format!("raise glibc malloc's thresholds: {k}"))).collect();
         fixes.push(Fix::code("reuse the buffer across iterations instead of allocating and freeing it each time"));
-        let variant = knobs.iter().map(|k| format!("--env {}", k.split_whitespace().next().unwrap_or_default())).collect::<Vec<_>>().join(" ");
+        let mut variant: Vec<&str> = knobs.iter().flat_map(|k| k.split_whitespace()).collect();
+        variant.dedup_by(|a, b| a.split('=').next() == b.split('=').next());
+        let variant = variant.iter().map(|k| format!("--env {k}")).collect::<Vec<_>>().join(" ");
         out.push(Finding {
             id: ID.into(),
             what: what.join(", "),
             pid: Some(p.pid),
-            evidence: Evidence::new(trace, if pairs >= 2 { "mmap" } else { "brk" }, pairs * 2 + brks, ns),
+            evidence: Evidence::new(trace, if pairs >= MIN_PAIRS { "mmap" } else { "brk" }, pairs * 2 + 2 * shrinks, ns),
             sites,
             saving_ns: ns,
             why: "memory is mapped and given back again and again: each round trip is a syscall pair and page faults on the fresh pages".into(),
@@ -72,22 +101,40 @@ mod tests {
     use super::*;
     use crate::diagnose::testing::*;
 
+    fn brk(change: BrkChange) -> Argument {
+        Argument::Brk { change }
+    }
+
     #[test]
     fn mmap_munmap_pairs() {
         let f = check(&trace(1_000_000_000, &[("mmap", 10_008, 10_000_000), ("munmap", 10_001, 10_000_000)]));
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].what, "10,008 × mmap with 10,001 × munmap");
-        assert_eq!(f[0].prove.as_deref(), Some("sysdiet compare --env MALLOC_MMAP_THRESHOLD_=1048576 -- ./app"));
+        assert_eq!(f[0].prove.as_deref(), Some("sysdiet compare --env MALLOC_MMAP_MAX_=0 --env MALLOC_TRIM_THRESHOLD_=1073741824 -- ./app"));
     }
 
     #[test]
-    fn brk_churn() {
-        let f = check(&trace(1_000_000_000, &[("brk", 5000, 1_000_000)]));
+    fn brk_up_and_down() {
+        let mut t = trace(1_000_000_000, &[("brk", 5001, 1_000_000)]);
+        argument(&mut t, "brk", brk(BrkChange::Query), 1, 200);
+        argument(&mut t, "brk", brk(BrkChange::Grow), 2500, 500_000);
+        argument(&mut t, "brk", brk(BrkChange::Shrink), 2500, 499_800);
+        let f = check(&t);
+        assert_eq!(f[0].what, "5,001 × brk (2,500 shrinking the heap, 2,500 growing it again)");
         assert!(f[0].fixes[0].text.contains("MALLOC_TRIM_THRESHOLD_"));
+        assert_eq!(f[0].prove.as_deref(), Some("sysdiet compare --env MALLOC_TRIM_THRESHOLD_=16777216 -- ./app"));
     }
 
     #[test]
-    fn a_program_loading_is_not_churn() {
-        assert!(check(&trace(1_000_000_000, &[("mmap", 8, 8000), ("munmap", 1, 1000), ("brk", 3, 100)])).is_empty());
+    fn a_runtime_starting_is_not_churn() {
+        // node -e 0: 62 maps, 49 unmaps, its heap grown 24 times.
+        let mut t = trace(1_000_000_000, &[("mmap", 62, 8000), ("munmap", 49, 1000), ("brk", 24, 100)]);
+        argument(&mut t, "brk", brk(BrkChange::Query), 1, 4);
+        argument(&mut t, "brk", brk(BrkChange::Grow), 23, 96);
+        assert!(check(&t).is_empty());
+        // A heap that grows for long (gcc) never shrinks.
+        let mut t = trace(1_000_000_000, &[("brk", 3000, 100)]);
+        argument(&mut t, "brk", brk(BrkChange::Grow), 3000, 100);
+        assert!(check(&t).is_empty());
     }
 }

@@ -22,7 +22,7 @@ pub static TABLE: &[SyscallInfo] = &[
     s(Sysno::mmap, &[Desc, Memory], ArgKind::None),
     s(Sysno::mprotect, &[Memory], ArgKind::None),
     s(Sysno::munmap, &[Memory], ArgKind::None),
-    s(Sysno::brk, &[Memory], ArgKind::None),
+    s(Sysno::brk, &[Memory], ArgKind::Brk),
     s(Sysno::rt_sigaction, &[Signal], ArgKind::None),
     s(Sysno::rt_sigprocmask, &[Signal], ArgKind::SigMask),
     s(Sysno::rt_sigreturn, &[Signal], ArgKind::None),

@@ -76,6 +76,8 @@ pub enum ArgKind {
     TimeoutPtr(u8),
     /// rt_sigprocmask: what the call does to the mask it finds.
     SigMask,
+    /// brk: which way the heap's end moved.
+    Brk,
 }
 
 #[derive(Debug, Clone, Copy)]

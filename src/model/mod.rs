@@ -361,6 +361,10 @@ pub enum Argument {
     SigMask {
         change: MaskChange,
     },
+    /// brk: which way the call moved the end of the heap.
+    Brk {
+        change: BrkChange,
+    },
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash, schemars::JsonSchema)]
@@ -390,6 +394,20 @@ pub enum MaskChange {
     Set,
     /// A change right after another change, with no syscall between.
     Undo,
+}
+
+/// Against the break the thread last saw; a thread's first move counts as
+/// growing.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BrkChange {
+    /// `brk(0)`: only reads the break.
+    Query,
+    Grow,
+    /// Gives memory back: malloc trimming the top of its heap.
+    Shrink,
+    /// No move: a grow that failed returns the old break.
+    Same,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]

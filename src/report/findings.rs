@@ -33,16 +33,13 @@ pub fn section(out: &mut String, trace: &Trace, findings: &[Finding]) {
             (None, Some(p)) if trace.processes.len() > 1 => format!(" ({})", super::who(trace, p)),
             _ => String::new(),
         };
-        let _ = writeln!(
-            out,
-            "\n[{}] {}{pid} — {} in the kernel, of a {} run; {}/s, {:.0}% of all calls",
-            f.id,
-            f.what,
-            duration(e.kernel_ns),
-            duration(run_ns),
-            thousands(e.per_second.round() as u64),
-            100.0 * e.share_of_calls
-        );
+        // A log without -T has no time per call; without timestamps, no run time either.
+        let cost = match (e.untimed, run_ns) {
+            (false, _) => format!("{} in the kernel, of a {} run; {}/s, ", duration(e.kernel_ns), duration(run_ns), thousands(e.per_second.round() as u64)),
+            (true, 0) => "no times in the log; ".to_string(),
+            (true, _) => format!("no time per call in the log, a {} run; {}/s, ", duration(run_ns), thousands(e.per_second.round() as u64)),
+        };
+        let _ = writeln!(out, "\n[{}] {}{pid} — {cost}{:.0}% of all calls", f.id, f.what, 100.0 * e.share_of_calls);
         if !f.processes.is_empty() {
             // The processes of a finding about a program, most calls first.
             let shown: Vec<String> = f.processes.iter().take(5).map(|p| format!("pid {} × {}", p.pid, thousands(p.calls))).collect();

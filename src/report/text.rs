@@ -229,6 +229,7 @@ pub fn describe_key(syscall: &str, argument: &Argument) -> String {
         Argument::Clock { clock } => format!("{syscall}({})", crate::human::clock_name(*clock)),
         Argument::Timeout { timeout } => format!("{syscall}(timeout {})", crate::human::timeout(*timeout)),
         Argument::SigMask { change } => format!("{syscall}({})", crate::human::mask_change(*change)),
+        Argument::Brk { change } => format!("{syscall}({})", crate::human::brk_change(*change)),
     }
 }
 

@@ -211,6 +211,7 @@ fn spec_for(nr: u32, filter: &SyscallSet) -> syscall_spec {
         Some(ArgKind::TimeoutMs(i)) => (arg_kind::ARG_TIMEOUT_MS, i, 0),
         Some(ArgKind::TimeoutPtr(i)) => (arg_kind::ARG_TIMEOUT_PTR, i, 0),
         Some(ArgKind::SigMask) => (arg_kind::ARG_SIGMASK, 0, 0),
+        Some(ArgKind::Brk) => (arg_kind::ARG_BRK, 0, 0),
         Some(ArgKind::None) | None => (arg_kind::ARG_NONE, 0, 0),
     };
     syscall_spec { traced, kind: kind.0 as u8, arg, size_arg }

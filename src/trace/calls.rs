@@ -230,6 +230,26 @@ impl MaskState {
     }
 }
 
+/// The program break a thread last saw, for classifying its brk calls as
+/// the BPF side does (ARG_BRK in src/bpf/syscount.bpf.c).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BrkState(u64);
+
+impl BrkState {
+    /// brk(`asked`) returned `now` (the break after the call).
+    pub fn classify(&mut self, asked: u64, now: u64) -> crate::model::BrkChange {
+        use crate::model::BrkChange;
+        let change = match now.cmp(&self.0) {
+            _ if asked == 0 => BrkChange::Query,
+            std::cmp::Ordering::Equal => BrkChange::Same,
+            std::cmp::Ordering::Less => BrkChange::Shrink,
+            std::cmp::Ordering::Greater => BrkChange::Grow,
+        };
+        self.0 = now;
+        change
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,7 @@ use super::fold::Fold;
 use crate::error::Result;
 use crate::linux::syscalls::{self, ArgKind};
 use crate::model::builder::{TaskRecord, TraceBuilder};
-use crate::model::{Argument, ArgumentStats, Histogram, Lost, MaskChange, Timeout};
+use crate::model::{Argument, ArgumentStats, BrkChange, Histogram, Lost, MaskChange, Timeout};
 
 const AT_FDCWD: i64 = -100;
 const NR_RT_SIGPROCMASK: u32 = 14;
@@ -298,6 +298,15 @@ pub(super) fn argument_of(nr: u32, fd: i64, path_hash: u64, path_of: &PathOf) ->
                 3 => MaskChange::Unblock,
                 4 => MaskChange::Set,
                 _ => MaskChange::Undo,
+            },
+        },
+        Some(ArgKind::Brk) => Argument::Brk {
+            // enum brk_change in syscount.h
+            change: match fd {
+                0 => BrkChange::Query,
+                1 => BrkChange::Grow,
+                2 => BrkChange::Shrink,
+                _ => BrkChange::Same,
             },
         },
         _ => Argument::Fd { fd },

@@ -4,7 +4,7 @@
 use super::sys;
 use crate::linux::syscalls::{self, ArgKind};
 use crate::model::{Argument, Lost, Timeout};
-use crate::trace::calls::{Call, How, MaskState};
+use crate::trace::calls::{BrkState, Call, How, MaskState};
 
 /// PATH_LEN - 1 in src/bpf/syscount.h: the longest path kept whole.
 const PATH_MAX_KEPT: usize = 255;
@@ -47,6 +47,7 @@ pub fn argument(
     rval: i64,
     failed: bool,
     mask: &mut MaskState,
+    brk: &mut BrkState,
     call: &mut Call,
     lost: &mut Lost,
 ) -> Option<Argument> {
@@ -91,5 +92,6 @@ pub fn argument(
             let change = if args[1] == 0 { mask.classify(how, None, old, failed) } else { mask.classify(how, set.or(Some(0)), old, failed) };
             Some(Argument::SigMask { change })
         }
+        ArgKind::Brk => Some(Argument::Brk { change: brk.classify(args[0], rval as u64) }),
     }
 }

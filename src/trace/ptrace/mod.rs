@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::linux::syscalls;
 use crate::model::builder::{TaskRecord, TraceBuilder};
 use crate::model::{Argument, Exit, Lost};
-use crate::trace::calls::{Call, Calls, MaskState};
+use crate::trace::calls::{BrkState, Call, Calls, MaskState};
 use crate::trace::filter::SyscallSet;
 use crate::trace::mappings::{self, MapEvent};
 use crate::trace::samples::StackSample;
@@ -66,6 +66,7 @@ struct Tracee {
     /// A new task's first stop is its attach stop, not a group-stop.
     fresh: bool,
     mask: MaskState,
+    brk: BrkState,
     /// What rules read of its environment at its exec.
     environment: Option<crate::model::Environment>,
     since_sample: u64,
@@ -361,7 +362,7 @@ impl Ptracer {
             // Its arguments were the old image's: keyed by nothing.
             self.dirty_maps.insert(tgid, true);
         } else if let Some(spec) = syscalls::by_nr(nr) {
-            call.argument = keys::argument(spec.arg, tid, &entry.args, entry.timeout, rval, failed, &mut t.mask, &mut call, &mut self.lost);
+            call.argument = keys::argument(spec.arg, tid, &entry.args, entry.timeout, rval, failed, &mut t.mask, &mut t.brk, &mut call, &mut self.lost);
         }
         if matches!(nr, 9 | 10 | 11 | 25 | 216) {
             // mmap, mprotect, munmap, mremap, remap_file_pages

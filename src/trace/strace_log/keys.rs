@@ -53,6 +53,10 @@ pub(super) fn argument(kind: ArgKind, args: &[&str], ret: Return, task: &mut Tas
             Some(Argument::Timeout { timeout })
         }
         ArgKind::SigMask => Some(Argument::SigMask { change: mask_change(args, ret, task) }),
+        ArgKind::Brk => {
+            let asked = args.first().and_then(|a| args::number(a)).unwrap_or(0) as u64;
+            Some(Argument::Brk { change: task.brk.classify(asked, ret.value.unwrap_or(0) as u64) })
+        }
     }
 }
 

@@ -16,7 +16,7 @@ use line::{Body, Line, RawFrame, Return, Stamp};
 use crate::linux::syscalls;
 use crate::model::builder::{TaskRecord, TraceBuilder};
 use crate::model::{Exit, LogFacts};
-use crate::trace::calls::{Call, Calls, MaskState};
+use crate::trace::calls::{BrkState, Call, Calls, MaskState};
 use crate::trace::filter::SyscallSet;
 
 /// The pid of the lines that carry none, until the log names it.
@@ -77,6 +77,7 @@ pub(super) struct Task {
     exit: Option<Exit>,
     /// rt_sigprocmask: what the mask is known to be.
     mask: MaskState,
+    brk: BrkState,
 }
 
 /// A finished call waiting for the `-k` frames printed under it.
