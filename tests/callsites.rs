@@ -249,3 +249,18 @@ fn a_stripped_binary_says_what_would_name_it() {
     assert!(text.contains("(no names for code in tar"), "{text}");
     assert!(text.contains("-dbgsym package"), "{text}");
 }
+
+#[test]
+fn an_interpreter_is_blamed_by_its_native_function_not_main() {
+    if skip_without_bpf() {
+        return;
+    }
+    // Debian's perl: localtime() is the op Perl_pp_gmtime, run by the
+    // dispatch loop Perl_runops_standard under perl_run and main.
+    let out = sysdiet().args(["run", "--", "perl", "-e", "for (1..20000) { my @t = localtime($_) }"]).env_remove("TZ").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("[tz-unset]"), "{text}");
+    let by = text.lines().find(|l| l.trim_start().starts_with("by ")).unwrap_or_default();
+    assert!(by.contains("Perl_pp_gmtime"), "{text}");
+    assert!(!by.contains("main") && !by.contains("runops"), "{text}");
+}

@@ -336,6 +336,40 @@ fn a_runtime_starting_is_not_memory_churn() {
 }
 
 #[test]
+fn a_database_commit_per_insert_is_sync_per_op_only() {
+    if skip_without_bpf() {
+        return;
+    }
+    // Debian's sqlite3 (stripped; libsqlite3 has names), autocommit: each
+    // insert writes pages with pwrite64, creates, syncs and deletes its
+    // rollback journal. The syncs are the finding; the page writes are not
+    // records flushed one by one, the journal is a new file each time, and
+    // an inherited PYTHONUNBUFFERED is nothing to sqlite.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let sql = dir.path().join("inserts.sql");
+    let inserts: String = (0..300).map(|i| format!("insert into t values({i});\n")).collect();
+    std::fs::write(&sql, format!("create table t(a);\n{inserts}")).unwrap();
+    let out = sysdiet()
+        .args(["run", "--json", "-o"])
+        .arg(dir.path().join("r.json"))
+        .args(["--", "sqlite3"])
+        .arg(&db)
+        .arg(format!(".read {}", sql.display()))
+        .env("PYTHONUNBUFFERED", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
+    let f = doc["findings"].as_array().unwrap();
+    assert!(ids(f).contains(&"sync-per-op"), "{:?}", ids(f));
+    assert!(!ids(f).contains(&"flush-per-record"), "{f:?}");
+    let text = serde_json::to_string(f).unwrap();
+    assert!(!text.contains("-journal"), "{text}");
+    assert!(!text.contains("PYTHONUNBUFFERED"), "{text}");
+}
+
+#[test]
 fn clean_programs_have_no_findings() {
     if skip_without_bpf() {
         return;

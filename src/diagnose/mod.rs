@@ -90,17 +90,28 @@ fn python_unbuffered(trace: &Trace, a: &crate::model::ArgumentStats) -> Option<(
 }
 
 /// Whether calls may be Python's own output, which PYTHONUNBUFFERED
-/// governs: their sites go through CPython's writer, or the code that made
-/// them has no names to tell (no site, a stripped interpreter). A C
-/// program that inherited the variable is not told to unset it.
+/// governs: made under CPython's API (a stripped interpreter still exports
+/// `PyFile_WriteObject`, `_PyEval_EvalFrameDefault`), through its writer,
+/// or by code with no names to tell (no site; no named frame outside the C
+/// runtime). A C program that inherited the variable, or a stripped one
+/// whose libraries have names (sqlite3 and its libsqlite3), is not told to
+/// unset it.
 fn python_writes(trace: &Trace, shares: &[SiteShare]) -> bool {
-    let named = sites_of(trace, shares).any(|s| s.responsible_frame().is_some_and(|f| f.function.is_some()));
-    !named
+    let named = || sites_of(trace, shares).flat_map(|s| &s.frames).filter(|f| !f.in_c_runtime()).filter_map(|f| f.function.as_deref());
+    named().next().is_none()
+        || named().any(is_python_api)
         || called_through(
             trace,
             shares,
             &["_Py_write", "_io__Buffered_write", "_io_FileIO_write", "_io_FileIO_write_impl", "_bufferedwriter_raw_write"],
         )
+}
+
+/// CPython's C API: `PyFile_WriteObject`, `_PyEval_EvalFrameDefault`; not
+/// `Pythagoras`.
+fn is_python_api(name: &str) -> bool {
+    let rest = name.strip_prefix("_Py").or_else(|| name.strip_prefix("Py"));
+    rest.and_then(|r| r.chars().next()).is_some_and(|c| c == '_' || c.is_ascii_uppercase())
 }
 
 /// The call sites behind some shares.

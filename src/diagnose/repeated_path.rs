@@ -3,6 +3,8 @@
 //! files re-read per lookup, open/read/close of one file in a loop. The
 //! zone file with TZ unset is tz-unset's.
 
+use std::collections::HashMap;
+
 use super::{called_through, environment_of, Evidence, Finding, Fix, PATH_LOOKUPS, PATH_OPENS};
 use crate::human::{quoted, thousands};
 use crate::model::{Argument, Trace};
@@ -23,7 +25,18 @@ const KNOWN: &[(&[&str], &str)] = &[
     (&["iconv_open", "setlocale", "newlocale"], "locale or iconv set-up per call: create it once and reuse it"),
 ];
 
+/// Calls that take a path's file away: a file opened after one of them is a
+/// new file, not the same one again.
+const REMOVALS: &[&str] = &["unlink", "unlinkat", "rename", "renameat", "renameat2"];
+
 pub fn check(trace: &Trace) -> Vec<Finding> {
+    // Per (process, path): how often the file was removed or renamed away.
+    let mut removed: HashMap<(u32, &str), u64> = HashMap::new();
+    for a in trace.arguments.iter().filter(|a| REMOVALS.contains(&a.syscall.as_str())) {
+        if let Argument::Path { path: Some(path), .. } = &a.argument {
+            *removed.entry((a.pid, path.as_str())).or_default() += a.calls;
+        }
+    }
     let mut out = Vec::new();
     for a in &trace.arguments {
         let lookup = PATH_LOOKUPS.contains(&a.syscall.as_str());
@@ -37,6 +50,9 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         }
         if !path.starts_with('/') && (dirfd.is_some() || changes_directory(trace, a.pid)) {
             continue; // a relative name under a moving directory: other files each time
+        }
+        if removed.get(&(a.pid, path.as_str())).is_some_and(|r| r * 2 >= a.calls) {
+            continue; // created and deleted per operation (a journal, a lock file): the answer changes
         }
         let mut fixes = Vec::new();
         for (functions, advice) in KNOWN {
@@ -113,6 +129,21 @@ mod tests {
         argument(&mut t, "newfstatat", path("/etc/localtime"), 900, 900);
         argument(&mut t, "newfstatat", Argument::Path { path: Some(String::new()), dirfd: Some(3), cut: false, raw: None }, 900, 900);
         assert!(check(&t).is_empty());
+    }
+
+    #[test]
+    fn a_file_created_and_deleted_per_operation_is_a_new_file_each_time() {
+        // sqlite's rollback journal: created, written, synced, unlinked per transaction.
+        let mut t = trace(1_000_000_000, &[("openat", 301, 3_000_000), ("newfstatat", 302, 30_000), ("unlink", 300, 3_000_000)]);
+        argument(&mut t, "openat", path("/tmp/s.db-journal"), 301, 3_000_000);
+        argument(&mut t, "newfstatat", path("/tmp/s.db-journal"), 302, 30_000);
+        argument(&mut t, "unlink", path("/tmp/s.db-journal"), 300, 3_000_000);
+        assert!(check(&t).is_empty());
+        // Removed once at the end: the same file opened 301 times.
+        let mut t = trace(1_000_000_000, &[("openat", 301, 3_000_000), ("unlink", 1, 10_000)]);
+        argument(&mut t, "openat", path("/tmp/app.state"), 301, 3_000_000);
+        argument(&mut t, "unlink", path("/tmp/app.state"), 1, 10_000);
+        assert_eq!(check(&t).len(), 1);
     }
 
     #[test]

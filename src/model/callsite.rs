@@ -54,6 +54,22 @@ impl Frame {
     }
 }
 
+/// The C and C++ runtimes' shared objects: glibc's (libc, ld.so,
+/// libpthread, libm, its NSS modules, ...), libstdc++ and libgcc_s. Their
+/// code runs on a program's behalf; it is how, never why.
+const C_RUNTIME: &[&str] = &[
+    "libc.so", "libm.so", "libpthread.so", "libdl.so", "librt.so", "libresolv.so", "libanl.so", "libutil.so", "libmvec.so", "libnss_",
+    "libc_malloc_debug.so", "ld-linux", "ld64.so", "libstdc++.so", "libgcc_s.so", "libc++.so", "libc++abi.so",
+];
+
+impl Frame {
+    /// In the C or C++ runtime's shared objects, or the vDSO.
+    pub fn in_c_runtime(&self) -> bool {
+        let file = base_name(&self.module);
+        self.module == "[vdso]" || C_RUNTIME.iter().any(|lib| file.starts_with(lib))
+    }
+}
+
 fn base_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }

@@ -1,18 +1,28 @@
-//! Which frame of a stack is the program's own code: the first one, from
-//! the syscall outward, that is not in a system library (libc, ld.so and
-//! every other shared object the distribution installs), not in the vDSO,
-//! and not a language runtime's own machinery that we recognise. That frame
-//! made the decision to call; the frames inside it are how.
+//! Which frame of a stack is the code that did the work: the first one,
+//! from the syscall outward, that is not the C or C++ runtime (libc, ld.so,
+//! libpthread, libstdc++; see `Frame::in_c_runtime`), not the vDSO, and
+//! not a language runtime's dispatch machinery (an interpreter's eval loop
+//! and call paths, Rust's std). Any other library is code someone wrote on
+//! purpose: an interpreter's `Perl_pp_gmtime` or `time_localtime`, a
+//! program's plugin, libsqlite3's commit. That frame made the decision to
+//! call; the frames inside it are how.
 
 use crate::model::Frame;
 
-/// Where a distribution installs shared libraries.
-const SYSTEM_LIBRARY_DIRS: &[&str] = &["/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/", "/lib32/", "/usr/lib32/"];
-
-/// Functions of language runtimes that may be linked into an executable
-/// (CPython, Ruby, Perl, Rust's std and core, a static glibc).
-const RUNTIME_PREFIXES: &[&str] =
-    &["_Py", "rb_", "ruby_", "Perl_", "perl_", "std::", "core::", "alloc::", "<std::", "<core::", "<alloc::", "__libc_", "_IO_", "__GI_", "_dl_"];
+/// Functions that are machinery wherever they are linked: Rust's std and
+/// core, a static glibc, and interpreters' dispatch loops and call paths
+/// (CPython, Perl, Ruby), which sit between the interpreted code and the
+/// native function that did the work.
+const MACHINERY_PREFIXES: &[&str] = &[
+    "std::", "core::", "alloc::", "<std::", "<core::", "<alloc::", "__libc_", "_IO_", "__GI_", "_dl_",
+    // CPython
+    "_PyEval_", "PyEval_", "_PyObject_Call", "PyObject_Call", "_PyObject_Vectorcall", "PyObject_Vectorcall", "_PyObject_MakeTpCall",
+    "_PyFunction_Vectorcall", "PyVectorcall_", "cfunction_", "method_vectorcall", "_PyRun_", "PyRun_", "Py_RunMain", "Py_BytesMain", "pymain_",
+    // Perl
+    "Perl_runops_", "perl_run", "S_run_body", "Perl_call_", "Perl_pp_entersub",
+    // Ruby
+    "rb_vm_exec", "vm_exec", "vm_call", "vm_sendish", "rb_funcall", "rb_ec_exec_node", "ruby_run_node",
+];
 
 /// The responsible frame, and how many frames from it outward are the
 /// program's own.
@@ -23,36 +33,14 @@ pub fn responsible(frames: &[Frame]) -> Option<(usize, usize)> {
 }
 
 fn is_machinery(f: &Frame) -> bool {
-    if f.module == super::images::VDSO || is_system_library(&f.module) {
+    if f.in_c_runtime() {
         return true;
     }
     match &f.function {
-        Some(name) => RUNTIME_PREFIXES.iter().any(|p| name.starts_with(p)) || is_python_api(name),
+        Some(name) => MACHINERY_PREFIXES.iter().any(|p| name.starts_with(p)),
         // Code in no known file (JIT, or lost): not ours to blame.
         None => f.module == "?",
     }
-}
-
-/// CPython's C API: `PyObject_Call`, `Py_RunMain`; not `Pythagoras`.
-fn is_python_api(name: &str) -> bool {
-    name.strip_prefix("Py").and_then(|r| r.chars().next()).is_some_and(|c| c == '_' || c.is_ascii_uppercase())
-}
-
-/// A shared object the distribution installs for everyone: one that sits
-/// directly in a library directory (`/usr/lib/x86_64-linux-gnu/libc.so.6`).
-/// One deeper down is a program's own plugin or an interpreter's extension
-/// module (`/usr/lib/python3.11/lib-dynload/_ssl...so`, a shell's loadable
-/// builtin under `/usr/lib/bash/`): the program's code, to be blamed.
-fn is_system_library(path: &str) -> bool {
-    let (dir, file) = path.rsplit_once('/').unwrap_or(("", path));
-    let shared_object = file.contains(".so") || file.starts_with("ld-linux");
-    let dir = format!("{dir}/");
-    shared_object && SYSTEM_LIBRARY_DIRS.iter().any(|d| dir == *d || dir.strip_prefix(d).is_some_and(is_multiarch_dir))
-}
-
-/// `x86_64-linux-gnu/`, the multiarch directory inside a library directory.
-fn is_multiarch_dir(rest: &str) -> bool {
-    rest.strip_suffix('/').is_some_and(|d| !d.contains('/') && d.contains("-linux-"))
 }
 
 #[cfg(test)]
@@ -97,11 +85,27 @@ mod tests {
         assert_eq!(responsible(&stack), Some((1, 1)));
         let builtin = [f("stat", LIBC), f("finfo_main", "/usr/lib/bash/finfo"), f("main", "/usr/bin/bash")];
         assert_eq!(responsible(&builtin), Some((1, 2)));
-        // A library straight in a library directory is the system's.
-        for lib in ["/usr/lib/x86_64-linux-gnu/libsqlite3.so.0", "/lib/x86_64-linux-gnu/libz.so.1", "/usr/lib/libfoo.so"] {
-            assert!(is_system_library(lib), "{lib}");
-        }
-        assert!(!is_system_library("/usr/lib/x86_64-linux-gnu/perl5/5.36/auto/POSIX/POSIX.so"));
+    }
+
+    #[test]
+    fn an_interpreters_native_function_is_named_not_its_loop() {
+        // perl -e 'localtime($_) for 1..N': the op that did the work.
+        let libperl = "/usr/lib/x86_64-linux-gnu/libperl.so.5.36";
+        let stack = [
+            f("__tzfile_read", LIBC),
+            f("__tz_convert", LIBC),
+            f("Perl_pp_gmtime", libperl),
+            f("Perl_runops_standard", libperl),
+            f("perl_run", libperl),
+            f("main", "/usr/bin/perl"),
+        ];
+        assert_eq!(responsible(&stack), Some((2, 1)));
+        // A library's own logic (sqlite's commit) is code too; libstdc++ is not.
+        let sqlite = "/usr/lib/x86_64-linux-gnu/libsqlite3.so.0.8.6";
+        let stack = [f("fdatasync", LIBC), f("sqlite3PagerCommitPhaseOne", sqlite), f("sqlite3_step", sqlite), f("main", "/usr/bin/sqlite3")];
+        assert_eq!(responsible(&stack), Some((1, 3)));
+        let cpp = [f("open", LIBC), f("std::basic_filebuf::open", "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"), f("load", "/srv/app")];
+        assert_eq!(responsible(&cpp), Some((2, 1)));
     }
 
     #[test]
