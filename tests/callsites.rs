@@ -162,6 +162,14 @@ fn text_report_says_who_makes_the_calls() {
     assert!(text.contains("call sites ("), "{text}");
     assert!(text.contains("by    use_localtime (timeloop.c:9) ← main (timeloop.c:"), "{text}");
     assert!(text.contains("from  __tz_convert"), "{text}");
+    // The chain starts at the call the program made, by its exported name
+    // (glibc's debug info calls it __GI_mktime; malloc is __libc_malloc).
+    let out = sysdiet().args(["run", "--"]).arg(victim("timeloop")).args(["mktime", "20000"]).env_remove("TZ").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("from  mktime → tzset → tzset_internal"), "{text}");
+    let out = sysdiet().args(["run", "--"]).arg(victim("churn")).args(["big", "300"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("from  malloc → _int_malloc →") && text.contains("→ mmap\n"), "{text}");
 }
 
 #[test]

@@ -34,6 +34,11 @@ pub struct Frame {
     /// Inlined into the next frame outward.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub inlined: bool,
+    /// The name the library exports for this function when `function` is
+    /// an internal alias: `mktime` for glibc's `__GI_mktime`, `malloc` for
+    /// `__libc_malloc`. The call a program made, as its source spells it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public: Option<String>,
 }
 
 impl Frame {
@@ -52,6 +57,11 @@ impl Frame {
     pub fn name(&self) -> String {
         self.function.clone().unwrap_or_else(|| format!("{}+{:#x}", module_name(&self.module), self.address))
     }
+
+    /// The exported name where there is one, else `name()`.
+    pub fn public_name(&self) -> String {
+        self.public.clone().unwrap_or_else(|| self.name())
+    }
 }
 
 /// The C and C++ runtimes' shared objects: glibc's (libc, ld.so,
@@ -62,11 +72,16 @@ const C_RUNTIME: &[&str] = &[
     "libc_malloc_debug.so", "ld-linux", "ld64.so", "libstdc++.so", "libgcc_s.so", "libc++.so", "libc++abi.so",
 ];
 
+/// Whether `module` (a file, or `[vdso]`) is the C or C++ runtime.
+pub fn in_c_runtime(module: &str) -> bool {
+    let file = base_name(module);
+    module == "[vdso]" || C_RUNTIME.iter().any(|lib| file.starts_with(lib))
+}
+
 impl Frame {
     /// In the C or C++ runtime's shared objects, or the vDSO.
     pub fn in_c_runtime(&self) -> bool {
-        let file = base_name(&self.module);
-        self.module == "[vdso]" || C_RUNTIME.iter().any(|lib| file.starts_with(lib))
+        in_c_runtime(&self.module)
     }
 }
 

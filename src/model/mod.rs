@@ -5,7 +5,7 @@ pub mod builder;
 pub mod callsite;
 mod histogram;
 
-pub use callsite::{CallSite, Frame, Sampling, SiteShare};
+pub use callsite::{in_c_runtime, CallSite, Frame, Sampling, SiteShare};
 pub use histogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -104,7 +104,7 @@ pub fn by_chain(site: &CallSite) -> String {
 /// `localtime → __tz_convert → tzset_internal`: the library functions the
 /// call went through, from the program's side to the syscall.
 pub fn from_chain(site: &CallSite) -> String {
-    let lib: Vec<String> = site.library_chain().iter().rev().map(|f| crate::human::escaped(&f.name())).collect();
+    let lib: Vec<String> = site.library_chain().iter().rev().map(|f| crate::human::escaped(&f.public_name())).collect();
     let mut s = elide(&lib, " → ");
     if !site.complete {
         s.push_str("  (stack cut short)");

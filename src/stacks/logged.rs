@@ -35,7 +35,7 @@ fn as_logged(f: &LogFrame) -> Frame {
     // strace's error lines (`backtracing_error`) are no file.
     let module = if f.module.starts_with('/') || f.module.starts_with('.') { f.module.clone() } else { "?".into() };
     let (file, line) = f.source.clone().map_or((None, None), |(file, line)| (Some(file), Some(line)));
-    Frame { function: f.symbol.clone(), file, line, module, address: f.offset, inlined: false }
+    Frame { function: f.symbol.clone(), file, line, module, address: f.offset, inlined: false, public: None }
 }
 
 /// The frames that this host's files name better, by frame.
@@ -65,9 +65,12 @@ fn rename(stacks: &[Vec<LogFrame>]) -> HashMap<LogFrame, Vec<Frame>> {
                 module: module.to_string(),
                 address: f.offset,
                 inlined,
+                public: None,
             };
             let mut named: Vec<Frame> = sym.inlined.iter().rev().map(|i| info(i.code_info.as_ref(), &i.name, true)).collect();
-            named.push(info(sym.code_info.as_deref(), &sym.name, false));
+            // strace named the function from .dynsym: its exported name.
+            let public = f.symbol.clone().filter(|s| *s != *sym.name && f.symbol_offset == sym.offset as u64);
+            named.push(Frame { public, ..info(sym.code_info.as_deref(), &sym.name, false) });
             out.insert((*f).clone(), named);
         }
     }

@@ -57,6 +57,7 @@ fn name_frames(images: &Images, stacks: &[RawStack]) -> HashMap<RawFrame, Vec<Fr
         };
         let img = images.image(id);
         let src = Source::Elf(Elf::new(&img.file));
+        let exported = if crate::model::in_c_runtime(&img.name) { public_names(&img.file) } else { HashMap::new() };
         let results = symbolizer.symbolize(&src, Input::VirtOffset(&addrs)).unwrap_or_default();
         for (i, &a) in addrs.iter().enumerate() {
             let unnamed = || vec![Frame { module: img.name.clone(), address: a, ..Default::default() }];
@@ -70,11 +71,12 @@ fn name_frames(images: &Images, stacks: &[RawStack]) -> HashMap<RawFrame, Vec<Fr
                         frames.push(frame(&img.name, a, Some(inl.name.to_string()), inl.code_info.as_ref(), true));
                     }
                     let outer_info = sym.code_info.as_deref();
-                    let outer = frame(&img.name, a, Some(sym.name.to_string()), outer_info, false);
+                    let mut outer = frame(&img.name, a, Some(sym.name.to_string()), outer_info, false);
+                    outer.public = exported.get(&sym.addr).filter(|p| **p != sym.name).cloned();
                     // A function "inlined" into its own namesake (glibc's
                     // syscall wrappers) is one frame: keep the inner line.
                     match frames.pop() {
-                        Some(inner) if inner.function == outer.function => frames.push(Frame { inlined: false, ..inner }),
+                        Some(inner) if inner.function == outer.function => frames.push(Frame { inlined: false, public: outer.public, ..inner }),
                         Some(inner) => frames.extend([inner, outer]),
                         None => frames.push(outer),
                     }
@@ -86,6 +88,29 @@ fn name_frames(images: &Images, stacks: &[RawStack]) -> HashMap<RawFrame, Vec<Fr
         }
     }
     names
+}
+
+/// The names an ELF file exports for its functions, by address: the public
+/// name of each internal alias (`mktime` at `__GI_mktime`'s address). Of
+/// several exported names (mktime, timelocal; fstatat, __fstatat64), the
+/// one with fewest leading underscores, then the shortest.
+fn public_names(file: &std::path::Path) -> HashMap<u64, String> {
+    use object::{Object, ObjectSymbol, SymbolKind};
+    let mut out: HashMap<u64, String> = HashMap::new();
+    let Ok(data) = std::fs::read(file) else { return out };
+    let Ok(elf) = object::File::parse(&*data) else { return out };
+    let rank = |n: &str| (n.len() - n.trim_start_matches('_').len(), n.len(), n.to_string());
+    for sym in elf.dynamic_symbols() {
+        let Ok(name) = sym.name() else { continue };
+        if sym.kind() != SymbolKind::Text || !sym.is_definition() || !sym.is_global() || name.is_empty() {
+            continue;
+        }
+        let better = out.get(&sym.address()).is_none_or(|old| rank(name) < rank(old));
+        if better {
+            out.insert(sym.address(), name.to_string());
+        }
+    }
+    out
 }
 
 /// The first function of a process or thread.
@@ -101,5 +126,26 @@ fn frame(module: &str, address: u64, function: Option<String>, info: Option<&Cod
         module: module.to_string(),
         address,
         inlined,
+        public: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glibcs_internal_aliases_have_their_exported_names() {
+        let libc = ["/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6"].into_iter().find(|p| std::path::Path::new(p).exists());
+        let names = public_names(std::path::Path::new(libc.expect("glibc")));
+        let values: Vec<&str> = names.values().map(String::as_str).collect();
+        // One name per address, the plainest: malloc (not __libc_malloc),
+        // mmap (not mmap64), mktime (not timelocal).
+        for public in ["malloc", "mmap", "mktime", "fstatat"] {
+            assert!(values.contains(&public), "{public}");
+        }
+        for alias in ["__libc_malloc", "mmap64", "timelocal", "__fstatat64"] {
+            assert!(!values.contains(&alias), "{alias}");
+        }
     }
 }
