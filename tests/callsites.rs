@@ -272,3 +272,42 @@ fn an_interpreter_is_blamed_by_its_native_function_not_main() {
     assert!(by.contains("Perl_pp_gmtime"), "{text}");
     assert!(!by.contains("main") && !by.contains("runops"), "{text}");
 }
+
+/// Runs `sh -c script` in `dir`, which must succeed.
+fn shell(dir: &std::path::Path, script: &str) {
+    let out = std::process::Command::new("sh").arg("-c").arg(script).current_dir(dir).output().unwrap();
+    assert!(out.status.success(), "{script}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn stripped_binaries_are_named_from_minidebuginfo_and_debug_links() {
+    if skip_without_bpf() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(victim("timeloop"), dir.path().join("tl")).unwrap();
+    // MiniDebugInfo as Fedora builds it (gdb's manual): the function
+    // symbols, xz-compressed in .gnu_debugdata of a fully stripped file.
+    shell(
+        dir.path(),
+        "cp tl mini && nm -D mini --format=posix --defined-only | awk '{print $1}' | sort > dynsyms \
+         && nm mini --format=posix --defined-only | awk '$2 ~ /^[TtD]$/ {print $1}' | sort > funcsyms \
+         && comm -13 dynsyms funcsyms > keep && objcopy --only-keep-debug mini dbg \
+         && objcopy -S --remove-section .gdb_index --remove-section .comment --keep-symbols=keep dbg mini.symtab \
+         && xz mini.symtab && strip --strip-all mini && objcopy --add-section .gnu_debugdata=mini.symtab.xz mini \
+         && ! nm mini 2>/dev/null | grep -q main",
+    );
+    // A debug link to a separate file with the DWARF.
+    shell(dir.path(), "cp tl linked && objcopy --only-keep-debug linked linked.debug && strip -s linked && objcopy --add-gnu-debuglink=linked.debug linked");
+    let by = |exe: &str| {
+        let out = sysdiet().args(["run", "--"]).arg(dir.path().join(exe)).args(["localtime", "20000"]).env_remove("TZ").output().unwrap();
+        let text = String::from_utf8_lossy(&out.stderr).into_owned();
+        let by = text.lines().find(|l| l.trim_start().starts_with("by ")).unwrap_or_default().to_string();
+        (by, text)
+    };
+    let (mini, text) = by("mini");
+    assert!(mini.trim_start().strip_prefix("by").is_some_and(|f| f.trim_start().starts_with("main")), "{text}");
+    assert!(!text.contains("no names for code") && !text.contains("mini+0x"), "{text}");
+    let (linked, text) = by("linked");
+    assert!(linked.contains("use_localtime (timeloop.c:"), "{text}");
+}

@@ -48,9 +48,12 @@ pub fn section(out: &mut String, trace: &Trace) {
         let files: Vec<String> = unnamed.iter().map(|m| escaped(crate::model::callsite::module_name(m))).collect();
         let _ = writeln!(
             out,
-            "  (no names for code in {}: stripped; its debug symbols would name it: Debian's -dbgsym package, or any file under /usr/lib/debug/.build-id/)",
+            "  (no names for code in {}: stripped, and no MiniDebugInfo, debug link or build-id file found; its debug symbols would name it: Debian's -dbgsym package, or any file under /usr/lib/debug/.build-id/)",
             files.join(", ")
         );
+    }
+    if trace.call_sites.iter().flat_map(|s| &s.frames).any(|f| f.module == "?") {
+        let _ = writeln!(out, "  (frames shown as ?+0x… are in memory no file backs, such as a JIT's code: sysdiet does not read perf maps (/tmp/perf-PID.map) yet)");
     }
 }
 
