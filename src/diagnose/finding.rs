@@ -26,6 +26,11 @@ pub struct Finding {
     /// What the fix changes besides speed, when it changes something.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tradeoff: Option<String>,
+    /// Set when `saving_ns` is the calls' least cost (evidence calls ×
+    /// `run.syscall_ns`), because the kernel time measured in them was
+    /// less (sampling misses entering and leaving the kernel): that time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_saving_ns: Option<u64>,
     /// The `sysdiet compare` line that measures the fix, when the fix is an
     /// environment variable or another command line.
     #[serde(default, skip_serializing_if = "Option::is_none")]

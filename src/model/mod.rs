@@ -71,6 +71,11 @@ pub struct RunInfo {
     /// What a strace log held and lacked (`analyze` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log: Option<LogFacts>,
+    /// What one syscall's round trip costs on this host untraced (the
+    /// fastest of 5 batches of getppid, before the probes were armed), in
+    /// ns: the least each call a fix removes saves. BPF backend only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syscall_ns: Option<u64>,
 }
 
 /// What `sysdiet analyze` read, and what the log could not tell.

@@ -70,12 +70,11 @@ pub fn analyze(paths: &[PathBuf], opts: &TraceOptions) -> Result<Traced> {
         duration_ns: read.duration_ns,
         exit: read.exit,
         interrupted: false,
-        setup_ns: 0,
         readout_ns: started.elapsed().as_nanos() as u64,
         time: if read.facts.durations { TimeKind::Wall } else { TimeKind::Unmeasured },
-        user_cpu_ns: 0,
         environment,
         log: Some(read.facts),
+        ..Default::default()
     };
     let mut trace = builder.finish(run, Lost::default());
     let complete: u64 =

@@ -16,6 +16,8 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
     }
     let threads: Vec<Vec<(u32, String)>> = pids.iter().map(|&p| target::live_threads(p)).collect::<Result<_>>()?;
 
+    // Before the probes exist: they slow every task's syscalls.
+    let syscall_ns = crate::linux::syscall_cost_ns();
     let (tracer, why) = super::load_bpf(opts)?;
     let Some(mut tracer) = tracer else {
         return super::ptraced::attach(pids, duration, opts, started, why);
@@ -54,11 +56,9 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
         exit: None,
         interrupted,
         setup_ns,
-        readout_ns: 0,
-        time: Default::default(),
-        user_cpu_ns: 0,
         environment: target::environment_of_process(pids[0]),
-        log: None,
+        syscall_ns: Some(syscall_ns),
+        ..Default::default()
     };
     let (mut trace, findings) = finish(&mut tracer, stacks, run, ended, opts)?;
     // One process that ended while traced: its exit is the run's, as for `run`.

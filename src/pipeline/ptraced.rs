@@ -60,11 +60,9 @@ pub fn trace_held(
         exit,
         interrupted: end == End::Stopped || exit.is_none(),
         setup_ns,
-        readout_ns: 0,
         time: TimeKind::Wall,
-        user_cpu_ns: 0,
         environment: target::environment_of_command(env),
-        log: None,
+        ..Default::default()
     };
     let last = state.last_signal.load(Ordering::Relaxed);
     let (trace, findings) = finish(tracer, inline, run, ended, opts);
@@ -101,11 +99,9 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
         exit: None,
         interrupted: end == End::Stopped && !state.timed_out.load(Ordering::Relaxed),
         setup_ns,
-        readout_ns: 0,
         time: TimeKind::Wall,
-        user_cpu_ns: 0,
         environment: target::environment_of_process(pids[0]),
-        log: None,
+        ..Default::default()
     };
     let (mut trace, findings) = finish(tracer, inline, run, ended, opts);
     if let [pid] = pids {

@@ -26,6 +26,8 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
     // its pipe close and runs the command anyway, untraced.
     let held = spawn::spawn_held(&program, command, env, opts.quiet)?;
     let comm = program.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    // Before the probes exist: they slow every task's syscalls.
+    let syscall_ns = crate::linux::syscall_cost_ns();
     let (tracer, why) = super::load_bpf(opts)?;
     let Some(mut tracer) = tracer else {
         return super::ptraced::trace_held(held, command, env, opts, rx, started, why);
@@ -87,11 +89,9 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
         exit,
         interrupted: exit.is_none(),
         setup_ns,
-        readout_ns: 0,
-        time: Default::default(),
-        user_cpu_ns: 0,
         environment: target::environment_of_command(env),
-        log: None,
+        syscall_ns: Some(syscall_ns),
+        ..Default::default()
     };
     let (trace, findings) = finish(&mut tracer, stacks, run, ended, opts)?;
     Ok(Traced { trace, findings, status: exit.map_or(128 + last_signal, |e| e.shell_status()) })

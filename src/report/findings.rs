@@ -72,12 +72,22 @@ pub fn section(out: &mut String, trace: &Trace, findings: &[Finding]) {
         }
         if f.saving_ns > 0 {
             let what = match trace.run.time {
+                crate::model::TimeKind::CpuSampled { .. } if f.measured_saving_ns.is_some() => "sampled",
+                crate::model::TimeKind::Wall if f.measured_saving_ns.is_some() => "measured",
                 crate::model::TimeKind::CpuSampled { .. } => "the kernel CPU time of the calls it removes, sampled while traced",
                 crate::model::TimeKind::Wall => "the kernel time of the calls it removes, measured while traced",
                 crate::model::TimeKind::Unmeasured => "",
             };
             let slack = f.evidence.time_slack_ns();
-            if f.saving_ns < slack {
+            if let (Some(measured), Some(each)) = (f.measured_saving_ns, trace.run.syscall_ns) {
+                let _ = writeln!(
+                    out,
+                    "  saves ≈ {} ({} calls × {each} ns, what a syscall costs on this host at least; {} of kernel time was {what})",
+                    duration(f.saving_ns),
+                    thousands(f.evidence.calls),
+                    duration(measured),
+                );
+            } else if f.saving_ns < slack {
                 let _ = writeln!(
                     out,
                     "  saves ≤ ~{} (too few CPU-time ticks landed in these calls to say more; --latency measures each call)",

@@ -101,7 +101,7 @@ mod tests {
     fn logged_names_stay_when_the_file_is_not_here() {
         let stack = vec![
             LogFrame {
-                module: "/usr/lib/x86_64-linux-gnu/libsysdiet-absent.so.6".into(),
+                module: "/nonexistent/lib/x86_64-linux-gnu/libc.so.6".into(),
                 symbol: Some("fstatat".into()),
                 symbol_offset: 0xa,
                 offset: 0xf786a,
