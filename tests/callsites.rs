@@ -167,7 +167,7 @@ fn text_report_says_who_makes_the_calls() {
     let out = sysdiet().args(["run", "--"]).arg(victim("timeloop")).args(["mktime", "20000"]).env_remove("TZ").output().unwrap();
     let text = String::from_utf8_lossy(&out.stderr);
     assert!(text.contains("from  mktime → tzset → tzset_internal"), "{text}");
-    let out = sysdiet().args(["run", "--"]).arg(victim("churn")).args(["big", "300"]).output().unwrap();
+    let out = sysdiet().args(["run", "--all", "--"]).arg(victim("churn")).args(["big", "1000"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stderr);
     assert!(text.contains("from  malloc → _int_malloc →") && text.contains("→ mmap\n"), "{text}");
 }
@@ -310,4 +310,48 @@ fn stripped_binaries_are_named_from_minidebuginfo_and_debug_links() {
     assert!(!text.contains("no names for code") && !text.contains("mini+0x"), "{text}");
     let (linked, text) = by("linked");
     assert!(linked.contains("use_localtime (timeloop.c:"), "{text}");
+}
+
+#[test]
+fn jit_code_is_named_from_its_perf_map() {
+    if skip_without_bpf() {
+        return;
+    }
+    if which_node().is_none() {
+        eprintln!("node not installed: skipped");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("st.js");
+    std::fs::write(&script, "const fs = require('fs');\nfunction statLoop() { for (let i = 0; i < 20000; i++) fs.statSync('/etc/hostname'); }\nstatLoop();\n").unwrap();
+    let run = |perf_map: bool| {
+        let json = dir.path().join("t.json");
+        let mut cmd = sysdiet();
+        cmd.args(["run", "--json", "-o"]).arg(&json).args(["--", "node"]);
+        if perf_map {
+            cmd.args(["--perf-basic-prof", "--interpreted-frames-native-stack"]);
+        }
+        let out = cmd.arg(&script).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        for p in doc["processes"].as_array().unwrap() {
+            let _ = std::fs::remove_file(format!("/tmp/perf-{}.map", p["pid"]));
+        }
+        let counted = path_argument(&doc, "/etc/hostname");
+        let jit: Vec<String> = shares(&doc, &counted["sites"])
+            .iter()
+            .flat_map(|(site, _, _)| site["frames"].as_array().unwrap().clone())
+            .filter(|f| f["module"] == "[jit]")
+            .filter_map(|f| f["function"].as_str().map(str::to_string))
+            .collect();
+        jit
+    };
+    // The JS function that loops, by the name node wrote for it.
+    let named = run(true);
+    assert!(named.iter().any(|f| f.contains("statLoop") && f.contains("st.js")), "{named:?}");
+    assert!(run(false).is_empty());
+}
+
+fn which_node() -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join("node")).find(|p| p.is_file()))
 }

@@ -53,7 +53,7 @@ pub fn section(out: &mut String, trace: &Trace) {
         );
     }
     if trace.call_sites.iter().flat_map(|s| &s.frames).any(|f| f.module == "?") {
-        let _ = writeln!(out, "  (frames shown as ?+0x… are in memory no file backs, such as a JIT's code: sysdiet does not read perf maps (/tmp/perf-PID.map) yet)");
+        let _ = writeln!(out, "  (frames shown as ?+0x… are in memory no file backs, such as a JIT's code, and no perf map names them: a JIT writes /tmp/perf-PID.map when started with node --perf-basic-prof, python -X perf (3.12+) or a JVM perf agent)");
     }
 }
 

@@ -6,6 +6,7 @@
 pub mod collector;
 pub mod images;
 pub mod logged;
+pub mod perf_map;
 pub mod responsible;
 pub mod spaces;
 pub mod symbolize;

@@ -9,9 +9,13 @@ use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{CodeInfo, Input, Symbolized, Symbolizer};
 
 use super::images::Images;
+use super::perf_map::PerfMap;
 use super::responsible::responsible;
 use super::unwind::{RawFrame, RawStack};
 use crate::model::{CallSite, Frame};
+
+/// The module of frames a perf map named: code a JIT wrote.
+pub const JIT: &str = "[jit]";
 
 /// Turns each distinct raw stack into a call site; returns the sites and,
 /// per input stack, the index of its site (equal stacks share one).
@@ -41,20 +45,24 @@ pub fn call_sites(images: &Images, stacks: &[RawStack]) -> (Vec<CallSite>, Vec<u
 /// they are inlined into).
 fn name_frames(images: &Images, stacks: &[RawStack]) -> HashMap<RawFrame, Vec<Frame>> {
     let mut by_image: HashMap<Option<usize>, Vec<u64>> = HashMap::new();
+    let mut names = HashMap::new();
+    let mut jit_maps: HashMap<u32, PerfMap> = HashMap::new();
     for f in stacks.iter().flat_map(|s| &s.frames) {
-        by_image.entry(f.image).or_default().push(f.addr);
+        if f.image.is_some() {
+            by_image.entry(f.image).or_default().push(f.addr);
+        } else if !names.contains_key(f) {
+            // Memory no file backs: a JIT's code, named by its perf map.
+            let map = jit_maps.entry(f.pid).or_insert_with(|| PerfMap::of(f.pid));
+            let function = map.name(f.addr).map(str::to_string);
+            let module = if function.is_some() { JIT } else { "?" };
+            names.insert(*f, vec![Frame { function, module: module.into(), address: f.addr, ..Default::default() }]);
+        }
     }
     let symbolizer = Symbolizer::builder().enable_inlined_fns(true).enable_code_info(true).build();
-    let mut names = HashMap::new();
     for (image, mut addrs) in by_image {
         addrs.sort_unstable();
         addrs.dedup();
-        let Some(id) = image else {
-            for a in addrs {
-                names.insert(RawFrame { image, addr: a }, vec![Frame { module: "?".into(), address: a, ..Default::default() }]);
-            }
-            continue;
-        };
+        let Some(id) = image else { continue };
         let img = images.image(id);
         let src = Source::Elf(Elf::new(&img.file));
         let exported = if crate::model::in_c_runtime(&img.name) { public_names(&img.file) } else { HashMap::new() };
@@ -84,7 +92,7 @@ fn name_frames(images: &Images, stacks: &[RawStack]) -> HashMap<RawFrame, Vec<Fr
                 }
                 _ => unnamed(),
             };
-            names.insert(RawFrame { image, addr: a }, frames);
+            names.insert(RawFrame { image, addr: a, pid: 0 }, frames);
         }
     }
     names

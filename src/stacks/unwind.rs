@@ -18,11 +18,14 @@ const MAX_FRAMES: usize = 256;
 
 /// One frame, placed: the image and the address in it (ELF virtual
 /// address) to look up, already moved back into the call instruction for
-/// return addresses. `image` is None for code outside any known file.
+/// return addresses. `image` is None for code outside any known file;
+/// then `pid` says whose memory it is (a JIT's code is its process's own),
+/// and is 0 otherwise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RawFrame {
     pub image: Option<ImageId>,
     pub addr: u64,
+    pub pid: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -73,7 +76,7 @@ impl Unwinder {
         let Unwinder { spaces, images, unwinders, cache } = self;
         let Some((epoch, maps)) = spaces.at(s.tgid, s.time_ns) else {
             facts.unmapped_frames = 1;
-            return (RawStack { frames: vec![RawFrame { image: None, addr: s.ip }], complete: false }, facts);
+            return (RawStack { frames: vec![RawFrame { image: None, addr: s.ip, pid: s.tgid }], complete: false }, facts);
         };
         let entry = unwinders.entry((s.tgid, epoch)).or_insert_with(|| (UnwinderX86_64::new(), 0));
         add_modules(images, entry, maps);
@@ -110,7 +113,7 @@ impl Unwinder {
                 let placed = spaces::find(maps, a).and_then(|m| place(images, m, a));
                 placed.unwrap_or_else(|| {
                     facts.unmapped_frames += 1;
-                    RawFrame { image: None, addr: a }
+                    RawFrame { image: None, addr: a, pid: s.tgid }
                 })
             })
             .collect();
@@ -140,5 +143,5 @@ fn add_modules(images: &mut Images, entry: &mut (UnwinderX86_64<Arc<[u8]>>, usiz
 fn place(images: &mut Images, m: &Mapping, addr: u64) -> Option<RawFrame> {
     let id = images.get(&m.name)?;
     let bias = images.image(id).bias(m.start, m.pgoff)?;
-    Some(RawFrame { image: Some(id), addr: addr.checked_sub(bias)? })
+    Some(RawFrame { image: Some(id), addr: addr.checked_sub(bias)?, pid: 0 })
 }
