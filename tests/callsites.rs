@@ -298,7 +298,10 @@ fn stripped_binaries_are_named_from_minidebuginfo_and_debug_links() {
          && ! nm mini 2>/dev/null | grep -q main",
     );
     // A debug link to a separate file with the DWARF.
-    shell(dir.path(), "cp tl linked && objcopy --only-keep-debug linked linked.debug && strip -s linked && objcopy --add-gnu-debuglink=linked.debug linked");
+    shell(
+        dir.path(),
+        "cp tl linked && objcopy --only-keep-debug linked linked.debug && strip -s linked && objcopy --add-gnu-debuglink=linked.debug linked",
+    );
     let by = |exe: &str| {
         let out = sysdiet().args(["run", "--"]).arg(dir.path().join(exe)).args(["localtime", "20000"]).env_remove("TZ").output().unwrap();
         let text = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -317,13 +320,17 @@ fn jit_code_is_named_from_its_perf_map() {
     if skip_without_bpf() {
         return;
     }
-    if which_node().is_none() {
+    if which("node").is_none() {
         eprintln!("node not installed: skipped");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("st.js");
-    std::fs::write(&script, "const fs = require('fs');\nfunction statLoop() { for (let i = 0; i < 20000; i++) fs.statSync('/etc/hostname'); }\nstatLoop();\n").unwrap();
+    std::fs::write(
+        &script,
+        "const fs = require('fs');\nfunction statLoop() { for (let i = 0; i < 20000; i++) fs.statSync('/etc/hostname'); }\nstatLoop();\n",
+    )
+    .unwrap();
     let run = |perf_map: bool| {
         let json = dir.path().join("t.json");
         let mut cmd = sysdiet();
@@ -350,8 +357,4 @@ fn jit_code_is_named_from_its_perf_map() {
     let named = run(true);
     assert!(named.iter().any(|f| f.contains("statLoop") && f.contains("st.js")), "{named:?}");
     assert!(run(false).is_empty());
-}
-
-fn which_node() -> Option<std::path::PathBuf> {
-    std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join("node")).find(|p| p.is_file()))
 }

@@ -401,10 +401,6 @@ fn all_shows_small_findings_too() {
     assert!(String::from_utf8_lossy(&all.stderr).contains("[repeated-path] 30 × newfstatat(\"/etc/hostname\")"));
 }
 
-fn which(cmd: &str) -> Option<std::path::PathBuf> {
-    std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join(cmd)).find(|p| p.is_file()))
-}
-
 /// `sysdiet check ARGS --json`, parsed.
 fn check_json(args: &[&str]) -> Value {
     let out = sysdiet().arg("check").args(args).arg("--json").output().unwrap();

@@ -62,8 +62,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             knobs.push(MMAP_OFF);
             fixes.push(Fix::env(format!("turn glibc malloc's mmap off: {MMAP_FIX}")));
         }
-        if shrinks >= MIN_SHRINKS && grows >= shrinks {
-            let s = brk.expect("brk arguments come with brk counts");
+        if let Some(s) = brk.filter(|_| shrinks >= MIN_SHRINKS && grows >= shrinks) {
             what.push(format!("{} × brk ({} shrinking the heap, {} growing it again)", thousands(s.calls), thousands(shrinks), thousands(grows)));
             // Queries and first moves are not churn.
             let churn = (2 * shrinks).min(s.calls);

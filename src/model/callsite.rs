@@ -68,8 +68,23 @@ impl Frame {
 /// libpthread, libm, its NSS modules, ...), libstdc++ and libgcc_s. Their
 /// code runs on a program's behalf; it is how, never why.
 const C_RUNTIME: &[&str] = &[
-    "libc.so", "libm.so", "libpthread.so", "libdl.so", "librt.so", "libresolv.so", "libanl.so", "libutil.so", "libmvec.so", "libnss_",
-    "libc_malloc_debug.so", "ld-linux", "ld64.so", "libstdc++.so", "libgcc_s.so", "libc++.so", "libc++abi.so",
+    "libc.so",
+    "libm.so",
+    "libpthread.so",
+    "libdl.so",
+    "librt.so",
+    "libresolv.so",
+    "libanl.so",
+    "libutil.so",
+    "libmvec.so",
+    "libnss_",
+    "libc_malloc_debug.so",
+    "ld-linux",
+    "ld64.so",
+    "libstdc++.so",
+    "libgcc_s.so",
+    "libc++.so",
+    "libc++abi.so",
 ];
 
 /// Whether `module` (a file, or `[vdso]`) is the C or C++ runtime.

@@ -35,7 +35,9 @@ pub fn section(out: &mut String, trace: &Trace, findings: &[Finding]) {
         };
         // A log without -T has no time per call; without timestamps, no run time either.
         let cost = match (e.untimed, run_ns) {
-            (false, _) => format!("{} in the kernel, of a {} run; {}/s, ", duration(e.kernel_ns), duration(run_ns), thousands(e.per_second.round() as u64)),
+            (false, _) => {
+                format!("{} in the kernel, of a {} run; {}/s, ", duration(e.kernel_ns), duration(run_ns), thousands(e.per_second.round() as u64))
+            }
             (true, 0) => "no times in the log; ".to_string(),
             (true, _) => format!("no time per call in the log, a {} run; {}/s, ", duration(run_ns), thousands(e.per_second.round() as u64)),
         };

@@ -17,8 +17,18 @@ impl PerfMap {
         Self::read(Path::new(&format!("/tmp/perf-{pid}.map")))
     }
 
+    /// A regular file only: /tmp is anyone's, and a link planted there
+    /// must not make sysdiet (root) read another file into a report.
     pub fn read(path: &Path) -> PerfMap {
-        std::fs::read(path).map(|b| Self::parse(&String::from_utf8_lossy(&b))).unwrap_or_default()
+        use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut text = Vec::new();
+        let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path);
+        let Ok(mut f) = file else { return PerfMap::default() };
+        if !f.metadata().is_ok_and(|m| m.is_file()) || f.read_to_end(&mut text).is_err() {
+            return PerfMap::default();
+        }
+        Self::parse(&String::from_utf8_lossy(&text))
     }
 
     pub fn parse(text: &str) -> PerfMap {
@@ -26,7 +36,9 @@ impl PerfMap {
         for line in text.lines() {
             let mut parts = line.splitn(3, ' ');
             let (Some(start), Some(size), Some(name)) = (parts.next(), parts.next(), parts.next()) else { continue };
-            let (Ok(start), Ok(size)) = (u64::from_str_radix(start.trim_start_matches("0x"), 16), u64::from_str_radix(size.trim_start_matches("0x"), 16)) else {
+            let (Ok(start), Ok(size)) =
+                (u64::from_str_radix(start.trim_start_matches("0x"), 16), u64::from_str_radix(size.trim_start_matches("0x"), 16))
+            else {
                 continue;
             };
             if size > 0 && !name.trim().is_empty() {
@@ -63,5 +75,16 @@ mod tests {
         assert_eq!(m.name(0x3a8f5bf), Some("Builtins_CallApiCallback"));
         assert_eq!(m.name(0x1000), None);
         assert!(PerfMap::of(u32::MAX).is_empty());
+    }
+
+    #[test]
+    fn a_link_in_tmp_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real.map");
+        std::fs::write(&real, "1000 10 secret\n").unwrap();
+        let link = dir.path().join("perf-1.map");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        assert_eq!(PerfMap::read(&real).name(0x1000), Some("secret"));
+        assert!(PerfMap::read(&link).is_empty());
     }
 }

@@ -14,14 +14,47 @@ use crate::model::Frame;
 /// (CPython, Perl, Ruby), which sit between the interpreted code and the
 /// native function that did the work.
 const MACHINERY_PREFIXES: &[&str] = &[
-    "std::", "core::", "alloc::", "<std::", "<core::", "<alloc::", "__libc_", "_IO_", "__GI_", "_dl_",
+    "std::",
+    "core::",
+    "alloc::",
+    "<std::",
+    "<core::",
+    "<alloc::",
+    "__libc_",
+    "_IO_",
+    "__GI_",
+    "_dl_",
     // CPython
-    "_PyEval_", "PyEval_", "_PyObject_Call", "PyObject_Call", "_PyObject_Vectorcall", "PyObject_Vectorcall", "_PyObject_MakeTpCall",
-    "_PyFunction_Vectorcall", "PyVectorcall_", "cfunction_", "method_vectorcall", "_PyRun_", "PyRun_", "Py_RunMain", "Py_BytesMain", "pymain_",
+    "_PyEval_",
+    "PyEval_",
+    "_PyObject_Call",
+    "PyObject_Call",
+    "_PyObject_Vectorcall",
+    "PyObject_Vectorcall",
+    "_PyObject_MakeTpCall",
+    "_PyFunction_Vectorcall",
+    "PyVectorcall_",
+    "cfunction_",
+    "method_vectorcall",
+    "_PyRun_",
+    "PyRun_",
+    "Py_RunMain",
+    "Py_BytesMain",
+    "pymain_",
     // Perl
-    "Perl_runops_", "perl_run", "S_run_body", "Perl_call_", "Perl_pp_entersub",
+    "Perl_runops_",
+    "perl_run",
+    "S_run_body",
+    "Perl_call_",
+    "Perl_pp_entersub",
     // Ruby
-    "rb_vm_exec", "vm_exec", "vm_call", "vm_sendish", "rb_funcall", "rb_ec_exec_node", "ruby_run_node",
+    "rb_vm_exec",
+    "vm_exec",
+    "vm_call",
+    "vm_sendish",
+    "rb_funcall",
+    "rb_ec_exec_node",
+    "ruby_run_node",
 ];
 
 /// The responsible frame, and how many frames from it outward are the

@@ -214,3 +214,8 @@ pub fn skip_without_bpf() -> bool {
     });
     true
 }
+
+/// `cmd` as the shell would find it on PATH.
+pub fn which(cmd: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join(cmd)).find(|p| p.is_file()))
+}

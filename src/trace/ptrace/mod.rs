@@ -362,7 +362,8 @@ impl Ptracer {
             // Its arguments were the old image's: keyed by nothing.
             self.dirty_maps.insert(tgid, true);
         } else if let Some(spec) = syscalls::by_nr(nr) {
-            call.argument = keys::argument(spec.arg, tid, &entry.args, entry.timeout, rval, failed, &mut t.mask, &mut t.brk, &mut call, &mut self.lost);
+            call.argument =
+                keys::argument(spec.arg, tid, &entry.args, entry.timeout, rval, failed, &mut t.mask, &mut t.brk, &mut call, &mut self.lost);
         }
         if matches!(nr, 9 | 10 | 11 | 25 | 216) {
             // mmap, mprotect, munmap, mremap, remap_file_pages
