@@ -29,8 +29,6 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                 Fix::code("wait with a timeout (or -1) and let the kernel wake the thread when an fd is ready"),
                 Fix::code("if a loop must also do other work, wait until that work's deadline instead of 0"),
             ],
-            tradeoff: None,
-            prove: None,
             ..Default::default()
         });
     }
@@ -48,8 +46,6 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             saving_ns: s.total_ns,
             why: "sched_yield in a loop spins: it waits for another thread by burning a CPU and a syscall per turn".into(),
             fixes: vec![Fix::code("block on what is awaited (a futex, a condition variable, a pipe) instead of yielding in a loop")],
-            tradeoff: None,
-            prove: None,
             ..Default::default()
         });
     }

@@ -40,8 +40,6 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                     thousands(s.calls)
                 ),
                 fixes: vec![Fix::code(*fix)],
-                tradeoff: None,
-                prove: None,
                 ..Default::default()
             });
         }

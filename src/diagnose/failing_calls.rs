@@ -77,8 +77,6 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                         if keyed { ", on arguments asked about before" } else { "" }
                     ),
                     fixes: vec![Fix::code(advice(&s.name, errno))],
-                    tradeoff: None,
-                    prove: None,
                     ..Default::default()
                 });
             }

@@ -195,8 +195,6 @@ mod tests {
             saving_ns,
             why: String::new(),
             fixes: vec![],
-            tradeoff: None,
-            prove: None,
             ..Default::default()
         };
         assert!(f(10, 900_000, 0.9).is_small());
@@ -216,8 +214,6 @@ mod tests {
             saving_ns: kernel_ns,
             why: String::new(),
             fixes: vec![],
-            tradeoff: None,
-            prove: None,
             ..Default::default()
         };
         // 5 ms, no tick landed in the calls: one could have.

@@ -29,8 +29,6 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             saving_ns: ns,
             why: "the process asks for its own identity again and again; the answer does not change while it runs".into(),
             fixes: vec![Fix::code("ask once and keep the answer (refresh a cached pid after fork())")],
-            tradeoff: None,
-            prove: None,
             ..Default::default()
         });
     }

@@ -80,8 +80,6 @@ mod tests {
             saving_ns: calls * 1000,
             why: "the same path".into(),
             fixes: vec![Fix::code("cache it")],
-            tradeoff: None,
-            prove: None,
             ..Default::default()
         }
     }

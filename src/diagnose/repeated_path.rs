@@ -82,7 +82,6 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             ),
             fixes,
             tradeoff: Some("a cached answer misses changes to the file until it is re-read".into()),
-            prove: None,
             ..Default::default()
         });
     }

@@ -59,8 +59,6 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             saving_ns: s.total_ns - s.total_ns * SET_UP.min(s.calls) / s.calls.max(1),
             why,
             fixes: vec![fix],
-            tradeoff: None,
-            prove: None,
             ..Default::default()
         });
     }

@@ -76,8 +76,6 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             saving_ns: if ucontext || sigjmp { s.total_ns } else { s.total_ns * pointless / s.calls.max(1) },
             why,
             fixes,
-            tradeoff: None,
-            prove: None,
             ..Default::default()
         });
     }

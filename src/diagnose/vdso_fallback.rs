@@ -73,8 +73,6 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                 saving_ns: ns,
                 why: why_source.clone(),
                 fixes: fixes_source.clone(),
-                tradeoff: None,
-                prove: None,
                 ..Default::default()
             });
         }
@@ -92,8 +90,6 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                     Fix::code("for elapsed time use CLOCK_MONOTONIC, which the vDSO serves"),
                     Fix::code("read CPU time less often: per batch, not per operation"),
                 ],
-                tradeoff: None,
-                prove: None,
                 ..Default::default()
             });
         }

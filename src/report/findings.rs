@@ -73,21 +73,16 @@ pub fn section(out: &mut String, trace: &Trace, findings: &[Finding]) {
             let _ = writeln!(out, "  prove {p}");
         }
         if f.saving_ns > 0 {
-            let what = match trace.run.time {
-                crate::model::TimeKind::CpuSampled { .. } if f.measured_saving_ns.is_some() => "sampled",
-                crate::model::TimeKind::Wall if f.measured_saving_ns.is_some() => "measured",
-                crate::model::TimeKind::CpuSampled { .. } => "the kernel CPU time of the calls it removes, sampled while traced",
-                crate::model::TimeKind::Wall => "the kernel time of the calls it removes, measured while traced",
-                crate::model::TimeKind::Unmeasured => "",
-            };
+            use crate::model::TimeKind;
             let slack = f.evidence.time_slack_ns();
             if let (Some(measured), Some(each)) = (f.measured_saving_ns, trace.run.syscall_ns) {
                 let _ = writeln!(
                     out,
-                    "  saves ≈ {} ({} calls × {each} ns, what a syscall costs on this host at least; {} of kernel time was {what})",
+                    "  saves ≈ {} ({} calls × {each} ns, what a syscall costs on this host at least; {} of kernel time was {})",
                     duration(f.saving_ns),
                     thousands(f.evidence.calls),
                     duration(measured),
+                    if trace.run.time == TimeKind::Wall { "measured" } else { "sampled" },
                 );
             } else if f.saving_ns < slack {
                 let _ = writeln!(
@@ -96,6 +91,11 @@ pub fn section(out: &mut String, trace: &Trace, findings: &[Finding]) {
                     duration(f.saving_ns + slack)
                 );
             } else {
+                let what = match trace.run.time {
+                    TimeKind::CpuSampled { .. } => "the kernel CPU time of the calls it removes, sampled while traced",
+                    TimeKind::Wall => "the kernel time of the calls it removes, measured while traced",
+                    TimeKind::Unmeasured => "",
+                };
                 let _ = writeln!(out, "  saves ≈ {} ({what})", duration(f.saving_ns));
             }
         }

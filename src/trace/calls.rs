@@ -239,11 +239,14 @@ impl BrkState {
     /// brk(`asked`) returned `now` (the break after the call).
     pub fn classify(&mut self, asked: u64, now: u64) -> crate::model::BrkChange {
         use crate::model::BrkChange;
-        let change = match now.cmp(&self.0) {
-            _ if asked == 0 => BrkChange::Query,
-            std::cmp::Ordering::Equal => BrkChange::Same,
-            std::cmp::Ordering::Less => BrkChange::Shrink,
-            std::cmp::Ordering::Greater => BrkChange::Grow,
+        let change = if asked == 0 {
+            BrkChange::Query
+        } else {
+            match now.cmp(&self.0) {
+                std::cmp::Ordering::Equal => BrkChange::Same,
+                std::cmp::Ordering::Less => BrkChange::Shrink,
+                std::cmp::Ordering::Greater => BrkChange::Grow,
+            }
         };
         self.0 = now;
         change
