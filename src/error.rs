@@ -62,6 +62,12 @@ pub enum Error {
     #[error("{path}: {source}")]
     File { path: PathBuf, source: std::io::Error },
 
+    #[error("a whole host is watched with BPF only, and {0}")]
+    HostNeedsBpf(String),
+
+    #[error("cannot listen on {addr}: {why} (pick another port with --listen ADDR:PORT)")]
+    Listen { addr: String, why: String },
+
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }

@@ -6,13 +6,6 @@
 #ifndef SYSDIET_LIFECYCLE_BPF_H
 #define SYSDIET_LIFECYCLE_BPF_H
 
-static __always_inline void note_task(struct task_state *ts, struct task_struct *t, __u32 ppid)
-{
-	ts->tgid = t->tgid;
-	ts->ppid = ppid;
-	bpf_probe_read_kernel_str(ts->comm, sizeof(ts->comm), t->comm);
-}
-
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)
 {
@@ -166,6 +159,7 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 	rec->leader = p->pid == p->tgid;
 	rec->entries = 0;
 	bpf_probe_read_kernel_str(rec->comm, sizeof(rec->comm), p->comm);
+	rec->cgroup = ts->cgroup;
 	rec->user_ticks = ts->user_ticks;
 	__builtin_memcpy(rec->mask_calls, ts->mask_calls, sizeof(rec->mask_calls));
 	__builtin_memcpy(rec->errnos, ts->errnos, sizeof(rec->errnos));

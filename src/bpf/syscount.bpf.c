@@ -43,6 +43,10 @@ const volatile __u8 latency = 0;
 /* Every argument key kept, from its first call (sysdiet check counts the
  * zone-file lookups of each process, even a single one). */
 const volatile __u8 keep_every_key = 0;
+/* sysdiet top / serve: every task on the host is a target from its first
+ * syscall on, but sysdiet itself (its tgid). */
+const volatile __u8 system_wide = 0;
+const volatile __u32 self_tgid = 0;
 /* What one CPU-clock tick stands for. */
 const volatile __u64 tick_ns = 0;
 /* Stack samples: off unless set. A thread starts at one sample per
@@ -197,6 +201,32 @@ static __always_inline bool path_goes_on(const char *p)
 	return c != 0;
 }
 
+static __always_inline void note_task(struct task_state *ts, struct task_struct *t, __u32 ppid)
+{
+	ts->tgid = t->tgid;
+	ts->ppid = ppid;
+	ts->cgroup = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+	bpf_probe_read_kernel_str(ts->comm, sizeof(ts->comm), t->comm);
+}
+
+/* System-wide: a task not yet known becomes a target at its first syscall
+ * (that call counts). NULL for sysdiet's own tasks, or with no room. */
+static __always_inline struct task_state *enrol(struct task_struct *t)
+{
+	struct task_state *ts;
+
+	if (t->tgid == self_tgid)
+		return NULL;
+	ts = bpf_task_storage_get(&states, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!ts) {
+		count_lost(LOST_NO_TASK_STORAGE, 1);
+		return NULL;
+	}
+	ts->state = TARGET_ACTIVE;
+	note_task(ts, t, t->real_parent->tgid);
+	return ts;
+}
+
 #include "arguments.bpf.h"
 #include "samples.bpf.h"
 
@@ -212,6 +242,8 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	__u8 in_call;
 	long id;
 
+	if (!ts && system_wide && !stopped)
+		ts = enrol(t);
 	if (!ts || stopped)
 		return 0;
 	if (ts->state != TARGET_ACTIVE) {

@@ -168,6 +168,7 @@ struct task_state {
 	__u8 in_call;   /* --latency: between enter and exit */
 	__u8 timeout_class; /* --latency: read at entry */
 	char comm[COMM_LEN];
+	__u64 cgroup;   /* its cgroup v2 id, at fork or exec */
 	__u64 seq;      /* syscalls counted */
 	__u64 start_ns; /* --latency: entry time of the call in progress */
 	__u64 ticks;    /* CPU ticks in the call in progress */
@@ -250,6 +251,7 @@ struct exit_record {
 	__u32 entries;
 	__u32 _pad;
 	char comm[COMM_LEN];
+	__u64 cgroup;
 	__u64 user_ticks;
 	__u64 mask_calls[MASK_CLASSES];
 	struct errno_slot errnos[ERRNO_SLOTS];

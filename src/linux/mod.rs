@@ -2,6 +2,7 @@
 //! errno names, the host's clocksource, its processes and time zone. No
 //! tracing here; nothing above is imported.
 
+pub mod cgroup;
 pub mod errno;
 pub mod host;
 pub mod syscalls;
@@ -60,4 +61,17 @@ pub fn available_clocksources() -> Vec<String> {
 /// Whether the vDSO can read the time from this clocksource.
 pub fn vdso_capable(source: &str) -> bool {
     VDSO_CAPABLE.contains(&source)
+}
+
+/// This process's CPU time (user + system) and resident memory, for the
+/// cost sysdiet reports of itself.
+pub fn own_usage() -> (std::time::Duration, u64) {
+    // SAFETY: getrusage writes the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| std::time::Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    let rss_pages: u64 = std::fs::read_to_string("/proc/self/statm").ok().and_then(|s| s.split_whitespace().nth(1)?.parse().ok()).unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(0) as u64;
+    (tv(ru.ru_utime) + tv(ru.ru_stime), rss_pages * page)
 }

@@ -51,6 +51,8 @@ pub struct TaskRecord {
     pub ppid: u32,
     pub comm: String,
     pub exit: Option<Exit>,
+    /// Its cgroup v2 id; 0 when not known.
+    pub cgroup: u64,
 }
 
 impl TraceBuilder {
@@ -121,6 +123,7 @@ impl TraceBuilder {
                 ppid: leader.or(task).map_or(0, |t| t.ppid),
                 comm: leader.or(task).map_or_else(String::new, |t| t.comm.clone()),
                 exit: leader.and_then(|t| t.exit),
+                cgroup: leader.or(task).map_or(0, |t| t.cgroup),
                 folded: self.folded.get(&tgid).copied().unwrap_or(0),
                 environment: self.environments.get(&tgid).cloned(),
                 ..Default::default()
@@ -278,7 +281,7 @@ mod tests {
         b.add_syscall(10, 11, stats(0, 3, 1, 900));
         b.add_syscall(20, 20, stats(1, 2, 0, 100));
         b.add_errno(10, 0, "EBADF", 1);
-        b.add_task(10, TaskRecord { tgid: 10, ppid: 1, comm: "app".into(), exit: Some(Exit::Code { code: 0 }) });
+        b.add_task(10, TaskRecord { tgid: 10, ppid: 1, comm: "app".into(), exit: Some(Exit::Code { code: 0 }), cgroup: 0 });
         let t = b.finish(RunInfo::default(), Lost::default());
         assert_eq!(t.processes.len(), 2);
         let p = &t.processes[0];

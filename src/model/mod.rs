@@ -4,6 +4,7 @@
 pub mod builder;
 pub mod callsite;
 mod histogram;
+pub mod window;
 
 pub use callsite::{in_c_runtime, CallSite, Frame, Sampling, SiteShare};
 pub use histogram::Histogram;
@@ -232,6 +233,31 @@ impl Lost {
         .collect()
     }
 
+    /// Each counter as `f` makes it of this and `other`'s: every field,
+    /// through the JSON form, so that a new counter cannot be forgotten.
+    fn each(&self, other: &Lost, f: impl Fn(u64, u64) -> u64) -> Lost {
+        let (serde_json::Value::Object(mut a), serde_json::Value::Object(b)) =
+            (serde_json::to_value(self).unwrap_or_default(), serde_json::to_value(other).unwrap_or_default())
+        else {
+            return self.clone();
+        };
+        for (k, v) in a.iter_mut() {
+            let n = f(v.as_u64().unwrap_or(0), b.get(k).and_then(|v| v.as_u64()).unwrap_or(0));
+            *v = n.into();
+        }
+        serde_json::from_value(serde_json::Value::Object(a)).unwrap_or_default()
+    }
+
+    /// What was lost since `before` (running totals).
+    pub fn since(&self, before: &Lost) -> Lost {
+        self.each(before, u64::saturating_sub)
+    }
+
+    /// The larger of each counter.
+    pub fn largest(&self, other: &Lost) -> Lost {
+        self.each(other, u64::max)
+    }
+
     /// Lost counters that make call counts incomplete (not just details).
     pub fn counts_incomplete(&self) -> bool {
         self.tasks_untraced + self.exit_records + self.compat_syscalls + self.syscall_nr_out_of_range > 0
@@ -310,6 +336,10 @@ pub struct Process {
     /// folded together to keep memory bounded (0: one process).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub folded: u64,
+    /// Its cgroup v2 id (the directory's inode under the cgroup2 mount);
+    /// absent when not known.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cgroup: u64,
     /// `TZ` and the knobs rules read, from the process's own environment at
     /// its exec (`tz` null: unset); absent when not known.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -5,12 +5,14 @@
 
 mod analyze;
 mod attach;
+mod fleet;
 mod ptraced;
 mod run;
 mod zone;
 
 pub use analyze::analyze;
 pub use attach::{arm_threads, attach};
+pub use fleet::{Host, HostWindow, Scope};
 pub use ptraced::BACKEND as PTRACE_BACKEND;
 pub use run::trace_command;
 pub use zone::zone_lookups;
@@ -85,7 +87,7 @@ fn load_bpf(opts: &TraceOptions) -> Result<(Option<BpfTracer>, Option<String>)> 
 
 impl TraceOptions {
     fn bpf(&self) -> BpfOptions {
-        BpfOptions { stacks: self.stacks, latency: self.latency, keep_every_key: false }
+        BpfOptions { stacks: self.stacks, latency: self.latency, ..Default::default() }
     }
 }
 

@@ -13,15 +13,24 @@ use crate::compare::Comparison;
 use crate::diagnose::host::HostAudit;
 use crate::diagnose::Finding;
 use crate::error::{Error, Result};
+use crate::model::window::Window;
 use crate::model::Trace;
 
 /// A result to write: what each command produces.
 #[derive(Clone, Copy)]
 pub enum Document<'a> {
-    Run { trace: &'a Trace, findings: &'a [Finding] },
+    Run {
+        trace: &'a Trace,
+        findings: &'a [Finding],
+    },
     Compare(&'a Comparison),
     Bench(&'a Measurements),
     Check(&'a HostAudit),
+    /// One window of `top` or `serve`: a trace with a row per program.
+    Window {
+        window: &'a Window,
+        findings: &'a [Finding],
+    },
 }
 
 impl Document<'_> {
@@ -31,6 +40,7 @@ impl Document<'_> {
             Document::Compare(_) => "a comparison",
             Document::Bench(_) => "a bench",
             Document::Check(_) => "a host check",
+            Document::Window { .. } => "a window of the host",
         }
     }
 }
@@ -63,6 +73,9 @@ impl Exporter for TextExporter {
             Document::Compare(c) => super::compare::render(c),
             Document::Bench(m) => super::bench::render(m),
             Document::Check(a) => super::check::render(a),
+            Document::Window { window, findings } => {
+                super::top::text(window, findings, &super::top::rows(window, findings, super::top::SortBy::Waste, ""))
+            }
         }
         .into_bytes())
     }

@@ -18,6 +18,19 @@ pub struct RunDocument {
     pub findings: Vec<Finding>,
 }
 
+/// What `top --json` and `serve`'s /window.json write: one window of the
+/// host, as a trace whose process rows are programs.
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
+pub struct WindowDocument {
+    pub version: u32,
+    #[serde(flatten)]
+    pub trace: Trace,
+    #[serde(default)]
+    pub findings: Vec<Finding>,
+    /// What each process row of the trace stands for.
+    pub programs: Vec<crate::model::window::ProgramRow>,
+}
+
 /// What `compare`, `bench` and `check` write: their result with the
 /// version beside it.
 #[derive(Serialize, Deserialize, schemars::JsonSchema)]
@@ -43,6 +56,17 @@ pub fn render(doc: &Document) -> String {
         Document::Compare(c) => serde_json::to_string_pretty(&Versioned { version: SCHEMA_VERSION, result: c }),
         Document::Bench(m) => serde_json::to_string_pretty(&Versioned { version: SCHEMA_VERSION, result: m }),
         Document::Check(a) => serde_json::to_string_pretty(&Versioned { version: SCHEMA_VERSION, result: a }),
+        Document::Window { window, findings } => {
+            #[derive(Serialize)]
+            struct Borrowed<'a> {
+                version: u32,
+                #[serde(flatten)]
+                trace: &'a Trace,
+                findings: &'a [Finding],
+                programs: Vec<crate::model::window::ProgramRow>,
+            }
+            serde_json::to_string_pretty(&Borrowed { version: SCHEMA_VERSION, trace: &window.trace, findings, programs: window.program_rows() })
+        }
     }
     .expect("the model always serializes");
     s.push('\n');
@@ -58,5 +82,6 @@ pub fn schemas() -> Vec<(&'static str, String)> {
         ("compare", pretty(schemars::schema_for!(Versioned<crate::compare::Comparison>))),
         ("bench", pretty(schemars::schema_for!(Versioned<crate::bench::Measurements>))),
         ("check", pretty(schemars::schema_for!(Versioned<crate::diagnose::host::HostAudit>))),
+        ("window", pretty(schemars::schema_for!(WindowDocument))),
     ]
 }

@@ -11,7 +11,9 @@ pub mod flamegraph;
 pub mod folded;
 pub mod json;
 pub mod plot;
+pub mod prometheus;
 pub mod text;
+pub mod top;
 
 #[cfg(test)]
 mod snapshots;

@@ -74,6 +74,9 @@ pub struct BpfOptions {
     /// Keep every argument key from its first call, none summarised as
     /// one-shot (per-process counts even of a single call; more table room).
     pub keep_every_key: bool,
+    /// Every task on the host (but sysdiet's own) is a target from its
+    /// first syscall on: sysdiet top / serve.
+    pub system_wide: bool,
 }
 
 pub struct BpfTracer {
@@ -100,6 +103,8 @@ impl BpfTracer {
         }
         rodata.latency = options.latency as u8;
         rodata.keep_every_key = options.keep_every_key as u8;
+        rodata.system_wide = options.system_wide as u8;
+        rodata.self_tgid = std::process::id();
         rodata.tick_ns = TICK_NS;
         rodata.sample_stacks = options.stacks as u8;
         rodata.sample_first_gap = SAMPLE_FIRST_GAP;
@@ -176,6 +181,29 @@ impl BpfTracer {
     /// what was lost.
     pub fn read_into(&mut self, out: &mut TraceBuilder) -> Result<Lost> {
         super::readout::read_into(self, out)
+    }
+
+    /// Each loaded program's name, run time and runs, as the kernel counts
+    /// them while `kernel.bpf_stats_enabled` is on (zero otherwise).
+    pub fn run_stats(&self) -> Vec<(String, u64, u64)> {
+        use std::os::fd::AsFd;
+        self.skel
+            .object()
+            .progs()
+            .filter_map(|p| {
+                let mut info = libbpf_sys::bpf_prog_info::default();
+                let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
+                // SAFETY: info is a bpf_prog_info of `len` bytes.
+                let ret = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(p.as_fd().as_raw_fd(), &mut info, &mut len) };
+                (ret == 0).then(|| (p.name().to_string_lossy().into_owned(), info.run_time_ns, info.run_cnt))
+            })
+            .collect()
+    }
+
+    /// Reads everything counted so far into `out`, as running totals, and
+    /// counts on.
+    pub fn snapshot_into(&mut self, out: &mut TraceBuilder) -> Result<Lost> {
+        super::readout::snapshot_into(self, out)
     }
 }
 

@@ -38,6 +38,8 @@ pub struct ThreadCounts {
     pub tid: u32,
     pub ppid: u32,
     pub comm: String,
+    /// Its cgroup v2 id, as the kernel side saw it at fork or exec.
+    pub cgroup: u64,
     /// How it ended (wait status), for exited threads.
     pub exit: Option<Exit>,
     /// Every syscall it made.
@@ -148,6 +150,7 @@ impl Record {
                     tid: r.tid,
                     ppid: r.ppid,
                     comm: c_string(&r.comm.map(|c| c as u8)),
+                    cgroup: r.cgroup,
                     exit: Some(Exit::from_wait_status(r.exit_code)),
                     stats: r.e[..entries].iter().map(|e| syscall_stats(e.nr, &e.v)).collect(),
                     mask_calls: r.mask_calls,
@@ -189,6 +192,7 @@ const SWEEP: Duration = Duration::from_secs(2);
 pub struct ExitReader {
     stop: Arc<Stop>,
     checkpoint: mpsc::Sender<mpsc::Sender<()>>,
+    snapshots: mpsc::Sender<mpsc::Sender<Collected>>,
     thread: JoinHandle<Collected>,
 }
 
@@ -199,11 +203,13 @@ impl ExitReader {
         let stop = Arc::new(Stop::new()?);
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
         let (cp_tx, cp_rx) = mpsc::channel();
+        let (snap_tx, snap_rx) = mpsc::channel();
         let reader_stop = stop.clone();
-        let thread =
-            std::thread::Builder::new().name("sysdiet-exits".into()).spawn(move || read(rings, sweep, folded, &reader_stop, cp_rx, ready_tx))?;
+        let thread = std::thread::Builder::new()
+            .name("sysdiet-exits".into())
+            .spawn(move || read(rings, sweep, folded, &reader_stop, Requests { checkpoints: cp_rx, snapshots: snap_rx }, ready_tx))?;
         match ready_rx.recv() {
-            Ok(Ok(())) => Ok(ExitReader { stop, checkpoint: cp_tx, thread }),
+            Ok(Ok(())) => Ok(ExitReader { stop, checkpoint: cp_tx, snapshots: snap_tx, thread }),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(Error::Bpf("the exit record reader did not start".into())),
         }
@@ -216,6 +222,18 @@ impl ExitReader {
             self.stop.poke();
             let _ = rx.recv();
         }
+    }
+
+    /// Reads everything sent so far and hands over a copy of what is filed,
+    /// reading on (sysdiet top / serve). Path strings are handed over once:
+    /// the caller keeps them.
+    pub fn snapshot(&self) -> Collected {
+        let (tx, rx) = mpsc::channel();
+        if self.snapshots.send(tx).is_err() {
+            return Collected::default();
+        }
+        self.stop.poke();
+        rx.recv().unwrap_or_default()
     }
 
     /// Reads what is left and hands everything over.
@@ -252,14 +270,13 @@ fn file(raw: &RefCell<Vec<Vec<u8>>>, out: &mut Collected, late: bool, to_sweep: 
     }
 }
 
-fn read(
-    rings: Vec<MapHandle>,
-    sweep: SweepMaps,
-    folded: Shared,
-    stop: &Stop,
+/// What the reader is asked for while it reads.
+struct Requests {
     checkpoints: mpsc::Receiver<mpsc::Sender<()>>,
-    ready: mpsc::SyncSender<Result<()>>,
-) -> Collected {
+    snapshots: mpsc::Receiver<mpsc::Sender<Collected>>,
+}
+
+fn read(rings: Vec<MapHandle>, sweep: SweepMaps, folded: Shared, stop: &Stop, asked: Requests, ready: mpsc::SyncSender<Result<()>>) -> Collected {
     // The callbacks only copy; records are parsed and filed between reads.
     let raw: Rc<RefCell<Vec<Vec<u8>>>> = Rc::default();
     let mut builder = RingBufferBuilder::new();
@@ -296,11 +313,22 @@ fn read(
         }
         let _ = rb.consume();
         file(&raw, &mut out, late, &mut to_sweep);
-        while let Ok(reply) = checkpoints.try_recv() {
+        while let Ok(reply) = asked.checkpoints.try_recv() {
             let _ = rb.consume();
             file(&raw, &mut out, late, &mut to_sweep);
             late = true;
             let _ = reply.send(());
+        }
+        while let Ok(reply) = asked.snapshots.try_recv() {
+            let _ = rb.consume();
+            file(&raw, &mut out, late, &mut to_sweep);
+            let copy = Collected {
+                exited: out.exited.clone(),
+                late: Vec::new(),
+                paths: std::mem::take(&mut out.paths),
+                environments: out.environments.clone(),
+            };
+            let _ = reply.send(copy);
         }
         if last {
             break;
@@ -312,6 +340,10 @@ fn read(
             if let Ok(mut shared) = folded.lock() {
                 shared.clone_from(&out.exited.remap);
             }
+            // A folded process's environment is dropped at the read-out
+            // (its row has none): once it is gone, not kept for hours.
+            let remap = &out.exited.remap;
+            out.environments.retain(|pid, _| !remap.contains_key(pid) || std::path::Path::new(&format!("/proc/{pid}")).exists());
             last_sweep = Instant::now();
         }
     }

@@ -45,6 +45,7 @@ pub type ArgKey = (u32, i64, u64);
 pub struct Fold {
     pub row: u32,
     pub comm: String,
+    pub cgroup: u64,
     pub processes: u64,
     pub stats: BTreeMap<u32, SyscallStats>,
     pub mask_calls: [u64; 6],
@@ -54,7 +55,7 @@ pub struct Fold {
     pub args: HashMap<ArgKey, ArgSum>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Exited {
     /// Threads of detailed processes, as they ended.
     pub detailed: Vec<ThreadCounts>,
@@ -63,7 +64,8 @@ pub struct Exited {
     /// Repeated argument entries of ended detailed processes, taken out of
     /// the kernel's table.
     pub swept: Vec<(arg_key, arg_val, Option<io_hist>)>,
-    pub folds: HashMap<String, Fold>,
+    /// By (program name, cgroup): one program in two services is two rows.
+    pub folds: HashMap<(String, u64), Fold>,
     /// The current process of a pid -> its fold row, for folded ones.
     pub remap: HashMap<u32, u32>,
     detailed_pids: HashSet<u32>,
@@ -96,7 +98,12 @@ impl Exited {
             } else {
                 self.detailed_pids.remove(&tgid);
                 let next = FOLD_BASE + self.folds.len() as u32;
-                let fold = self.folds.entry(t.comm.clone()).or_insert_with(|| Fold { row: next, comm: t.comm.clone(), ..Default::default() });
+                let fold = self.folds.entry((t.comm.clone(), t.cgroup)).or_insert_with(|| Fold {
+                    row: next,
+                    comm: t.comm.clone(),
+                    cgroup: t.cgroup,
+                    ..Default::default()
+                });
                 fold.processes += 1;
                 self.remap.insert(tgid, fold.row);
             }
@@ -158,6 +165,7 @@ mod tests {
             tid,
             ppid: 1,
             comm: comm.into(),
+            cgroup: 0,
             exit: None,
             stats: vec![SyscallStats { calls, ..SyscallStats::new(39) }],
             mask_calls: [0; 6],
@@ -205,11 +213,11 @@ mod tests {
         // Pid 10,000 again, after its first process ended: folded now.
         e.add_thread(thread(10_000, 10_000, "b", 1));
         assert_eq!(e.row_of(10_000), Some(FOLD_BASE));
-        assert_eq!(e.folds["b"].processes, 1);
+        assert_eq!(e.folds[&("b".to_string(), 0)].processes, 1);
         // A thread of a folded process that is not its main thread.
         e.add_thread(thread(20_000, 20_001, "c", 1));
         e.add_thread(thread(20_000, 20_000, "c", 1));
-        assert_eq!(e.folds["c"].processes, 1);
-        assert_eq!(e.folds["c"].stats[&39].calls, 2);
+        assert_eq!(e.folds[&("c".to_string(), 0)].processes, 1);
+        assert_eq!(e.folds[&("c".to_string(), 0)].stats[&39].calls, 2);
     }
 }

@@ -29,10 +29,6 @@ pub(super) fn read_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Resul
         bss.stopped = 1;
     }
     std::thread::sleep(Duration::from_millis(2));
-    let mut lost = read_lost(tracer)?;
-    let maps = &tracer.skel.maps;
-    let tick_ns = if tracer.options.latency { 0 } else { TICK_NS };
-
     // Records read before the live threads are looked at always count;
     // later ones are of threads that ended while we read, skipped if
     // their storage was read (the same, frozen counts).
@@ -42,6 +38,27 @@ pub(super) fn read_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Resul
     }
     let live = live_threads(tracer);
     let collected = exits.map(|e| e.finish()).unwrap_or_default();
+    file_into(tracer, out, collected, live)
+}
+
+/// Everything counted so far, while counting goes on (sysdiet top /
+/// serve): every count is a running total. What was filed is copied
+/// before the live threads are read, so a thread is in one or the other,
+/// or (ending in between) in neither until the next look.
+pub(super) fn snapshot_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Result<Lost> {
+    let collected = tracer.exits.as_ref().map(|e| e.snapshot()).unwrap_or_default();
+    let live = live_threads(tracer);
+    file_into(tracer, out, collected, live)
+}
+
+fn file_into(
+    tracer: &mut BpfTracer,
+    out: &mut TraceBuilder,
+    collected: super::exits::Collected,
+    live: Vec<(ThreadCounts, Vec<arg_slot>)>,
+) -> Result<Lost> {
+    let mut lost = read_lost(tracer)?;
+    let tick_ns = if tracer.options.latency { 0 } else { TICK_NS };
     let live_tids: HashSet<u32> = live.iter().map(|(t, _)| t.tid).collect();
     tracer.path_of.extend(collected.paths);
     for (pid, env) in collected.environments {
@@ -50,6 +67,7 @@ pub(super) fn read_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Resul
             out.set_environment(pid, env);
         }
     }
+    let maps = &tracer.skel.maps;
     let (path_of, exited) = (&tracer.path_of, &collected.exited);
     // A folded process's counts go to its program's row, as one thread.
     let row = |tgid: u32| exited.row_of(tgid);
@@ -138,6 +156,7 @@ fn live_threads(tracer: &BpfTracer) -> Vec<(ThreadCounts, Vec<arg_slot>)> {
             tid,
             ppid: ts.ppid,
             comm,
+            cgroup: ts.cgroup,
             exit: None,
             stats: used(&ts.stats),
             mask_calls: ts.mask_calls,
@@ -157,6 +176,7 @@ fn add_fold(out: &mut TraceBuilder, f: &Fold, tick_ns: u64, path_of: &PathOf, lo
         tid: f.row,
         ppid: 0,
         comm: f.comm.clone(),
+        cgroup: f.cgroup,
         exit: None,
         stats: f.stats.values().cloned().collect(),
         mask_calls: f.mask_calls,
@@ -197,7 +217,7 @@ fn add_thread(out: &mut TraceBuilder, t: &ThreadCounts, tick_ns: u64, lost: &mut
     }
     lost.errno_table_full += t.errnos_lost;
     out.add_user_cpu(t.user_ticks * tick_ns);
-    out.add_task(t.tid, TaskRecord { tgid: t.tgid, ppid: t.ppid, comm: t.comm.clone(), exit: t.exit });
+    out.add_task(t.tid, TaskRecord { tgid: t.tgid, ppid: t.ppid, comm: t.comm.clone(), exit: t.exit, cgroup: t.cgroup });
 }
 
 /// Every thread id on the host now, from /proc.

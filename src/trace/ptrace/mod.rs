@@ -469,7 +469,9 @@ impl Ptracer {
         let records = self
             .finished
             .into_iter()
-            .map(|(tid, t)| (tid, TaskRecord { tgid: t.tgid, ppid: t.ppid, comm: t.comm, exit: if t.tgid == tid { t.exit } else { None } }))
+            .map(|(tid, t)| {
+                (tid, TaskRecord { tgid: t.tgid, ppid: t.ppid, comm: t.comm, exit: if t.tgid == tid { t.exit } else { None }, cgroup: 0 })
+            })
             .collect();
         self.calls.finish(|tid| tgids.get(&tid).copied().unwrap_or(tid), records, out);
         self.lost
