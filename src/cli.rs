@@ -136,6 +136,52 @@ pub enum Command {
     /// Write the man pages (sysdiet.1, sysdiet-run.1, ...) to DIR (make install does)
     #[command(name = "__man", hide = true)]
     Man { dir: PathBuf },
+    /// Live, system-wide: which programs make avoidable syscalls right now
+    #[command(after_help = "Examples:\n  sysdiet top\n  \
+                            sysdiet top --cgroup nginx.service --interval 5s\n  \
+                            sysdiet top --once --json > window.json\n  \
+                            sysdiet top --iterations 10 > top.log        # batch mode, as top -b\n\n\
+                            Keys: s sort (waste, calls/s, errors/s, name), / filter, space pause, up/down select, q quit.\n\
+                            A row is a program (comm) in a unit (its cgroup); its processes, alive or gone, count together.\n\
+                            WASTE is the CPU the row's findings' calls cost, as a share of one CPU.\n\
+                            Without a terminal on stdout, each window is printed as a table.")]
+    Top {
+        #[command(flatten)]
+        host: HostArgs,
+        /// Length of a window: 2s, 500ms
+        #[arg(long, default_value = "2s", value_parser = parse_duration, value_name = "TIME")]
+        interval: Duration,
+        /// Print one window and exit (= --iterations 1)
+        #[arg(long)]
+        once: bool,
+        /// Print this many windows and exit
+        #[arg(short = 'n', long, value_name = "N")]
+        iterations: Option<u64>,
+        /// Print windows as JSON (docs/json.md, `window`) instead of tables
+        #[arg(long)]
+        json: bool,
+    },
+    /// Serve the host's syscalls and findings to Prometheus (/metrics)
+    #[command(after_help = "Examples:\n  sysdiet serve\n  \
+                            sysdiet serve --listen 0.0.0.0:9464 --interval 15s\n  \
+                            curl -s localhost:9464/metrics | grep finding\n\n\
+                            /metrics is refreshed once per window; /window.json is the last window as `top --json` prints it.\n\
+                            Labels are unit, program, syscall and rule, never pids or paths. docs/metrics.md lists every metric;\n\
+                            deploy/ has a systemd unit, a Kubernetes DaemonSet, alert rules and a Grafana dashboard.")]
+    Serve {
+        #[command(flatten)]
+        host: HostArgs,
+        /// Where to listen: ADDR:PORT (loopback unless told otherwise)
+        #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR:PORT")]
+        listen: String,
+        /// Length of a window: how often the metrics change
+        #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "TIME")]
+        interval: Duration,
+        /// Turn kernel.bpf_stats_enabled on while serving, for sysdiet_bpf_run_seconds
+        /// (it costs every BPF program on the host two clock reads per run)
+        #[arg(long)]
+        bpf_stats: bool,
+    },
     /// Audit the host without running anything: clocksource, TZ, processes without TZ
     #[command(after_help = "Examples:\n  sysdiet check\n  sysdiet check --sample 5s\n\n\
                             Lists the processes that have no TZ, with the fix for each (a systemd drop-in for services).\n\
@@ -144,6 +190,23 @@ pub enum Command {
         #[command(flatten)]
         args: CheckArgs,
     },
+}
+
+/// What `top` and `serve` take: which programs, which syscalls.
+#[derive(Args, Debug, Clone)]
+pub struct HostArgs {
+    /// Only programs with one of these processes (comma-separated or repeated)
+    #[arg(short = 'p', long = "pid", value_delimiter = ',', value_name = "PID")]
+    pub pids: Vec<u32>,
+    /// Only programs in this unit (nginx.service) or under this cgroup path (/system.slice)
+    #[arg(long, value_name = "UNIT|PATH")]
+    pub cgroup: Option<String>,
+    /// Count only these syscalls, as strace: trace=%file  trace=!write
+    #[arg(short = 'e', value_name = "EXPR")]
+    pub expr: Option<String>,
+    /// Show small findings too (a few calls, under 1% of the window)
+    #[arg(long)]
+    pub all: bool,
 }
 
 /// What `sysdiet compare` takes (besides where to write).

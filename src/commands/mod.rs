@@ -7,6 +7,8 @@ pub mod bench;
 pub mod check;
 pub mod compare;
 pub mod run;
+pub mod serve;
+pub mod top;
 
 use sysdiet::report::export::{JsonExporter, MarkdownExporter, TextExporter};
 use sysdiet::report::{Destination, Outputs};

@@ -103,6 +103,11 @@ impl Host {
         Ok(HostWindow { window, findings })
     }
 
+    /// sysdiet's own BPF programs' (name, run time ns, runs), running totals.
+    pub fn run_stats(&self) -> Vec<(String, u64, u64)> {
+        self.tracer.run_stats()
+    }
+
     /// Drops the rows outside `--pid` / `--cgroup`, renumbering the rest.
     fn keep_scope(&mut self, w: &mut Window) {
         if self.scope.pids.is_empty() && self.scope.cgroup.is_none() {

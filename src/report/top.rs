@@ -168,7 +168,7 @@ pub fn text(window: &Window, findings: &[Finding], rows: &[TopRow]) -> String {
         for f in findings {
             let programs: Vec<String> =
                 window.programs_of(f.pid, &f.processes).iter().map(|(k, _)| format!("{} ({})", escaped(&k.program), escaped(&k.unit))).collect();
-            let _ = writeln!(out, "  [{}] {}: {}", f.id, programs.join(", "), escaped(&f.what));
+            let _ = writeln!(out, "  [{}] {}: {}", f.id, programs.join(", "), f.what);
         }
     }
     out

@@ -1,0 +1,228 @@
+//! The whole host: `sysdiet top` (batch and on a terminal) and `sysdiet
+//! serve` scraped by a real Prometheus server.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{skip_without_bpf, stderr_of, sysdiet, sysdiet_json, victim, which};
+
+/// Kills and reaps a child when dropped: a failed assertion leaves nothing running.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// GET `path` from 127.0.0.1:`port`: the body, or None when nothing answers.
+fn get(port: u16, path: &str) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    text.split_once("\r\n\r\n").map(|(_, body)| body.to_string())
+}
+
+/// Waits until `check` returns Some, for up to `limit`.
+fn wait_for<T>(limit: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        if let Some(v) = check() {
+            return Some(v);
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    None
+}
+
+/// A PromQL query's first sample value, through Prometheus's HTTP API.
+fn query(port: u16, promql: &str) -> Option<f64> {
+    let q: String = promql.bytes().map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") }).collect();
+    let body = get(port, &format!("/api/v1/query?query={q}"))?;
+    let doc: serde_json::Value = serde_json::from_str(&body).ok()?;
+    doc["data"]["result"].get(0)?["value"][1].as_str()?.parse().ok()
+}
+
+/// A victim that runs until killed: localtime in a loop, TZ unset.
+fn endless_localtime() -> Running {
+    Running(Command::new(victim("timeloop")).args(["localtime", "1000000000"]).env_remove("TZ").stdout(Stdio::null()).spawn().unwrap())
+}
+
+#[test]
+fn serve_feeds_a_real_prometheus_the_rate_and_the_finding() {
+    if skip_without_bpf() {
+        return;
+    }
+    let prometheus = which("prometheus").expect("prometheus is installed (make deps installs Debian's `prometheus`)");
+    let dir = tempfile::tempdir().unwrap();
+    let (ours, theirs) = (free_port(), free_port());
+    let serve =
+        Running(sysdiet().args(["serve", "--listen", &format!("127.0.0.1:{ours}"), "--interval", "1s"]).stderr(Stdio::piped()).spawn().unwrap());
+    let config = dir.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: sysdiet\n    static_configs:\n      - targets: ['127.0.0.1:{ours}']\n"
+        ),
+    )
+    .unwrap();
+    let _prom = Running(
+        Command::new(prometheus)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{theirs}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let _victim = endless_localtime();
+    let limit = Duration::from_secs(90);
+    let rate = wait_for(limit, || {
+        query(theirs, r#"sum(rate(sysdiet_syscalls_total{program="timeloop",syscall="newfstatat"}[5s]))"#).filter(|v| *v > 1000.0)
+    });
+    assert!(rate.is_some(), "Prometheus never saw timeloop's newfstatat rate; sysdiet's page: {:?}", get(ours, "/metrics"));
+    let active = wait_for(limit, || query(theirs, r#"sysdiet_finding_active{rule="tz-unset",program="timeloop"}"#));
+    assert_eq!(active, Some(1.0), "the tz-unset finding reached Prometheus");
+    let cost = query(theirs, r#"sysdiet_finding_cost_ratio{rule="tz-unset",program="timeloop"}"#).unwrap_or(0.0);
+    assert!(cost > 0.0 && cost <= 2.0, "a cost in CPUs, at most the host's two: {cost}");
+    // The page itself: no pid or path labels, sysdiet's own cost present.
+    let page = get(ours, "/metrics").unwrap();
+    assert!(!page.contains("pid=") && !page.contains("path="), "{page}");
+    assert!(page.contains("sysdiet_own_resident_memory_bytes "), "{page}");
+    let window: serde_json::Value = serde_json::from_str(&get(ours, "/window.json").unwrap()).unwrap();
+    assert!(window["programs"].as_array().unwrap().iter().any(|p| p["program"] == "timeloop"), "{window}");
+    drop(serve);
+}
+
+#[test]
+fn top_once_json_sees_a_victim_started_after_it_exactly() {
+    if skip_without_bpf() {
+        return;
+    }
+    // A name of its own: the other tests' timeloops run meanwhile, and a
+    // row is every process of one program name.
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("tl-once");
+    std::fs::copy(victim("timeloop"), &exe).unwrap();
+    let mut top =
+        Running(sysdiet().args(["top", "--once", "--json", "--interval", "4s"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
+    // Counting starts before this line.
+    let mut line = String::new();
+    BufReader::new(top.0.stderr.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.starts_with("sysdiet top: counting every task's syscalls"), "{line}");
+    // Without cargo's LD_LIBRARY_PATH, as `run` starts it: the loader
+    // would probe its directories.
+    let status =
+        Command::new(&exe).args(["localtime", "300000"]).env_remove("TZ").env_remove("LD_LIBRARY_PATH").stdout(Stdio::null()).status().unwrap();
+    assert!(status.success());
+    let mut out = String::new();
+    top.0.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    assert!(top.0.wait().unwrap().success());
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["version"], 1);
+    let row = doc["programs"].as_array().unwrap().iter().find(|p| p["program"] == "tl-once").unwrap_or_else(|| panic!("no tl-once row: {out}"));
+    let pid = row["pid"].as_u64().unwrap();
+    // Exactly what `run` counts for the same program (itself checked
+    // against strace in exactness.rs): the process ended inside the window.
+    let (run, _) = sysdiet_json(&[], &[exe.to_str().unwrap(), "localtime", "300000"]);
+    let calls = |d: &serde_json::Value, pid: Option<u64>| {
+        let p = d["processes"].as_array().unwrap().iter().find(|p| pid.is_none_or(|want| p["pid"] == want)).unwrap();
+        p["syscalls"].as_array().unwrap().iter().find(|s| s["name"] == "newfstatat").unwrap()["calls"].as_u64().unwrap()
+    };
+    assert_eq!(calls(&doc, Some(pid)), calls(&run, None), "newfstatat of the tl-once row");
+    let finding = doc["findings"].as_array().unwrap().iter().find(|f| f["id"] == "tz-unset").unwrap_or_else(|| panic!("no tz-unset: {out}"));
+    assert_eq!(finding["pid"].as_u64(), Some(pid), "charged to the tl-once row");
+}
+
+#[test]
+fn top_on_a_terminal_sorts_filters_and_quits() {
+    if skip_without_bpf() {
+        return;
+    }
+    let tmux = which("tmux").expect("tmux is installed (make deps)");
+    let session = format!("sysdiet-top-{}", std::process::id());
+    let tmux_cmd = |args: &[&str]| Command::new(&tmux).args(args).output().unwrap();
+    let screen = || String::from_utf8_lossy(&tmux_cmd(&["capture-pane", "-p", "-t", &session]).stdout).into_owned();
+    let _victim = endless_localtime();
+    let bin = env!("CARGO_BIN_EXE_sysdiet");
+    assert!(tmux_cmd(&["new-session", "-d", "-s", &session, "-x", "160", "-y", "40", &format!("{bin} top --interval 1s")]).status.success());
+    struct Session<'a>(&'a dyn Fn(&[&str]) -> std::process::Output, &'a str);
+    impl Drop for Session<'_> {
+        fn drop(&mut self) {
+            (self.0)(&["kill-session", "-t", self.1]);
+        }
+    }
+    let _guard = Session(&tmux_cmd, &session);
+    let seen = wait_for(Duration::from_secs(30), || Some(screen()).filter(|s| s.contains("timeloop") && s.contains("[tz-unset]")));
+    let text = seen.unwrap_or_else(|| panic!("no timeloop row with its finding: {}", screen()));
+    assert!(text.contains("sorted by waste"), "{text}");
+    assert!(text.contains("fix:"), "the selected row's fix is shown: {text}");
+    tmux_cmd(&["send-keys", "-t", &session, "s"]);
+    assert!(wait_for(Duration::from_secs(5), || Some(()).filter(|_| screen().contains("sorted by calls/s"))).is_some(), "{}", screen());
+    tmux_cmd(&["send-keys", "-t", &session, "/", "n", "o", "-", "s", "u", "c", "h", "Enter"]);
+    let filtered = wait_for(Duration::from_secs(5), || Some(screen()).filter(|s| s.contains("filter: no-such") && !s.contains("timeloop")));
+    assert!(filtered.is_some(), "{}", screen());
+    tmux_cmd(&["send-keys", "-t", &session, "q"]);
+    let gone = wait_for(Duration::from_secs(10), || Some(()).filter(|_| !tmux_cmd(&["has-session", "-t", &session]).status.success()));
+    assert!(gone.is_some(), "q quits: {}", screen());
+}
+
+#[test]
+fn a_port_in_use_is_one_line_and_exit_1() {
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = sysdiet().args(["serve", "--listen", &addr]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr_of(&out);
+    assert!(err.starts_with(&format!("sysdiet: cannot listen on {addr}: ")) && err.contains("--listen"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let out = sysdiet().args(["serve", "--listen", "localhost"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr_of(&out).contains("not an ADDR:PORT"), "{}", stderr_of(&out));
+}
+
+#[test]
+fn a_non_loopback_address_is_allowed_with_a_warning() {
+    if skip_without_bpf() {
+        return;
+    }
+    let port = free_port();
+    let mut serve = Running(sysdiet().args(["serve", "--listen", &format!("0.0.0.0:{port}")]).stderr(Stdio::piped()).spawn().unwrap());
+    let mut lines = BufReader::new(serve.0.stderr.take().unwrap()).lines();
+    let warning = lines.next().unwrap().unwrap();
+    assert!(warning.contains("beyond this host"), "{warning}");
+    let serving = lines.next().unwrap().unwrap();
+    assert!(serving.starts_with(&format!("sysdiet: serving http://0.0.0.0:{port}/metrics")), "{serving}");
+    assert!(get(port, "/metrics").is_some_and(|p| p.contains("sysdiet_windows_total")));
+}
+
+#[test]
+fn without_bpf_rights_top_and_serve_say_what_they_need() {
+    if skip_without_bpf() {
+        return;
+    }
+    for args in [&["top", "--once"][..], &["serve", "--listen", "127.0.0.1:0"][..]] {
+        let out = Command::new("setpriv")
+            .args(["--inh-caps=-all", "--bounding-set=-all", "--"])
+            .arg(env!("CARGO_BIN_EXE_sysdiet"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = stderr_of(&out);
+        assert!(err.starts_with("sysdiet: a whole host is watched with BPF only") && err.contains("CAP_BPF"), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+}
