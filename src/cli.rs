@@ -148,10 +148,14 @@ pub enum Command {
     Top {
         #[command(flatten)]
         host: HostArgs,
-        /// Length of a window: 2s, 500ms
+        /// How often the screen is refreshed: 2s, 500ms
         #[arg(long, default_value = "2s", value_parser = parse_duration, value_name = "TIME")]
         interval: Duration,
-        /// Print one window and exit (= --iterations 1)
+        /// What rates and findings are over: a sliding window of the last TIME
+        /// (whole intervals), moving one interval at a time [default: the interval]
+        #[arg(long, value_parser = parse_duration, value_name = "TIME")]
+        window: Option<Duration>,
+        /// Print one window (one interval) and exit (= --iterations 1)
         #[arg(long)]
         once: bool,
         /// Print this many windows and exit

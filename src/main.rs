@@ -78,23 +78,25 @@ fn dispatch(cli: Cli, started: Instant) -> Result<i32> {
             clap_mangen::generate_to(public_command(), &dir).map_err(|source| sysdiet::Error::File { path: dir.clone(), source })?;
             Ok(0)
         }
-        Command::Top { host, interval, once, iterations, json } => {
+        Command::Top { host, interval, window, once, iterations, json } => {
             let iterations = if once { Some(1) } else { iterations };
-            commands::top::top(start_host(&host)?, interval, iterations, json)
+            // A window of whole intervals, at least one: --once shows one interval.
+            let span = if once { 1 } else { window.map_or(1, |w| (w.as_secs_f64() / interval.as_secs_f64()).round().max(1.0) as usize) };
+            commands::top::top(start_host(&host, span)?, interval, iterations, json)
         }
-        Command::Serve { host, listen, interval, bpf_stats } => commands::serve::serve(&listen, interval, bpf_stats, || start_host(&host)),
+        Command::Serve { host, listen, interval, bpf_stats } => commands::serve::serve(&listen, interval, bpf_stats, || start_host(&host, 1)),
         Command::Check { args } => commands::check::check(args.sample, main_output(&args.out, Destination::Stdout, false)?),
     }
 }
 
 /// Loads the whole-host tracer for `top` and `serve`.
-fn start_host(h: &cli::HostArgs) -> Result<sysdiet::pipeline::Host> {
+fn start_host(h: &cli::HostArgs, span: usize) -> Result<sysdiet::pipeline::Host> {
     let filter = match &h.expr {
         Some(e) => SyscallSet::parse(e)?,
         None => SyscallSet::default(),
     };
     let scope = sysdiet::pipeline::Scope { pids: h.pids.clone(), cgroup: h.cgroup.clone() };
-    sysdiet::pipeline::Host::start(&filter, h.expr.clone(), scope, h.all)
+    sysdiet::pipeline::Host::start(&filter, h.expr.clone(), scope, h.all, span)
 }
 
 /// The command line without its hidden commands (sysdiet's own helpers):

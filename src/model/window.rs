@@ -84,11 +84,14 @@ impl Totals {
     }
 }
 
-/// Windows one after another: each is what the totals gained since the
-/// last.
+/// Windows one after another: each is what the totals gained over the
+/// last `span` reads (1: since the last read; more: a sliding window that
+/// moves one read at a time).
 #[derive(Debug, Default)]
 pub struct Windows {
-    baseline: Totals,
+    /// The baselines of the reads the window spans, oldest first.
+    baselines: std::collections::VecDeque<Totals>,
+    span: usize,
 }
 
 /// One window: a Trace whose process `pid` is program `rows[pid - 1]`.
@@ -176,15 +179,33 @@ impl Window {
 impl Windows {
     /// Starts counting from `now`: what came before is in no window.
     pub fn start(now: Totals) -> Windows {
-        Windows { baseline: now }
+        Windows::sliding(now, 1)
     }
 
-    /// What the totals gained since the last call (or the start), as a
-    /// Trace under `run` with one process per program that made calls.
+    /// Windows that span the last `span` reads.
+    pub fn sliding(now: Totals, span: usize) -> Windows {
+        Windows { baselines: [now].into(), span: span.max(1) }
+    }
+
+    /// What the totals gained over the window ending now, as a Trace under
+    /// `run` with one process per program that made calls.
     pub fn next(&mut self, now: Totals, run: RunInfo) -> Window {
+        let window = self.since(&now, run);
+        let mut latest = self.baselines.back().cloned().unwrap_or_default();
+        latest.absorb(now);
+        self.baselines.push_back(latest);
+        while self.baselines.len() > self.span {
+            self.baselines.pop_front();
+        }
+        window
+    }
+
+    fn since(&self, now: &Totals, run: RunInfo) -> Window {
+        static EMPTY: std::sync::LazyLock<Totals> = std::sync::LazyLock::new(Totals::default);
+        let baseline = self.baselines.front().unwrap_or(&EMPTY);
         let mut rows: Vec<(ProgramKey, Process, Vec<ArgumentStats>, Vec<u32>)> = Vec::new();
         for (key, t) in &now.programs {
-            let before = self.baseline.programs.get(key);
+            let before = baseline.programs.get(key);
             let syscalls: Vec<SyscallStats> =
                 t.syscalls.values().map(|s| since(s, before.and_then(|b| b.syscalls.get(&s.nr)))).filter(|s| s.calls > 0).collect();
             if syscalls.is_empty() {
@@ -197,7 +218,7 @@ impl Windows {
         }
         rows.sort_by(|a, b| a.0.cmp(&b.0));
 
-        let mut trace = Trace { run, lost: now.lost.since(&self.baseline.lost), ..Default::default() };
+        let mut trace = Trace { run, lost: now.lost.since(&baseline.lost), ..Default::default() };
         let mut totals: BTreeMap<u32, SyscallStats> = BTreeMap::new();
         let (mut keys, mut live) = (Vec::new(), Vec::new());
         for (i, (key, mut process, arguments, pids)) in rows.into_iter().enumerate() {
@@ -220,13 +241,12 @@ impl Windows {
             .one_shot
             .values()
             .map(|o| {
-                let b = self.baseline.one_shot.get(&o.nr);
+                let b = baseline.one_shot.get(&o.nr);
                 let d = |f: fn(&OneShot) -> u64| f(o).saturating_sub(b.map_or(0, f));
                 OneShot { calls: d(|o| o.calls), errors: d(|o| o.errors), total_ns: d(|o| o.total_ns), ..o.clone() }
             })
             .filter(|o| o.calls > 0)
             .collect();
-        self.baseline.absorb(now);
         Window { trace, rows: keys, live }
     }
 }
@@ -395,6 +415,16 @@ mod tests {
         // Back, with 5 more: 5, not 65.
         let win = w.next(Totals::of(&trace(&[(10, "app", 0, 105)], 10), &mut unit), RunInfo::default());
         assert_eq!(win.trace.syscalls[0].calls, 5);
+    }
+
+    #[test]
+    fn a_sliding_window_spans_the_last_reads() {
+        let mut w = Windows::sliding(Totals::default(), 2);
+        let mut at = |calls| w.next(Totals::of(&trace(&[(10, "app", 0, calls)], 1), &mut unit), RunInfo::default()).trace.syscalls[0].calls;
+        assert_eq!(at(100), 100);
+        assert_eq!(at(150), 150, "two reads: 0 -> 150");
+        assert_eq!(at(160), 60, "100 -> 160");
+        assert_eq!(at(300), 150, "150 -> 300");
     }
 
     #[test]

@@ -31,8 +31,10 @@ pub struct Host {
     filter: Option<String>,
     all: bool,
     syscall_ns: u64,
-    since: Instant,
-    since_unix: f64,
+    /// When each read the window spans was made, oldest first (as the
+    /// baselines in `windows`).
+    reads: std::collections::VecDeque<(Instant, f64)>,
+    span: usize,
     /// When the tracer was loaded (the set-up time of the first window).
     setup_ns: u64,
 }
@@ -46,8 +48,8 @@ pub struct HostWindow {
 
 impl Host {
     /// Loads the tracer for every task on the host. No ptrace fallback: a
-    /// whole host cannot be ptraced.
-    pub fn start(filter: &SyscallSet, filter_expr: Option<String>, scope: Scope, all: bool) -> Result<Host> {
+    /// whole host cannot be ptraced. A window spans the last `span` reads.
+    pub fn start(filter: &SyscallSet, filter_expr: Option<String>, scope: Scope, all: bool, span: usize) -> Result<Host> {
         let t0 = Instant::now();
         // Before the probes exist: they slow every task's syscalls.
         let syscall_ns = crate::linux::syscall_cost_ns();
@@ -61,14 +63,14 @@ impl Host {
         let first = snapshot(&mut tracer, &mut units)?;
         Ok(Host {
             tracer,
-            windows: Windows::start(first),
+            windows: Windows::sliding(first, span),
             units,
             scope,
             filter: filter_expr,
             all,
             syscall_ns,
-            since: Instant::now(),
-            since_unix: unix_now(),
+            reads: [(Instant::now(), unix_now())].into(),
+            span: span.max(1),
             setup_ns: t0.elapsed().as_nanos() as u64,
         })
     }
@@ -77,11 +79,12 @@ impl Host {
     pub fn window(&mut self) -> Result<HostWindow> {
         let t0 = Instant::now();
         let now = snapshot(&mut self.tracer, &mut self.units)?;
+        let (since, since_unix) = self.reads.front().copied().unwrap_or((t0, unix_now()));
         let run = RunInfo {
             backend: BACKEND.into(),
             filter: self.filter.clone(),
-            started_at: self.since_unix,
-            duration_ns: (t0 - self.since).as_nanos() as u64,
+            started_at: since_unix,
+            duration_ns: (t0 - since).as_nanos() as u64,
             setup_ns: std::mem::take(&mut self.setup_ns),
             time: self.tracer.time_kind(),
             // Programs' own environments come from their exec; one that
@@ -95,8 +98,10 @@ impl Host {
             ..Default::default()
         };
         let mut window = self.windows.next(now, run);
-        self.since = t0;
-        self.since_unix = unix_now();
+        self.reads.push_back((t0, unix_now()));
+        while self.reads.len() > self.span {
+            self.reads.pop_front();
+        }
         self.keep_scope(&mut window);
         window.trace.run.readout_ns = t0.elapsed().as_nanos() as u64;
         let findings = crate::diagnose::diagnose(&window.trace, self.all);
