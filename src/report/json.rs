@@ -41,31 +41,24 @@ pub struct Versioned<T> {
 }
 
 pub fn render(doc: &Document) -> String {
+    // A trace's documents are serialized from borrowed parts, without
+    // copying the Trace; a window's adds which program each row is.
+    #[derive(Serialize)]
+    struct Borrowed<'a> {
+        version: u32,
+        #[serde(flatten)]
+        trace: &'a Trace,
+        findings: &'a [Finding],
+        #[serde(skip_serializing_if = "Option::is_none")]
+        programs: Option<Vec<crate::model::window::ProgramRow>>,
+    }
     let mut s = match *doc {
-        Document::Run { trace, findings } => {
-            // Serialized from borrowed parts, without copying the Trace.
-            #[derive(Serialize)]
-            struct Borrowed<'a> {
-                version: u32,
-                #[serde(flatten)]
-                trace: &'a Trace,
-                findings: &'a [Finding],
-            }
-            serde_json::to_string_pretty(&Borrowed { version: SCHEMA_VERSION, trace, findings })
-        }
+        Document::Run { trace, findings } => serde_json::to_string_pretty(&Borrowed { version: SCHEMA_VERSION, trace, findings, programs: None }),
         Document::Compare(c) => serde_json::to_string_pretty(&Versioned { version: SCHEMA_VERSION, result: c }),
         Document::Bench(m) => serde_json::to_string_pretty(&Versioned { version: SCHEMA_VERSION, result: m }),
         Document::Check(a) => serde_json::to_string_pretty(&Versioned { version: SCHEMA_VERSION, result: a }),
         Document::Window { window, findings } => {
-            #[derive(Serialize)]
-            struct Borrowed<'a> {
-                version: u32,
-                #[serde(flatten)]
-                trace: &'a Trace,
-                findings: &'a [Finding],
-                programs: Vec<crate::model::window::ProgramRow>,
-            }
-            serde_json::to_string_pretty(&Borrowed { version: SCHEMA_VERSION, trace: &window.trace, findings, programs: window.program_rows() })
+            serde_json::to_string_pretty(&Borrowed { version: SCHEMA_VERSION, trace: &window.trace, findings, programs: Some(window.program_rows()) })
         }
     }
     .expect("the model always serializes");
