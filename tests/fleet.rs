@@ -102,7 +102,9 @@ fn serve_feeds_a_real_prometheus_the_rate_and_the_finding() {
     assert!(!page.contains("pid=") && !page.contains("path="), "{page}");
     assert!(page.contains("sysdiet_own_resident_memory_bytes "), "{page}");
     let window: serde_json::Value = serde_json::from_str(&get(ours, "/window.json").unwrap()).unwrap();
-    assert!(window["programs"].as_array().unwrap().iter().any(|p| p["program"] == "timeloop"), "{window}");
+    let row = window["programs"].as_array().unwrap().iter().find(|p| p["program"] == "timeloop").cloned();
+    let exe = row.as_ref().and_then(|r| r["executable"].as_str()).unwrap_or_else(|| panic!("a live timeloop row with its executable: {window}"));
+    assert!(exe.ends_with("/timeloop"), "{exe}");
     drop(serve);
 }
 

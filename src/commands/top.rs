@@ -161,10 +161,11 @@ fn details(w: &HostWindow, row: Option<&TopRow>) -> Vec<Line<'static>> {
         .iter()
         .filter(|f| w.window.programs_of(f.pid, &f.processes).iter().any(|(k, _)| escaped(&k.program) == row.program && escaped(&k.unit) == row.unit))
         .collect();
+    let exe = row.executable.as_deref().map(|e| format!(", {e}")).unwrap_or_default();
     if mine.is_empty() {
-        return vec![Line::from(format!("{} ({}): nothing to fix in this window", row.program, row.unit))];
+        return vec![Line::from(format!("{} ({}{exe}): nothing to fix in this window", row.program, row.unit))];
     }
-    let mut lines = Vec::new();
+    let mut lines = vec![Line::from(format!("{} ({}{exe}):", row.program, row.unit))];
     for f in mine {
         // Rules quote what came from the target in `what` and `fixes`.
         lines.push(Line::from(format!("[{}] {}", f.id, f.what)));

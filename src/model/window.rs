@@ -101,6 +101,9 @@ pub struct Window {
     pub rows: Vec<ProgramKey>,
     /// Live processes of each row, as `rows`.
     pub live: Vec<Vec<u32>>,
+    /// The file a live process of each row runs, as `rows` (the tracer's
+    /// caller fills it in: the model does no I/O).
+    pub executables: Vec<Option<String>>,
 }
 
 /// A process row of a window's trace, and the program it stands for.
@@ -112,6 +115,9 @@ pub struct ProgramRow {
     pub key: ProgramKey,
     /// Its processes alive at the end of the window.
     pub processes: Vec<u32>,
+    /// The file one of them runs; absent when none is alive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executable: Option<String>,
 }
 
 impl Window {
@@ -125,7 +131,12 @@ impl Window {
             .iter()
             .zip(&self.live)
             .enumerate()
-            .map(|(i, (key, live))| ProgramRow { pid: i as u32 + 1, key: key.clone(), processes: live.clone() })
+            .map(|(i, (key, live))| ProgramRow {
+                pid: i as u32 + 1,
+                key: key.clone(),
+                processes: live.clone(),
+                executable: self.executables.get(i).cloned().flatten(),
+            })
             .collect()
     }
 
@@ -166,6 +177,9 @@ impl Window {
         }
         self.rows = std::mem::take(&mut self.rows).into_iter().zip(keep).filter(|(_, &k)| k).map(|(r, _)| r).collect();
         self.live = std::mem::take(&mut self.live).into_iter().zip(keep).filter(|(_, &k)| k).map(|(l, _)| l).collect();
+        if !self.executables.is_empty() {
+            self.executables = std::mem::take(&mut self.executables).into_iter().zip(keep).filter(|(_, &k)| k).map(|(e, _)| e).collect();
+        }
         let mut totals: BTreeMap<u32, SyscallStats> = BTreeMap::new();
         for s in t.processes.iter().flat_map(|p| &p.syscalls) {
             totals.entry(s.nr).or_insert_with(|| SyscallStats::new(s.nr)).merge(s);
@@ -247,7 +261,7 @@ impl Windows {
             })
             .filter(|o| o.calls > 0)
             .collect();
-        Window { trace, rows: keys, live }
+        Window { trace, rows: keys, live, executables: Vec::new() }
     }
 }
 

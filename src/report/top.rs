@@ -44,6 +44,8 @@ impl SortBy {
 pub struct TopRow {
     pub unit: String,
     pub program: String,
+    /// The file a live process of it runs, when one is alive.
+    pub executable: Option<String>,
     pub processes: usize,
     pub calls_per_s: f64,
     pub errors_per_s: f64,
@@ -78,6 +80,7 @@ pub fn rows(window: &Window, findings: &[Finding], sort: SortBy, filter: &str) -
             Some(TopRow {
                 unit: escaped(&key.unit),
                 program: escaped(&key.program),
+                executable: window.executables.get(p.pid as usize - 1).cloned().flatten().map(|e| escaped(&e)),
                 processes: window.live.get(p.pid as usize - 1).map_or(0, Vec::len),
                 calls_per_s: calls as f64 / secs,
                 errors_per_s: errors as f64 / secs,
