@@ -208,19 +208,7 @@ fn merge_arguments(args: Vec<ArgumentStats>) -> Vec<ArgumentStats> {
             std::collections::btree_map::Entry::Vacant(v) => {
                 v.insert(a);
             }
-            std::collections::btree_map::Entry::Occupied(mut o) => {
-                let m = o.get_mut();
-                m.calls += a.calls;
-                m.errors += a.errors;
-                m.total_ns += a.total_ns;
-                for (mine, theirs) in [(&mut m.requested, &a.requested), (&mut m.returned, &a.returned)] {
-                    match (mine.as_mut(), theirs) {
-                        (Some(h), Some(t)) => h.add(t),
-                        (None, Some(t)) => *mine = Some(t.clone()),
-                        _ => {}
-                    }
-                }
-            }
+            std::collections::btree_map::Entry::Occupied(mut o) => o.get_mut().merge(&a),
         }
     }
     merged.into_values().collect()

@@ -233,19 +233,23 @@ impl Lost {
         .collect()
     }
 
-    /// Each counter as `f` makes it of this and `other`'s: every field,
-    /// through the JSON form, so that a new counter cannot be forgotten.
-    fn each(&self, other: &Lost, f: impl Fn(u64, u64) -> u64) -> Lost {
-        let (serde_json::Value::Object(mut a), serde_json::Value::Object(b)) =
-            (serde_json::to_value(self).unwrap_or_default(), serde_json::to_value(other).unwrap_or_default())
-        else {
-            return self.clone();
-        };
-        for (k, v) in a.iter_mut() {
-            let n = f(v.as_u64().unwrap_or(0), b.get(k).and_then(|v| v.as_u64()).unwrap_or(0));
-            *v = n.into();
+    /// Every counter, zero ones too, by its JSON name: through the JSON
+    /// form, so that a new counter cannot be forgotten.
+    pub fn by_name(&self) -> Vec<(String, u64)> {
+        match serde_json::to_value(self) {
+            Ok(serde_json::Value::Object(m)) => m.into_iter().map(|(k, v)| (k, v.as_u64().unwrap_or(0))).collect(),
+            _ => Vec::new(),
         }
-        serde_json::from_value(serde_json::Value::Object(a)).unwrap_or_default()
+    }
+
+    /// Each counter as `f` makes it of this and `other`'s.
+    fn each(&self, other: &Lost, f: impl Fn(u64, u64) -> u64) -> Lost {
+        let theirs: std::collections::HashMap<String, u64> = other.by_name().into_iter().collect();
+        let fields = self.by_name().into_iter().map(|(k, v)| {
+            let n = f(v, theirs.get(&k).copied().unwrap_or(0));
+            (k, serde_json::Value::from(n))
+        });
+        serde_json::from_value(serde_json::Value::Object(fields.collect())).unwrap_or_default()
     }
 
     /// What was lost since `before` (running totals).
@@ -520,6 +524,20 @@ pub fn sort_by_cost(stats: &mut [SyscallStats]) {
 }
 
 impl ArgumentStats {
+    /// Adds another entry's counts and byte histograms to this one's.
+    pub fn merge(&mut self, other: &ArgumentStats) {
+        self.calls += other.calls;
+        self.errors += other.errors;
+        self.total_ns += other.total_ns;
+        for (mine, theirs) in [(&mut self.requested, &other.requested), (&mut self.returned, &other.returned)] {
+            match (mine.as_mut(), theirs) {
+                (Some(h), Some(t)) => h.add(t),
+                (None, Some(t)) => *mine = Some(t.clone()),
+                _ => {}
+            }
+        }
+    }
+
     /// At most how many bytes 90% of the calls moved (read/write family).
     pub fn typical_bytes(&self) -> Option<u64> {
         self.returned.as_ref()?.bound_covering(0.9)

@@ -67,12 +67,11 @@ impl Totals {
         }
         for a in &trace.arguments {
             let Some(t) = key_of.get(&a.pid).and_then(|k| programs.get_mut(k)) else { continue };
-            match t.arguments.entry((a.nr, a.argument.clone())) {
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert(ArgumentStats { pid: 0, sites: Vec::new(), ..a.clone() });
-                }
-                std::collections::hash_map::Entry::Occupied(mut o) => add_argument(o.get_mut(), a),
-            }
+            t.arguments.entry((a.nr, a.argument.clone())).and_modify(|m| m.merge(a)).or_insert_with(|| ArgumentStats {
+                pid: 0,
+                sites: Vec::new(),
+                ..a.clone()
+            });
         }
         let one_shot = trace.one_shot.iter().map(|o| (o.nr, o.clone())).collect();
         Totals { programs, one_shot, lost: trace.lost.clone() }
@@ -175,17 +174,12 @@ impl Window {
         for a in &mut t.arguments {
             a.pid = renumber(a.pid);
         }
-        self.rows = std::mem::take(&mut self.rows).into_iter().zip(keep).filter(|(_, &k)| k).map(|(r, _)| r).collect();
-        self.live = std::mem::take(&mut self.live).into_iter().zip(keep).filter(|(_, &k)| k).map(|(l, _)| l).collect();
+        t.syscalls = syscall_totals(&t.processes);
+        self.rows = kept(std::mem::take(&mut self.rows), keep);
+        self.live = kept(std::mem::take(&mut self.live), keep);
         if !self.executables.is_empty() {
-            self.executables = std::mem::take(&mut self.executables).into_iter().zip(keep).filter(|(_, &k)| k).map(|(e, _)| e).collect();
+            self.executables = kept(std::mem::take(&mut self.executables), keep);
         }
-        let mut totals: BTreeMap<u32, SyscallStats> = BTreeMap::new();
-        for s in t.processes.iter().flat_map(|p| &p.syscalls) {
-            totals.entry(s.nr).or_insert_with(|| SyscallStats::new(s.nr)).merge(s);
-        }
-        t.syscalls = totals.into_values().collect();
-        sort_by_cost(&mut t.syscalls);
         // The one-shot summary is the host's: it cannot be cut by program.
     }
 }
@@ -233,23 +227,18 @@ impl Windows {
         rows.sort_by(|a, b| a.0.cmp(&b.0));
 
         let mut trace = Trace { run, lost: now.lost.since(&baseline.lost), ..Default::default() };
-        let mut totals: BTreeMap<u32, SyscallStats> = BTreeMap::new();
         let (mut keys, mut live) = (Vec::new(), Vec::new());
         for (i, (key, mut process, arguments, pids)) in rows.into_iter().enumerate() {
             let pid = i as u32 + 1;
             process.pid = pid;
             sort_by_cost(&mut process.syscalls);
-            for s in &process.syscalls {
-                totals.entry(s.nr).or_insert_with(|| SyscallStats::new(s.nr)).merge(s);
-            }
             process.threads = vec![Thread { tid: pid, comm: process.comm.clone(), syscalls: process.syscalls.clone() }];
             trace.processes.push(process);
             trace.arguments.extend(arguments.into_iter().map(|a| ArgumentStats { pid, ..a }));
             keys.push(key);
             live.push(pids);
         }
-        trace.syscalls = totals.into_values().collect();
-        sort_by_cost(&mut trace.syscalls);
+        trace.syscalls = syscall_totals(&trace.processes);
         trace.arguments.sort_by(|a, b| b.calls.cmp(&a.calls).then(b.total_ns.cmp(&a.total_ns)));
         trace.one_shot = now
             .one_shot
@@ -343,17 +332,20 @@ fn argument_since(now: &ArgumentStats, before: Option<&ArgumentStats>) -> Argume
     }
 }
 
-fn add_argument(to: &mut ArgumentStats, a: &ArgumentStats) {
-    to.calls += a.calls;
-    to.errors += a.errors;
-    to.total_ns += a.total_ns;
-    for (mine, theirs) in [(&mut to.requested, &a.requested), (&mut to.returned, &a.returned)] {
-        match (mine.as_mut(), theirs) {
-            (Some(m), Some(t)) => m.add(t),
-            (None, Some(t)) => *mine = Some(t.clone()),
-            _ => {}
-        }
+/// The per-syscall totals of the rows, most time first.
+fn syscall_totals(processes: &[Process]) -> Vec<SyscallStats> {
+    let mut totals: BTreeMap<u32, SyscallStats> = BTreeMap::new();
+    for s in processes.iter().flat_map(|p| &p.syscalls) {
+        totals.entry(s.nr).or_insert_with(|| SyscallStats::new(s.nr)).merge(s);
     }
+    let mut totals: Vec<SyscallStats> = totals.into_values().collect();
+    sort_by_cost(&mut totals);
+    totals
+}
+
+/// The items of `v` whose `keep` is true.
+fn kept<T>(v: Vec<T>, keep: &[bool]) -> Vec<T> {
+    v.into_iter().zip(keep).filter(|(_, &k)| k).map(|(x, _)| x).collect()
 }
 
 #[cfg(test)]

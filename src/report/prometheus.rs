@@ -13,7 +13,6 @@ use std::sync::atomic::AtomicU64;
 
 use crate::diagnose::Finding;
 use crate::model::window::Window;
-use crate::model::Lost;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SyscallLabels {
@@ -161,7 +160,8 @@ impl Metrics {
             self.finding_calls.remove(gone);
         }
         self.shown = now;
-        for (what, n) in lost_counters(&t.lost) {
+        // Every counter has a series, zero ones too: one exists before anything is lost.
+        for (what, n) in t.lost.by_name() {
             self.lost.get_or_create(&WhatLabels { what }).inc_by(n);
         }
         for (prog, ns, runs) in &own.bpf {
@@ -190,15 +190,6 @@ fn set_counter(c: &FloatCounter, total: f64) {
     let d = total - c.get();
     if d > 0.0 {
         c.inc_by(d);
-    }
-}
-
-/// Every lost counter by its JSON name (docs/json.md), zero ones too, so
-/// that a series exists before anything is lost.
-fn lost_counters(lost: &Lost) -> Vec<(String, u64)> {
-    match serde_json::to_value(lost) {
-        Ok(serde_json::Value::Object(m)) => m.into_iter().map(|(k, v)| (k, v.as_u64().unwrap_or(0))).collect(),
-        _ => Vec::new(),
     }
 }
 
