@@ -338,7 +338,8 @@ fn jit_code_is_named_from_its_perf_map() {
         if perf_map {
             cmd.args(["--perf-basic-prof", "--interpreted-frames-native-stack"]);
         }
-        let out = cmd.arg(&script).output().unwrap();
+        // node writes isolate-*-v8.log into its working directory.
+        let out = cmd.arg(&script).current_dir(dir.path()).output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
         for p in doc["processes"].as_array().unwrap() {
