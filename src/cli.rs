@@ -124,6 +124,17 @@ pub enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<OsString>,
     },
+    /// Loads the tracer's programs and prints what the verifier went through
+    /// for each (the tests and bench/overhead read it)
+    #[command(name = "__programs", hide = true)]
+    Programs {
+        #[arg(long)]
+        no_stacks: bool,
+        #[arg(long)]
+        latency: bool,
+        #[arg(long)]
+        system_wide: bool,
+    },
     /// Print a shell's completion script for sysdiet
     #[command(after_help = "Examples:\n  sysdiet completions bash > /usr/share/bash-completion/completions/sysdiet\n  \
                             sysdiet completions zsh > /usr/local/share/zsh/site-functions/_sysdiet\n  \

@@ -11,6 +11,7 @@ use commands::{add_exports, attach::attach, main_output, run::run};
 use sysdiet::pipeline::{Backend, TraceOptions};
 use sysdiet::report::export::{FlameGraphExporter, FoldedExporter, SvgExporter};
 use sysdiet::report::{Destination, Outputs, Weight};
+use sysdiet::trace::bpf::{BpfOptions, BpfTracer};
 use sysdiet::trace::filter::SyscallSet;
 use sysdiet::Result;
 
@@ -70,6 +71,9 @@ fn dispatch(cli: Cli, started: Instant) -> Result<i32> {
             None => Err(sysdiet::Error::Usage("__bench-worker is run by `sysdiet bench`, not by hand".into())),
         },
         Command::Floor { hooks, command } => floor(&hooks, &command),
+        Command::Programs { no_stacks, latency, system_wide } => {
+            programs(BpfOptions { stacks: !no_stacks, latency, system_wide, ..Default::default() })
+        }
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut public_command(), "sysdiet", &mut std::io::stdout());
             Ok(0)
@@ -112,6 +116,18 @@ fn public_command() -> clap::Command {
         public = public.subcommand(sub.clone());
     }
     public
+}
+
+/// Loads and attaches the tracer, prints the time that took and each
+/// program's verified instructions, and unloads it.
+fn programs(options: BpfOptions) -> Result<i32> {
+    let started = Instant::now();
+    let tracer = BpfTracer::load(&SyscallSet::default(), options)?;
+    println!("loaded and attached in {:.1} ms", started.elapsed().as_secs_f64() * 1e3);
+    for (name, insns) in tracer.verified() {
+        println!("{name} verified_insns={insns}");
+    }
+    Ok(0)
 }
 
 /// Runs `command` under empty hooks; its exit status is ours.

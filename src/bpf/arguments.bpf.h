@@ -17,11 +17,17 @@ static __always_inline __u32 size_bucket(__u64 v)
 	return b < HIST_BUCKETS ? b : HIST_BUCKETS - 1;
 }
 
-/* A 64-bit hash of the first len bytes of ts->path, eight at a time. */
-static __always_inline __u64 path_hash(struct task_state *ts, __u32 len)
+/* A 64-bit hash of the first len bytes of ts->path, eight at a time.
+ * A global function, so that the verifier checks it once: inlined, each
+ * way out of the loop left a state of its own for the rest of sys_exit to
+ * be checked with (85,000 instructions and 30 ms of every start-up). */
+__noinline __u64 path_hash(struct task_state *ts, __u32 len)
 {
 	__u64 h = 0x9E3779B97F4A7C15ULL ^ len, w;
 	__u32 i;
+
+	if (!ts)
+		return 1;
 
 	for (i = 0; i < PATH_LEN / 8; i++) {
 		if (i * 8 >= len)
@@ -121,16 +127,18 @@ static __always_inline void count_errno(struct task_state *ts, __u32 nr, __u32 e
 		ts->errnos_lost++;
 }
 
-/* Adds a slot's calls since its last flush to arg_stats (and io_hists). */
-static __always_inline void flush_slot(struct task_state *ts, struct arg_slot *s)
+/* Adds a slot's calls since its last flush to arg_stats (and io_hists).
+ * Global, so verified once (see path_hash); `tgid` is the slot's owner. */
+__noinline int flush_slot(__u32 tgid, struct arg_slot *s)
 {
-	struct arg_key k = { .tgid = ts->tgid, .nr = s->nr, .fd = s->fd, .path_hash = s->path_hash };
+	struct arg_key k;
 	struct arg_val *v;
 	struct io_hist *h;
 	__u32 i;
 
-	if (!s->used || !s->calls)
-		return;
+	if (!s || !s->used || !s->calls)
+		return 0;
+	k = (struct arg_key){ .tgid = tgid, .nr = s->nr, .fd = s->fd, .path_hash = s->path_hash };
 	v = bpf_map_lookup_elem(&arg_stats, &k);
 	if (!v) {
 		count_lost(LOST_ARG_TABLE_FULL, s->calls);
@@ -154,6 +162,7 @@ out:
 	s->calls = s->errors = s->ns = 0;
 	for (i = 0; i < HIST_BUCKETS; i++)
 		s->requested[i] = s->returned[i] = 0;
+	return 0;
 }
 
 static __always_inline void summarise_once(struct call *c, __s64 keys, __s64 errors, __s64 ns)
@@ -186,17 +195,22 @@ static __always_inline void send_path(struct task_state *ts, __u64 hash)
 
 /* A call whose key is not in the thread's cache. A key seen for the first
  * time is only summarised; its second sighting promotes it (in place), and
- * from then on it is cached and counted exactly. Returns the key's entry
- * if this call is to be counted in the cache, NULL if it is counted. */
-static __noinline bool argument_miss(struct task_state *ts, struct call *c)
+ * from then on it is cached and counted exactly. True if this call is to
+ * be counted in the thread's cache, false if it is counted already.
+ * Global, so verified once (see path_hash). */
+__noinline bool argument_miss(struct task_state *ts, struct call *c)
 {
-	struct arg_key k = { .tgid = ts->tgid, .nr = c->nr, .fd = c->fd, .path_hash = c->path_hash };
-	struct arg_val *v = bpf_map_lookup_elem(&arg_stats, &k);
-	struct arg_val nv = { .calls = 1, .errors = c->failed, .ns = c->ns, .once = 1,
-			      .requested = c->req_bucket, .returned = c->ret_bucket };
+	struct arg_key k;
+	struct arg_val *v, nv;
 	bool inserted = false;
 	long err;
 
+	if (!ts || !c)
+		return false;
+	k = (struct arg_key){ .tgid = ts->tgid, .nr = c->nr, .fd = c->fd, .path_hash = c->path_hash };
+	nv = (struct arg_val){ .calls = 1, .errors = c->failed, .ns = c->ns, .once = 1,
+			       .requested = c->req_bucket, .returned = c->ret_bucket };
+	v = bpf_map_lookup_elem(&arg_stats, &k);
 	if (!v) {
 		err = bpf_map_update_elem(&arg_stats, &k, &nv, BPF_NOEXIST);
 		if (err != -EEXIST) {
@@ -243,7 +257,7 @@ static __always_inline void count_argument(struct task_state *ts, struct call *c
 		if (!argument_miss(ts, c))
 			return;
 		/* A repeated key: it takes the slot, with this call. */
-		flush_slot(ts, s);
+		flush_slot(ts->tgid, s);
 		s->used = 1;
 		s->nr = c->nr;
 		s->fd = c->fd;
@@ -257,7 +271,7 @@ static __always_inline void count_argument(struct task_state *ts, struct call *c
 		s->returned[c->ret_bucket & (HIST_BUCKETS - 1)]++;
 	}
 	if (s->calls >= SLOT_FLUSH_AT)
-		flush_slot(ts, s);
+		flush_slot(ts->tgid, s);
 }
 
 #endif

@@ -186,6 +186,16 @@ impl BpfTracer {
     /// Each loaded program's name, run time and runs, as the kernel counts
     /// them while `kernel.bpf_stats_enabled` is on (zero otherwise).
     pub fn run_stats(&self) -> Vec<(String, u64, u64)> {
+        self.program_infos().into_iter().map(|(name, info)| (name, info.run_time_ns, info.run_cnt)).collect()
+    }
+
+    /// Each loaded program's name and the instructions the kernel's
+    /// verifier went through to accept it: what loading costs every run.
+    pub fn verified(&self) -> Vec<(String, u32)> {
+        self.program_infos().into_iter().map(|(name, info)| (name, info.verified_insns)).collect()
+    }
+
+    fn program_infos(&self) -> Vec<(String, libbpf_sys::bpf_prog_info)> {
         use std::os::fd::AsFd;
         self.skel
             .object()
@@ -195,7 +205,7 @@ impl BpfTracer {
                 let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
                 // SAFETY: info is a bpf_prog_info of `len` bytes.
                 let ret = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(p.as_fd().as_raw_fd(), &mut info, &mut len) };
-                (ret == 0).then(|| (p.name().to_string_lossy().into_owned(), info.run_time_ns, info.run_cnt))
+                (ret == 0).then(|| (p.name().to_string_lossy().into_owned(), info))
             })
             .collect()
     }
@@ -293,10 +303,22 @@ pub(super) fn read_all<M: MapCore>(map: &M) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
 
 /// The kernel's map error, said for humans: EPERM means missing rights.
 pub(super) fn bpf_error(e: libbpf_rs::Error) -> Error {
-    if e.kind() == libbpf_rs::ErrorKind::PermissionDenied {
-        return Error::NoBpfRights;
+    let text = e.to_string();
+    match os_error(&text) {
+        // EPERM: bpf(2) and perf_event_open(2) without the capabilities.
+        Some(libc::EPERM) => Error::NoBpfRights,
+        // EACCES from a load is the verifier refusing a program: a bug of
+        // ours on this kernel, not the user's rights.
+        Some(libc::EACCES) => Error::Bpf(format!("the kernel's verifier refused a program ({text})")),
+        _ if e.kind() == libbpf_rs::ErrorKind::PermissionDenied => Error::NoBpfRights,
+        _ => Error::Bpf(text),
     }
-    Error::Bpf(e.to_string())
+}
+
+/// The errno in an error's text ("... (os error 13)").
+fn os_error(text: &str) -> Option<i32> {
+    let (_, rest) = text.rsplit_once("(os error ")?;
+    rest.split(')').next()?.parse().ok()
 }
 
 pub(super) fn c_string(bytes: &[u8]) -> String {
@@ -315,6 +337,18 @@ pub(super) fn from_bytes<T: Copy>(bytes: &[u8]) -> T {
 #[cfg(test)]
 mod tests {
     use super::skel::types::arg_slot;
+
+    #[test]
+    fn only_eperm_means_no_rights() {
+        use crate::error::Error;
+        let err = |code| super::bpf_error(libbpf_rs::Error::from_raw_os_error(code));
+        assert!(matches!(err(libc::EPERM), Error::NoBpfRights));
+        match err(libc::EACCES) {
+            Error::Bpf(msg) => assert!(msg.contains("verifier refused"), "{msg}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(err(libc::EINVAL), Error::Bpf(_)));
+    }
 
     #[test]
     fn the_model_keeps_as_many_byte_buckets_as_the_kernel_side() {
