@@ -7,6 +7,7 @@ use super::{Evidence, Finding, Fix};
 use crate::human::{quoted, thousands};
 use crate::linux::syscalls::{self, ArgKind};
 use crate::model::{Argument, ArgumentStats, Trace};
+use std::collections::HashMap;
 
 pub const ID: &str = "failing-calls";
 
@@ -36,11 +37,15 @@ fn is_normal(syscall: &str, errno: &str) -> bool {
 
 pub fn check(trace: &Trace) -> Vec<Finding> {
     let mut out = Vec::new();
+    let mut failed_again: HashMap<(u32, u32), Vec<&ArgumentStats>> = HashMap::new();
+    for a in trace.arguments.iter().filter(|a| a.errors >= 2) {
+        failed_again.entry((a.pid, a.nr)).or_default().push(a);
+    }
     for p in &trace.processes {
         for s in &p.syscalls {
             let keyed = syscalls::by_nr(s.nr).is_some_and(|i| i.arg != ArgKind::None);
             // The arguments of this syscall that failed more than once.
-            let repeated: Vec<&ArgumentStats> = trace.arguments.iter().filter(|a| a.pid == p.pid && a.nr == s.nr && a.errors >= 2).collect();
+            let repeated = failed_again.get(&(p.pid, s.nr)).map_or(&[][..], Vec::as_slice);
             for (errno, &failed) in &s.errnos {
                 if failed < 2 || is_normal(&s.name, errno) {
                     continue;

@@ -15,16 +15,18 @@ const SIGJMP: &[&str] = &["sigsetjmp", "sigjmp_save", "siglongjmp", "longjmp", "
 
 pub fn check(trace: &Trace) -> Vec<Finding> {
     let mut out = Vec::new();
+    let arguments = trace.arguments_by_pid();
     for p in &trace.processes {
         let Some(s) = p.syscalls.iter().find(|s| s.name == "rt_sigprocmask") else { continue };
         if s.calls < 2 {
             continue;
         }
         // What the calls did, most first.
-        let mut kinds: Vec<(MaskChange, u64)> = trace
-            .arguments
-            .iter()
-            .filter(|a| a.pid == p.pid && a.syscall == "rt_sigprocmask")
+        let mut kinds: Vec<(MaskChange, u64)> = arguments
+            .get(&p.pid)
+            .into_iter()
+            .flatten()
+            .filter(|a| a.syscall == "rt_sigprocmask")
             .filter_map(|a| match a.argument {
                 Argument::SigMask { change } => Some((change, a.calls)),
                 _ => None,

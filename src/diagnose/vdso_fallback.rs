@@ -41,6 +41,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
     };
 
     let mut out = Vec::new();
+    let arguments = trace.arguments_by_pid();
     for p in &trace.processes {
         // Plain clock reads: every one of these could be a vDSO call.
         let mut calls = 0;
@@ -52,7 +53,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             what.push(format!("{} × {}", thousands(s.calls), s.name));
         }
         let mut cpu = (0, 0);
-        for a in trace.arguments.iter().filter(|a| a.pid == p.pid && a.syscall == "clock_gettime") {
+        for a in arguments.get(&p.pid).into_iter().flatten().filter(|a| a.syscall == "clock_gettime") {
             let Argument::Clock { clock } = a.argument else { continue };
             if VDSO_CLOCKS.contains(&clock) {
                 calls += a.calls;
