@@ -125,7 +125,7 @@ pub enum Command {
         command: Vec<OsString>,
     },
     /// Loads the tracer's programs and prints what the verifier went through
-    /// for each (the tests and bench/overhead read it)
+    /// for each (tests/scale.rs bounds sys_exit's)
     #[command(name = "__programs", hide = true)]
     Programs {
         #[arg(long)]
