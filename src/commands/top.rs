@@ -10,7 +10,6 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders, Paragraph, Row, Table, TableState, Wrap};
 use ratatui::{DefaultTerminal, Frame};
-use sysdiet::human::escaped;
 use sysdiet::pipeline::{Host, HostWindow};
 use sysdiet::report::export::{Document, Exporter, JsonExporter, TextExporter};
 use sysdiet::report::top::{cells, rows, summary, SortBy, TopRow, HEADER};
@@ -139,7 +138,7 @@ fn draw(f: &mut Frame, s: &mut Screen) {
         Constraint::Min(20),
     ];
     let bold = Style::default().add_modifier(Modifier::BOLD);
-    let table = Table::new(shown.iter().map(|r| Row::new(cells(r))), widths)
+    let table = Table::new(shown.iter().map(|r| Row::new(cells(r, &w.findings))), widths)
         .header(Row::new(HEADER).style(bold))
         .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED))
         .block(Block::default().borders(Borders::TOP).title(format!(" sorted by {} ", s.sort.label())));
@@ -156,17 +155,12 @@ fn draw(f: &mut Frame, s: &mut Screen) {
 /// The selected row's findings: what, and the first fix.
 fn details(w: &HostWindow, row: Option<&TopRow>) -> Vec<Line<'static>> {
     let Some(row) = row else { return vec![Line::from("no program made syscalls in this window")] };
-    let mine: Vec<_> = w
-        .findings
-        .iter()
-        .filter(|f| w.window.programs_of(f.pid, &f.processes).iter().any(|(k, _)| escaped(&k.program) == row.program && escaped(&k.unit) == row.unit))
-        .collect();
     let exe = row.executable.as_deref().map(|e| format!(", {e}")).unwrap_or_default();
-    if mine.is_empty() {
+    if row.findings.is_empty() {
         return vec![Line::from(format!("{} ({}{exe}): nothing to fix in this window", row.program, row.unit))];
     }
     let mut lines = vec![Line::from(format!("{} ({}{exe}):", row.program, row.unit))];
-    for f in mine {
+    for f in row.findings.iter().map(|&i| &w.findings[i]) {
         // Rules quote what came from the target in `what` and `fixes`.
         lines.push(Line::from(format!("[{}] {}", f.id, f.what)));
         if let Some(fix) = f.fixes.first() {

@@ -53,12 +53,12 @@ impl Host {
         let t0 = Instant::now();
         // Before the probes exist: they slow every task's syscalls.
         let syscall_ns = crate::linux::syscall_cost_ns();
-        let mut tracer = BpfTracer::load(filter, BpfOptions { system_wide: true, ..Default::default() }).map_err(|e| match e {
-            Error::NoBpfRights => Error::HostNeedsBpf("no rights to load BPF (run as root, or give CAP_BPF and CAP_PERFMON)".into()),
-            Error::NoBtf(_) => Error::HostNeedsBpf("this kernel has no BTF".into()),
-            Error::Bpf(msg) => Error::HostNeedsBpf(format!("BPF did not load ({msg})")),
-            e => e,
-        })?;
+        let mut tracer =
+            BpfTracer::load(filter, BpfOptions { system_wide: true, ..Default::default() }).map_err(|e| match super::bpf_unavailable(&e) {
+                Some(why) if matches!(e, Error::NoBpfRights) => Error::HostNeedsBpf(format!("{why} (run as root, or give CAP_BPF and CAP_PERFMON)")),
+                Some(why) => Error::HostNeedsBpf(why),
+                None => e,
+            })?;
         let mut units = Units::new();
         let first = snapshot(&mut tracer, &mut units)?;
         Ok(Host {

@@ -72,16 +72,23 @@ fn load_bpf(opts: &TraceOptions) -> Result<(Option<BpfTracer>, Option<String>)> 
     match BpfTracer::load(&opts.filter, opts.bpf()) {
         Ok(t) => Ok((Some(t), None)),
         Err(e) if opts.backend == Backend::Auto => {
-            let why = match &e {
-                crate::error::Error::NoBpfRights => "no rights to load BPF".to_string(),
-                crate::error::Error::NoBtf(_) => "this kernel has no BTF".to_string(),
-                crate::error::Error::Bpf(msg) => format!("BPF did not load ({msg})"),
-                _ => return Err(e),
-            };
+            let Some(why) = bpf_unavailable(&e) else { return Err(e) };
             eprintln!("sysdiet: counting with ptrace (slower than BPF): {why}");
             Ok((None, Some(why)))
         }
         Err(e) => Err(e),
+    }
+}
+
+/// Why BPF cannot count here, in a few words, for the errors that mean it
+/// is unavailable (rights, BTF, a refused load); None for any other error.
+fn bpf_unavailable(e: &crate::error::Error) -> Option<String> {
+    use crate::error::Error;
+    match e {
+        Error::NoBpfRights => Some("no rights to load BPF".to_string()),
+        Error::NoBtf(_) => Some("this kernel has no BTF".to_string()),
+        Error::Bpf(msg) => Some(format!("BPF did not load ({msg})")),
+        _ => None,
     }
 }
 

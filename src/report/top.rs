@@ -51,8 +51,8 @@ pub struct TopRow {
     pub errors_per_s: f64,
     /// Its three busiest syscalls, `name rate`.
     pub busiest: Vec<(String, f64)>,
-    /// Finding ids, most saving first.
-    pub findings: Vec<String>,
+    /// Its findings, as indices into the window's findings, most saving first.
+    pub findings: Vec<usize>,
     /// The findings' estimated saving, in ns per second of the window.
     pub waste_ns_per_s: f64,
 }
@@ -72,11 +72,13 @@ pub fn rows(window: &Window, findings: &[Finding], sort: SortBy, filter: &str) -
             let mut busiest: Vec<(String, f64)> = p.syscalls.iter().map(|s| (s.name.clone(), s.calls as f64 / secs)).collect();
             busiest.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
             busiest.truncate(3);
-            let mut mine: Vec<(&Finding, f64)> = findings
+            let mut mine: Vec<(usize, f64)> = findings
                 .iter()
-                .filter_map(|f| window.programs_of(f.pid, &f.processes).into_iter().find(|(k, _)| *k == key).map(|(_, share)| (f, share)))
+                .enumerate()
+                .filter_map(|(i, f)| window.programs_of(f.pid, &f.processes).into_iter().find(|(k, _)| *k == key).map(|(_, share)| (i, share)))
                 .collect();
-            mine.sort_by(|a, b| (b.0.saving_ns as f64 * b.1).total_cmp(&(a.0.saving_ns as f64 * a.1)));
+            let saving = |&(i, share): &(usize, f64)| findings[i].saving_ns as f64 * share;
+            mine.sort_by(|a, b| saving(b).total_cmp(&saving(a)));
             Some(TopRow {
                 unit: escaped(&key.unit),
                 program: escaped(&key.program),
@@ -85,8 +87,8 @@ pub fn rows(window: &Window, findings: &[Finding], sort: SortBy, filter: &str) -
                 calls_per_s: calls as f64 / secs,
                 errors_per_s: errors as f64 / secs,
                 busiest,
-                findings: mine.iter().map(|(f, _)| f.id.clone()).collect(),
-                waste_ns_per_s: mine.iter().map(|(f, share)| f.saving_ns as f64 * share).sum::<f64>() / secs,
+                findings: mine.iter().map(|&(i, _)| i).collect(),
+                waste_ns_per_s: mine.iter().map(saving).sum::<f64>() / secs,
             })
         })
         .filter(|r| filter.is_empty() || r.unit.contains(filter) || r.program.contains(filter))
@@ -120,10 +122,12 @@ pub fn waste(ns_per_s: f64) -> String {
 
 pub const HEADER: [&str; 7] = ["UNIT", "PROGRAM", "PROCS", "CALLS/S", "ERR/S", "WASTE", "BUSIEST, FINDINGS"];
 
-/// A row's cells, as HEADER.
-pub fn cells(r: &TopRow) -> [String; 7] {
+/// A row's cells, as HEADER; `findings` are the window's, which the row's
+/// indices point into.
+pub fn cells(r: &TopRow, findings: &[Finding]) -> [String; 7] {
     let busiest = r.busiest.iter().map(|(n, v)| format!("{n} {}", rate(*v))).collect::<Vec<_>>().join(", ");
-    let findings = if r.findings.is_empty() { String::new() } else { format!("  [{}]", r.findings.join("] [")) };
+    let ids: Vec<&str> = r.findings.iter().map(|&i| findings[i].id.as_str()).collect();
+    let findings = if ids.is_empty() { String::new() } else { format!("  [{}]", ids.join("] [")) };
     [
         r.unit.clone(),
         r.program.clone(),
@@ -158,7 +162,7 @@ pub fn summary(window: &Window, shown: usize) -> String {
 pub fn text(window: &Window, findings: &[Finding], rows: &[TopRow]) -> String {
     let mut out = summary(window, rows.len());
     out.push_str("\n\n");
-    let all: Vec<[String; 7]> = std::iter::once(HEADER.map(String::from)).chain(rows.iter().map(cells)).collect();
+    let all: Vec<[String; 7]> = std::iter::once(HEADER.map(String::from)).chain(rows.iter().map(|r| cells(r, findings))).collect();
     let widths: Vec<usize> = (0..6).map(|i| all.iter().map(|c| c[i].chars().count()).max().unwrap_or(0)).collect();
     for c in &all {
         for (i, w) in widths.iter().enumerate() {
@@ -211,7 +215,8 @@ mod tests {
         let f = Finding { id: "tiny-io".into(), pid: Some(1), saving_ns: 1_000_000_000, ..Default::default() };
         let r = rows(&w, std::slice::from_ref(&f), SortBy::Waste, "");
         // Rows are numbered by program key: bad..., busy, quiet.
-        assert_eq!(r[0].findings, ["tiny-io"]);
+        assert_eq!(r[0].findings, [0]);
+        assert!(cells(&r[0], std::slice::from_ref(&f))[6].ends_with("[tiny-io]"));
         assert_eq!(r[0].waste_ns_per_s, 5e8);
         assert_eq!(waste(r[0].waste_ns_per_s), "50.0%");
     }
