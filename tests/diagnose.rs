@@ -470,7 +470,8 @@ fn check_text_and_bad_input() {
 
 /// The environment a rule reads is each process's own at its exec, not
 /// sysdiet's: a wrapper that unsets TZ gets tz-unset (BPF and ptrace), and
-/// a C program that inherited PYTHONUNBUFFERED is not told to unset it.
+/// a C program or a stripped shell that inherited PYTHONUNBUFFERED is not
+/// told to unset it.
 #[test]
 fn facts_come_from_the_target() {
     if skip_without_bpf() {
@@ -487,6 +488,16 @@ fn facts_come_from_the_target() {
     let tiny = victim("tinywrite");
     let out =
         sysdiet().args(["run", "--"]).arg(&tiny).arg("20000").env("PYTHONUNBUFFERED", "1").stdout(std::process::Stdio::null()).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("[tiny-io]") && !text.contains("PYTHONUNBUFFERED"), "{text}");
+    // Nor is a stripped distribution shell (dash: no names at all) whose
+    // echo writes a line at a time.
+    let out = sysdiet()
+        .args(["run", "--", "dash", "-c", "i=0; while [ $i -lt 20000 ]; do echo $i; i=$((i+1)); done"])
+        .env("PYTHONUNBUFFERED", "1")
+        .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stderr);
     assert!(text.contains("[tiny-io]") && !text.contains("PYTHONUNBUFFERED"), "{text}");
 

@@ -104,14 +104,15 @@ fn python_unbuffered(trace: &Trace, a: &crate::model::ArgumentStats) -> Option<(
 /// Whether calls may be Python's own output, which PYTHONUNBUFFERED
 /// governs: made under CPython's API (a stripped interpreter still exports
 /// `PyFile_WriteObject`, `_PyEval_EvalFrameDefault`), through its writer,
-/// or by code with no names to tell (no site; no named frame outside the C
-/// runtime). A C program that inherited the variable, or a stripped one
-/// whose libraries have names (sqlite3 and its libsqlite3), is not told to
-/// unset it.
+/// or with nothing to tell (no site, or a stack that never left the C
+/// runtime). Code outside the C runtime with no names at all is not an
+/// interpreter, which always exports its API: a stripped dash that
+/// inherited the variable is not told to unset it, nor is a C program, nor
+/// a stripped one whose libraries have names (sqlite3 and its libsqlite3).
 fn python_writes(trace: &Trace, shares: &[SiteShare]) -> bool {
-    let named = || sites_of(trace, shares).flat_map(|s| &s.frames).filter(|f| !f.in_c_runtime()).filter_map(|f| f.function.as_deref());
-    named().next().is_none()
-        || named().any(is_python_api)
+    let own = || sites_of(trace, shares).flat_map(|s| &s.frames).filter(|f| !f.in_c_runtime());
+    own().next().is_none()
+        || own().filter_map(|f| f.function.as_deref()).any(is_python_api)
         || called_through(
             trace,
             shares,
@@ -225,5 +226,23 @@ mod tests {
         let s = testing::site(&mut t, &["__GI___sigprocmask", "main"]);
         assert!(called_through(&t, &s, &["sigprocmask"]));
         assert!(!called_through(&t, &s, &["setcontext"]));
+    }
+
+    #[test]
+    fn python_output_is_told_by_its_frames() {
+        let mut t = testing::trace(1, &[]);
+        // No site, or a stack that stays in libc: nothing says it is not Python.
+        assert!(python_writes(&t, &[]));
+        let libc_only = testing::site(&mut t, &["__GI___libc_write", "_IO_file_write"]);
+        t.call_sites[libc_only[0].site].frames[1].module = "/usr/lib/x86_64-linux-gnu/libc.so.6".into();
+        assert!(python_writes(&t, &libc_only));
+        let python = testing::site(&mut t, &["write", "_PyEval_EvalFrameDefault"]);
+        assert!(python_writes(&t, &python));
+        let c = testing::site(&mut t, &["write", "main"]);
+        assert!(!python_writes(&t, &c));
+        // A stripped program with no names (dash's echo) is not an interpreter.
+        let unnamed = testing::site(&mut t, &["write", "x"]);
+        t.call_sites[unnamed[0].site].frames[1].function = None;
+        assert!(!python_writes(&t, &unnamed));
     }
 }
