@@ -125,7 +125,7 @@ fn a_repeated_path_is_not_crowded_out_by_a_walk() {
     let finding = doc["findings"].as_array().unwrap().iter().find(|f| f["id"] == "tz-unset").expect("tz-unset found");
     let site = &doc["call_sites"][finding["sites"][0]["site"].as_u64().unwrap() as usize];
     let blamed = &site["frames"][site["responsible"].as_u64().unwrap() as usize];
-    assert_eq!(blamed["function"], "main");
+    assert_eq!(blamed["function"], "walk");
     assert!(blamed["file"].as_str().unwrap().ends_with("manypaths.c"), "{blamed}");
 }
 
@@ -162,6 +162,29 @@ fn two_hundred_thousand_repeated_paths_keep_their_strings() {
         .collect();
     assert_eq!(repeated.len(), 200_000, "every repeated path, by name");
     assert!(repeated.iter().all(|a| a["calls"] == 2 && a["errors"] == 2));
+}
+
+/// Four threads walk the same 20,000 paths at once: every first sighting
+/// races with the others' second, and each path still counts exactly 4.
+#[test]
+fn threads_racing_on_new_paths_count_each_exactly() {
+    if skip_without_bpf() {
+        return;
+    }
+    let exe = victim("manypaths");
+    let (doc, _) = sysdiet_json(&["--no-stacks"], &[exe.to_str().unwrap(), "20000", "0", "1", "4"]);
+    lost_nothing(&doc);
+    let walked: Vec<&serde_json::Value> = doc["arguments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["argument"]["path"].as_str().is_some_and(|p| p.starts_with("/nonexistent/sysdiet/")))
+        .collect();
+    assert_eq!(walked.len(), 20_000, "every path, by name");
+    let wrong: Vec<_> = walked.iter().filter(|a| a["calls"] != 4 || a["errors"] != 4).collect();
+    assert!(wrong.is_empty(), "{} paths not counted 4 times: {:?}", wrong.len(), wrong.first());
+    let once = doc["one_shot"].as_array().unwrap().iter().find(|o| o["syscall"] == "newfstatat");
+    assert!(once.is_none_or(|o| o["calls"].as_u64().unwrap() < 10), "the walk is not one-shot: {once:?}");
 }
 
 #[test]

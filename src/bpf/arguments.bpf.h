@@ -194,13 +194,93 @@ static __always_inline void send_path(struct task_state *ts, __u64 hash)
 		count_lost(LOST_PATH_STRING, 1);
 }
 
+#define FIRST_FAILED (1ULL << 10)
+#define FIRST_PROMOTED (1ULL << 11)
+
+/* What first_calls knows of a key. */
+enum sighting {
+	SIGHTING_FIRST,    /* its first call: now in a slot of its own */
+	SIGHTING_SECOND,   /* its second: the first call's facts are handed over */
+	SIGHTING_REPEATED, /* promoted already: its counts are in arg_stats */
+	SIGHTING_UNKNOWN,  /* its slot is another key's: ask arg_stats */
+};
+
+/* Looks `k` up in first_calls, taking a free slot for a new key. The key's
+ * hash has the process's start time in it, so that a reused pid is a new
+ * key. If two threads see a new key at the same instant, the second may
+ * read the first call's time before it is written (0): only with
+ * --latency, and only the split between the key and the one-shot summary. */
+static __always_inline int first_sighting(struct call *c, struct arg_key *k, struct first_call *first)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct first_call *f;
+	__u64 h, ours, word, mine;
+	__u32 i;
+
+	h = k->path_hash ^ ((__u64)k->fd * 0x9E3779B97F4A7C15ULL) ^
+	    (((__u64)k->nr << 32 | k->tgid) * 0xC2B2AE3D27D4EB4FULL) ^
+	    (t->group_leader->start_time * 0x165667B19E3779F9ULL);
+	h ^= h >> 29;
+	h *= 0xBF58476D1CE4E5B9ULL;
+	h ^= h >> 32;
+	i = h & (FIRST_SLOTS - 1);
+	f = bpf_map_lookup_elem(&first_calls, &i);
+	if (!f)
+		return SIGHTING_UNKNOWN;
+	ours = (h & 0xFFFFFFFF00000000ULL) | (1ULL << 32); /* never 0 */
+	word = *(volatile __u64 *)&f->word;
+	if (!word) {
+		mine = ours | (c->failed ? FIRST_FAILED : 0) | ((__u64)(c->ret_bucket & 31) << 5) | (c->req_bucket & 31);
+		word = __sync_val_compare_and_swap(&f->word, 0, mine);
+		if (!word) {
+			f->ns = c->ns;
+			return SIGHTING_FIRST;
+		}
+		/* Another thread took it first: for this key, or another. */
+	}
+	if ((word & 0xFFFFFFFF00000000ULL) != ours)
+		return SIGHTING_UNKNOWN;
+	if (word & FIRST_PROMOTED)
+		return SIGHTING_REPEATED;
+	word = __sync_fetch_and_or(&f->word, FIRST_PROMOTED);
+	if (word & FIRST_PROMOTED)
+		return SIGHTING_REPEATED;
+	first->word = word;
+	first->ns = f->ns;
+	return SIGHTING_SECOND;
+}
+
+/* A key seen a second time: its entry gets the first call's facts (the
+ * caller counts this one), which leave the one-shot summary; its byte
+ * histogram starts with the first call's sizes; its string is sent. */
+static __always_inline void promote(struct task_state *ts, struct call *c, struct arg_key *k,
+				    __u64 errors, __u64 ns, __u8 requested, __u8 returned)
+{
+	summarise_once(c, -1, -(__s64)errors, -(__s64)ns);
+	if (c->kind == ARG_FD_IO) {
+		struct io_hist *h;
+
+		h = bpf_map_lookup_or_try_init(&io_hists, k, &zero_hist);
+		if (h) {
+			h->requested[requested & (HIST_BUCKETS - 1)]++;
+			h->returned[returned & (HIST_BUCKETS - 1)]++;
+		} else {
+			count_lost(LOST_HIST_TABLE_FULL, 1);
+		}
+	}
+	if (c->kind == ARG_PATH && c->path_hash != 1)
+		send_path(ts, c->path_hash);
+}
+
 /* A call whose key is not in the thread's cache. A key seen for the first
- * time is only summarised; its second sighting promotes it (in place), and
- * from then on it is cached and counted exactly. True if this call is to
- * be counted in the thread's cache, false if it is counted already.
+ * time is only summarised; its second sighting promotes it, and from then
+ * on it is cached and counted exactly. True if this call is to be counted
+ * in the thread's cache, false if it is counted already.
  * Global, so verified once (see path_hash). */
 __noinline bool argument_miss(struct task_state *ts, struct call *c)
 {
+	static const struct arg_val repeated; /* once = 0 */
+	struct first_call first = {};
 	struct arg_key k;
 	struct arg_val *v, nv;
 	bool inserted = false;
@@ -209,6 +289,29 @@ __noinline bool argument_miss(struct task_state *ts, struct call *c)
 	if (!ts || !c)
 		return false;
 	k = (struct arg_key){ .tgid = ts->tgid, .nr = c->nr, .fd = c->fd, .path_hash = c->path_hash };
+	switch (keep_every_key ? SIGHTING_UNKNOWN : first_sighting(c, &k, &first)) {
+	case SIGHTING_FIRST:
+		summarise_once(c, 1, c->failed, c->ns);
+		return false;
+	case SIGHTING_SECOND:
+		v = bpf_map_lookup_or_try_init(&arg_stats, &k, &repeated);
+		if (!v) {
+			/* The first call stays summarised; this one is lost. */
+			count_lost(LOST_ARG_TABLE_FULL, 1);
+			return false;
+		}
+		__sync_fetch_and_add(&v->calls, 1);
+		if (first.word & FIRST_FAILED)
+			__sync_fetch_and_add(&v->errors, 1);
+		if (first.ns)
+			__sync_fetch_and_add(&v->ns, first.ns);
+		promote(ts, c, &k, !!(first.word & FIRST_FAILED), first.ns, first.word & 31, (first.word >> 5) & 31);
+		return true;
+	case SIGHTING_REPEATED:
+		/* Its promoter may not have made the entry yet. */
+		bpf_map_lookup_or_try_init(&arg_stats, &k, &repeated);
+		return true;
+	}
 	nv = (struct arg_val){ .calls = 1, .errors = c->failed, .ns = c->ns, .once = 1,
 			       .requested = c->req_bucket, .returned = c->ret_bucket };
 	v = bpf_map_lookup_elem(&arg_stats, &k);
@@ -230,22 +333,8 @@ __noinline bool argument_miss(struct task_state *ts, struct call *c)
 	}
 	/* Seen before. The one that clears `once` promotes the key: its first
 	 * call leaves the summary for the key's own counts. */
-	if (v->once && __sync_lock_test_and_set(&v->once, 0)) {
-		summarise_once(c, -1, -(__s64)v->errors, -(__s64)v->ns);
-		if (c->kind == ARG_FD_IO) {
-			struct io_hist *h;
-
-			h = bpf_map_lookup_or_try_init(&io_hists, &k, &zero_hist);
-			if (h) {
-				h->requested[v->requested & (HIST_BUCKETS - 1)]++;
-				h->returned[v->returned & (HIST_BUCKETS - 1)]++;
-			} else {
-				count_lost(LOST_HIST_TABLE_FULL, 1);
-			}
-		}
-		if (c->kind == ARG_PATH && c->path_hash != 1)
-			send_path(ts, c->path_hash);
-	}
+	if (v->once && __sync_lock_test_and_set(&v->once, 0))
+		promote(ts, c, &k, v->errors, v->ns, v->requested, v->returned);
 	return !inserted;
 }
 

@@ -113,6 +113,10 @@ impl BpfTracer {
             // Ring buffers are allocated whole at load: no 16 MiB for nothing.
             open.maps.samples.set_max_entries(perf::page_size() as u32).map_err(bpf_error)?;
         }
+        if options.keep_every_key {
+            // Every key goes to arg_stats at once: no first-sighting slots.
+            open.maps.first_calls.set_max_entries(1).map_err(bpf_error)?;
+        }
         open.progs.sys_enter.set_autoload(options.latency);
         open.progs.on_tick.set_autoload(!options.latency);
         let mut skel = open.load().map_err(bpf_error)?;
