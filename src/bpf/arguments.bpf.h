@@ -196,25 +196,25 @@ static __always_inline void send_path(struct task_state *ts, __u64 hash)
 
 #define FIRST_FAILED (1ULL << 10)
 #define FIRST_PROMOTED (1ULL << 11)
+#define FIRST_NS_MAX 0xFFFFFULL /* 20 bits: a 4-tick call, or ~1 ms measured */
 
 /* What first_calls knows of a key. */
 enum sighting {
 	SIGHTING_FIRST,    /* its first call: now in a slot of its own */
 	SIGHTING_SECOND,   /* its second: the first call's facts are handed over */
 	SIGHTING_REPEATED, /* promoted already: its counts are in arg_stats */
+	SIGHTING_LONG,     /* its first call, too long for the word: counted
+			      exactly from the start, as if seen before */
 	SIGHTING_UNKNOWN,  /* its slot is another key's: ask arg_stats */
 };
 
-/* Looks `k` up in first_calls, taking a free slot for a new key. The key's
- * hash has the process's start time in it, so that a reused pid is a new
- * key. If two threads see a new key at the same instant, the second may
- * read the first call's time before it is written (0): only with
- * --latency, and only the split between the key and the one-shot summary. */
-static __always_inline int first_sighting(struct call *c, struct arg_key *k, struct first_call *first)
+/* Looks `k` up in first_calls, taking a free slot for a new key; for a
+ * second sighting, `*first` is the first call's word. The key's hash has
+ * the process's start time in it, so that a reused pid is a new key. */
+static __always_inline int first_sighting(struct call *c, struct arg_key *k, __u64 *first)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
-	struct first_call *f;
-	__u64 h, ours, word, mine;
+	__u64 h, ours, word, mine, *f;
 	__u32 i;
 
 	h = k->path_hash ^ ((__u64)k->fd * 0x9E3779B97F4A7C15ULL) ^
@@ -228,44 +228,47 @@ static __always_inline int first_sighting(struct call *c, struct arg_key *k, str
 	if (!f)
 		return SIGHTING_UNKNOWN;
 	ours = (h & 0xFFFFFFFF00000000ULL) | (1ULL << 32); /* never 0 */
-	word = *(volatile __u64 *)&f->word;
+	word = *(volatile __u64 *)f;
 	if (!word) {
-		mine = ours | (c->failed ? FIRST_FAILED : 0) | ((__u64)(c->ret_bucket & 31) << 5) | (c->req_bucket & 31);
-		word = __sync_val_compare_and_swap(&f->word, 0, mine);
-		if (!word) {
-			f->ns = c->ns;
-			return SIGHTING_FIRST;
-		}
+		if (c->ns > FIRST_NS_MAX)
+			mine = ours | FIRST_PROMOTED;
+		else
+			mine = ours | c->ns << 12 | (c->failed ? FIRST_FAILED : 0) |
+			       (__u64)(c->ret_bucket & 31) << 5 | (c->req_bucket & 31);
+		word = __sync_val_compare_and_swap(f, 0, mine);
+		if (!word)
+			return mine & FIRST_PROMOTED ? SIGHTING_LONG : SIGHTING_FIRST;
 		/* Another thread took it first: for this key, or another. */
 	}
 	if ((word & 0xFFFFFFFF00000000ULL) != ours)
 		return SIGHTING_UNKNOWN;
 	if (word & FIRST_PROMOTED)
 		return SIGHTING_REPEATED;
-	word = __sync_fetch_and_or(&f->word, FIRST_PROMOTED);
+	word = __sync_fetch_and_or(f, FIRST_PROMOTED);
 	if (word & FIRST_PROMOTED)
 		return SIGHTING_REPEATED;
-	first->word = word;
-	first->ns = f->ns;
+	*first = word;
 	return SIGHTING_SECOND;
 }
 
-/* A key seen a second time: its entry gets the first call's facts (the
- * caller counts this one), which leave the one-shot summary; its byte
- * histogram starts with the first call's sizes; its string is sent. */
-static __always_inline void promote(struct task_state *ts, struct call *c, struct arg_key *k,
+/* A key counted exactly from now on (the caller counts this call). A
+ * first call that was summarised (seen: its facts) leaves the summary and
+ * starts the key's byte histogram; the key's string is sent. */
+static __always_inline void promote(struct task_state *ts, struct call *c, struct arg_key *k, bool seen,
 				    __u64 errors, __u64 ns, __u8 requested, __u8 returned)
 {
-	summarise_once(c, -1, -(__s64)errors, -(__s64)ns);
+	if (seen)
+		summarise_once(c, -1, -(__s64)errors, -(__s64)ns);
 	if (c->kind == ARG_FD_IO) {
 		struct io_hist *h;
 
+		/* Later calls' sizes are added at their slot's flush. */
 		h = bpf_map_lookup_or_try_init(&io_hists, k, &zero_hist);
-		if (h) {
+		if (!h && seen)
+			count_lost(LOST_HIST_TABLE_FULL, 1);
+		if (h && seen) {
 			h->requested[requested & (HIST_BUCKETS - 1)]++;
 			h->returned[returned & (HIST_BUCKETS - 1)]++;
-		} else {
-			count_lost(LOST_HIST_TABLE_FULL, 1);
 		}
 	}
 	if (c->kind == ARG_PATH && c->path_hash != 1)
@@ -280,7 +283,7 @@ static __always_inline void promote(struct task_state *ts, struct call *c, struc
 __noinline bool argument_miss(struct task_state *ts, struct call *c)
 {
 	static const struct arg_val repeated; /* once = 0 */
-	struct first_call first = {};
+	__u64 first = 0, first_ns, first_failed;
 	struct arg_key k;
 	struct arg_val *v, nv;
 	bool inserted = false;
@@ -300,12 +303,21 @@ __noinline bool argument_miss(struct task_state *ts, struct call *c)
 			count_lost(LOST_ARG_TABLE_FULL, 1);
 			return false;
 		}
+		first_ns = (first >> 12) & FIRST_NS_MAX;
+		first_failed = !!(first & FIRST_FAILED);
 		__sync_fetch_and_add(&v->calls, 1);
-		if (first.word & FIRST_FAILED)
+		if (first_failed)
 			__sync_fetch_and_add(&v->errors, 1);
-		if (first.ns)
-			__sync_fetch_and_add(&v->ns, first.ns);
-		promote(ts, c, &k, !!(first.word & FIRST_FAILED), first.ns, first.word & 31, (first.word >> 5) & 31);
+		if (first_ns)
+			__sync_fetch_and_add(&v->ns, first_ns);
+		promote(ts, c, &k, true, first_failed, first_ns, first & 31, (first >> 5) & 31);
+		return true;
+	case SIGHTING_LONG:
+		if (!bpf_map_lookup_or_try_init(&arg_stats, &k, &repeated)) {
+			count_lost(LOST_ARG_TABLE_FULL, 1);
+			return false;
+		}
+		promote(ts, c, &k, false, 0, 0, 0, 0);
 		return true;
 	case SIGHTING_REPEATED:
 		/* Its promoter may not have made the entry yet. */
@@ -334,7 +346,7 @@ __noinline bool argument_miss(struct task_state *ts, struct call *c)
 	/* Seen before. The one that clears `once` promotes the key: its first
 	 * call leaves the summary for the key's own counts. */
 	if (v->once && __sync_lock_test_and_set(&v->once, 0))
-		promote(ts, c, &k, v->errors, v->ns, v->requested, v->returned);
+		promote(ts, c, &k, true, v->errors, v->ns, v->requested, v->returned);
 	return !inserted;
 }
 

@@ -82,25 +82,21 @@ struct {
 } arg_stats SEC(".maps");
 
 /* The first sighting of each argument key, one slot per key hash. A
- * file-tree walk's paths, each seen once, cost a slot of this array (a
- * write to one cache line) instead of an arg_stats insert (an allocation
- * and a bucket lock: ~300 ns a call). A key's second sighting finds its
- * slot and moves the first call's facts into arg_stats. A slot is never
- * freed during a run, so a key whose slot another key holds takes
- * arg_stats' own first-sighting path, exact as before. 16 MiB; one entry
- * when every key is kept anyway (top, serve). */
+ * file-tree walk's paths, each seen once, cost a slot of this array (one
+ * compare-and-swap) instead of an arg_stats insert (an allocation and a
+ * bucket lock: ~300 ns a call). A key's second sighting finds its slot and
+ * moves the first call's facts into arg_stats. A slot is never freed during
+ * a run, so a key whose slot another key holds takes arg_stats' own
+ * first-sighting path, exact as before. 8 MiB; one slot when every key is
+ * kept anyway (top, serve). A slot's word, set by one compare-and-swap:
+ * fingerprint << 32 | ns << 12 | FIRST_* flags | ret << 5 | req; 0: free. */
 #define FIRST_SLOTS (1 << 20)
-
-struct first_call {
-	__u64 word; /* fingerprint << 32 | FIRST_* flags | ret << 5 | req; 0: free */
-	__u64 ns;
-};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, FIRST_SLOTS);
 	__type(key, __u32);
-	__type(value, struct first_call);
+	__type(value, __u64);
 } first_calls SEC(".maps");
 
 /* This and errno_stats are allocated as used too: they are rarely
