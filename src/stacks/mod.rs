@@ -4,6 +4,7 @@
 //! program's own frame (responsible).
 
 pub mod collector;
+pub mod debug_cache;
 pub mod images;
 pub mod logged;
 pub mod perf_map;

@@ -64,7 +64,7 @@ fn name_frames(images: &Images, stacks: &[RawStack]) -> HashMap<RawFrame, Vec<Fr
         addrs.dedup();
         let Some(id) = image else { continue };
         let img = images.image(id);
-        let src = Source::Elf(Elf::new(&img.file));
+        let src = Source::Elf(Elf::new(super::debug_cache::debug_source(&img.file)));
         let exported = if crate::model::in_c_runtime(&img.name) { public_names(&img.file) } else { HashMap::new() };
         let results = symbolizer.symbolize(&src, Input::VirtOffset(&addrs)).unwrap_or_default();
         for (i, &a) in addrs.iter().enumerate() {
