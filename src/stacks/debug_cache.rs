@@ -3,32 +3,37 @@
 //! ms of every run with call sites, for glibc alone. So the first run that
 //! needs it keeps a decompressed copy, made by `objcopy
 //! --decompress-debug-sections`, under `$XDG_CACHE_HOME/sysdiet/debug/`
-//! (else `~/.cache/...`), named by the file's build id; later runs read it
-//! directly. Without objcopy or a writable cache, the file is read as it is.
+//! (else `~/.cache/...`), named by the build id; later runs read it
+//! directly. Only packaged debug files (under /usr/lib/debug) are copied:
+//! the traced program's own file is untrusted input, and objcopy is not
+//! run on it. Without objcopy or a writable cache, files are read as they
+//! are.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use object::{Object, ObjectSection};
 
-/// What to symbolize `file`'s code from: its separate debug file (by build
-/// id, under /usr/lib/debug), or `file` itself; either one decompressed in
-/// the cache if its DWARF is compressed.
+/// Where Debian's -dbg and -dbgsym packages put debug files, by build id.
+const DEBUG_ROOT: &str = "/usr/lib/debug";
+
+/// What to symbolize `file`'s code from: the decompressed copy of its
+/// packaged debug file when that one's DWARF is compressed; else `file`
+/// itself (blazesym finds its debug file, by debug link or build id).
 pub fn debug_source(file: &Path) -> PathBuf {
-    debug_source_cached_in(file, cache_dir().as_deref())
+    debug_source_in(file, Path::new(DEBUG_ROOT), cache_dir().as_deref())
 }
 
-fn debug_source_cached_in(file: &Path, cache: Option<&Path>) -> PathBuf {
-    let Some(id) = elf(file, |elf| elf.build_id().ok().flatten().map(hex)).flatten() else {
-        return file.to_path_buf();
+fn debug_source_in(file: &Path, debug_root: &Path, cache: Option<&Path>) -> PathBuf {
+    let found = || {
+        let id = elf(file, |elf| elf.build_id().ok().flatten().map(hex)).flatten()?;
+        let separate = debug_root.join(".build-id").join(&id[..2]).join(format!("{}.debug", &id[2..]));
+        if !elf(&separate, compressed_dwarf)? {
+            return None;
+        }
+        decompressed(&separate, &id, cache?)
     };
-    let separate = Path::new("/usr/lib/debug/.build-id").join(&id[..2]).join(format!("{}.debug", &id[2..]));
-    let source = if separate.is_file() { separate } else { file.to_path_buf() };
-    if !elf(&source, compressed_dwarf).unwrap_or(false) {
-        // Found by blazesym itself (debug link, build id), as before.
-        return file.to_path_buf();
-    }
-    cache.and_then(|c| decompressed(&source, &id, c)).unwrap_or_else(|| file.to_path_buf())
+    found().unwrap_or_else(|| file.to_path_buf())
 }
 
 /// `f` of the ELF file at `path`, read as far as `f` needs (a browser's
@@ -87,7 +92,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn compressed_debug_info_is_read_from_a_decompressed_copy() {
+    fn compressed_debug_files_are_read_from_a_decompressed_copy() {
         let dir = tempfile::tempdir().unwrap();
         let src = dir.path().join("f.c");
         std::fs::write(&src, "int f(int x) { return x * 3; }\nint main(void) { return f(2); }\n").unwrap();
@@ -98,16 +103,23 @@ mod tests {
             return;
         }
         assert_eq!(elf(&exe, compressed_dwarf), Some(true));
-        let cache = dir.path().join("cache");
-        let copy = debug_source_cached_in(&exe, Some(&cache));
-        assert!(copy.starts_with(cache.join("debug")), "{}", copy.display());
-        assert_eq!(debug_source_cached_in(&exe, Some(&cache)), copy, "made once, then found");
+        let (root, cache) = (dir.path().join("debug"), dir.path().join("cache"));
+        // Not packaged: the program's own file is never given to objcopy.
+        assert_eq!(debug_source_in(&exe, &root, Some(&cache)), exe);
+        // Packaged, by build id: copied once, decompressed, then found.
+        let id = elf(&exe, |e| e.build_id().unwrap().map(hex)).flatten().unwrap();
+        let packaged = root.join(".build-id").join(&id[..2]).join(format!("{}.debug", &id[2..]));
+        std::fs::create_dir_all(packaged.parent().unwrap()).unwrap();
+        std::fs::copy(&exe, &packaged).unwrap();
+        let copy = debug_source_in(&exe, &root, Some(&cache));
+        assert_eq!(copy, cache.join("debug").join(format!("{id}.debug")));
         assert_eq!(elf(&copy, compressed_dwarf), Some(false));
+        assert_eq!(debug_source_in(&exe, &root, Some(&cache)), copy, "made once, then found");
+        // No cache to write to: the file as it is.
+        assert_eq!(debug_source_in(&exe, &root, None), exe);
         // Uncompressed debug info is read where it is.
         let plain = dir.path().join("plain");
         assert!(Command::new("cc").args(["-g", "-o"]).arg(&plain).arg(&src).status().unwrap().success());
-        assert_eq!(debug_source_cached_in(&plain, Some(&cache)), plain);
-        // No cache to write to: the file as it is.
-        assert_eq!(debug_source_cached_in(&exe, None), exe);
+        assert_eq!(debug_source_in(&plain, &root, Some(&cache)), plain);
     }
 }
