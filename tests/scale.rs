@@ -154,14 +154,19 @@ fn two_hundred_thousand_repeated_paths_keep_their_strings() {
     let exe = victim("manypaths");
     let (doc, _) = sysdiet_json(&[], &[exe.to_str().unwrap(), "200000", "0", "2"]);
     lost_nothing(&doc);
-    let repeated: Vec<&serde_json::Value> = doc["arguments"]
+    let repeated = walked_paths(&doc);
+    assert_eq!(repeated.len(), 200_000, "every repeated path, by name");
+    assert!(repeated.iter().all(|a| a["calls"] == 2 && a["errors"] == 2));
+}
+
+/// The argument rows of the paths `manypaths` stats.
+fn walked_paths(doc: &serde_json::Value) -> Vec<&serde_json::Value> {
+    doc["arguments"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|a| a["argument"]["path"].as_str().is_some_and(|p| p.starts_with("/nonexistent/sysdiet/")))
-        .collect();
-    assert_eq!(repeated.len(), 200_000, "every repeated path, by name");
-    assert!(repeated.iter().all(|a| a["calls"] == 2 && a["errors"] == 2));
+        .collect()
 }
 
 /// Four threads walk the same 20,000 paths at once: every first sighting
@@ -180,12 +185,7 @@ fn threads_racing_on_new_paths_count_each_exactly() {
 
 fn each_path_counted_four_times(doc: &serde_json::Value, mode: &str) {
     lost_nothing(doc);
-    let walked: Vec<&serde_json::Value> = doc["arguments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|a| a["argument"]["path"].as_str().is_some_and(|p| p.starts_with("/nonexistent/sysdiet/")))
-        .collect();
+    let walked = walked_paths(doc);
     assert_eq!(walked.len(), 20_000, "{mode}: every path, by name");
     let wrong: Vec<_> = walked.iter().filter(|a| a["calls"] != 4 || a["errors"] != 4).collect();
     assert!(wrong.is_empty(), "{mode}: {} paths not counted 4 times: {:?}", wrong.len(), wrong.first());
