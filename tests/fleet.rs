@@ -113,11 +113,14 @@ fn top_once_json_sees_a_victim_started_after_it_exactly() {
     if skip_without_bpf() {
         return;
     }
-    // A name of its own: the other tests' timeloops run meanwhile, and a
-    // row is every process of one program name.
+    // A name of its own: the other tests' timeloops run meanwhile. Two
+    // copies of it in two directories: one name, two programs, two rows.
     let dir = tempfile::tempdir().unwrap();
-    let exe = dir.path().join("tl-once");
-    std::fs::copy(victim("timeloop"), &exe).unwrap();
+    let exes = [dir.path().join("tl-once"), dir.path().join("b/tl-once")];
+    std::fs::create_dir(dir.path().join("b")).unwrap();
+    for exe in &exes {
+        std::fs::copy(victim("timeloop"), exe).unwrap();
+    }
     let mut top =
         Running(sysdiet().args(["top", "--once", "--json", "--interval", "4s"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
     // Counting starts before this line.
@@ -126,27 +129,33 @@ fn top_once_json_sees_a_victim_started_after_it_exactly() {
     assert!(line.starts_with("sysdiet top: counting every task's syscalls"), "{line}");
     // Without cargo's LD_LIBRARY_PATH, as `run` starts it: the loader
     // would probe its directories.
-    let status =
-        Command::new(&exe).args(["localtime", "300000"]).env_remove("TZ").env_remove("LD_LIBRARY_PATH").stdout(Stdio::null()).status().unwrap();
-    assert!(status.success());
+    for exe in &exes {
+        let status =
+            Command::new(exe).args(["localtime", "300000"]).env_remove("TZ").env_remove("LD_LIBRARY_PATH").stdout(Stdio::null()).status().unwrap();
+        assert!(status.success());
+    }
     let mut out = String::new();
     top.0.stdout.take().unwrap().read_to_string(&mut out).unwrap();
     assert!(top.0.wait().unwrap().success());
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(doc["version"], 1);
-    let row = doc["programs"].as_array().unwrap().iter().find(|p| p["program"] == "tl-once").unwrap_or_else(|| panic!("no tl-once row: {out}"));
-    let pid = row["pid"].as_u64().unwrap();
     // Exactly what `run` counts for the same program (itself checked
-    // against strace in exactness.rs): the process ended inside the window.
-    let (run, _) = sysdiet_json(&[], &[exe.to_str().unwrap(), "localtime", "300000"]);
+    // against strace in exactness.rs): the processes ended inside the window.
+    let (run, _) = sysdiet_json(&[], &[exes[0].to_str().unwrap(), "localtime", "300000"]);
     let calls = |d: &serde_json::Value, pid: Option<u64>| {
         let p = d["processes"].as_array().unwrap().iter().find(|p| pid.is_none_or(|want| p["pid"] == want)).unwrap();
         p["syscalls"].as_array().unwrap().iter().find(|s| s["name"] == "newfstatat").unwrap()["calls"].as_u64().unwrap()
     };
-    assert_eq!(calls(&doc, Some(pid)), calls(&run, None), "newfstatat of the tl-once row");
-    // Charged to the tl-once row (other tests' timeloops have theirs).
-    let tz = doc["findings"].as_array().unwrap().iter().filter(|f| f["id"] == "tz-unset");
-    assert!(tz.clone().any(|f| f["pid"].as_u64() == Some(pid)), "no tz-unset for the tl-once row: {out}");
+    let rows: Vec<&serde_json::Value> = doc["programs"].as_array().unwrap().iter().filter(|p| p["program"] == "tl-once").collect();
+    assert_eq!(rows.len(), 2, "a row per file: {out}");
+    for exe in &exes {
+        let row = rows.iter().find(|r| r["executable"].as_str() == exe.to_str()).unwrap_or_else(|| panic!("no row for {}: {out}", exe.display()));
+        let pid = row["pid"].as_u64().unwrap();
+        assert_eq!(calls(&doc, Some(pid)), calls(&run, None), "newfstatat of the {} row", exe.display());
+        // Charged to its own row (other tests' timeloops have theirs).
+        let tz = doc["findings"].as_array().unwrap().iter().filter(|f| f["id"] == "tz-unset");
+        assert!(tz.clone().any(|f| f["pid"].as_u64() == Some(pid)), "no tz-unset for the {} row: {out}", exe.display());
+    }
 }
 
 #[test]

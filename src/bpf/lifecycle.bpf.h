@@ -27,27 +27,31 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 	return 0;
 }
 
-/* The new program's environment, as exec laid it out on its stack. */
-static __always_inline void send_env(struct task_struct *p)
+/* The new program: the file it runs, and its environment as exec laid it
+ * out on its stack. */
+static __always_inline void send_exec(struct task_struct *p, struct task_state *ts, struct linux_binprm *bprm)
 {
 	__u32 zero = 0;
-	struct env_record *r = bpf_map_lookup_elem(&env_scratch, &zero);
+	struct exec_record *r = bpf_map_lookup_elem(&exec_scratch, &zero);
 	__u64 start = BPF_CORE_READ(p, mm, env_start), end = BPF_CORE_READ(p, mm, env_end);
 	__u64 len = end > start ? end - start : 0;
 
-	if (!r || !len)
+	if (!r)
 		return;
-	r->kind = RECORD_ENV;
+	r->kind = RECORD_EXEC;
 	r->tgid = p->tgid;
+	r->exe = ts->exe;
+	if (bpf_probe_read_kernel_str(r->exe_name, sizeof(r->exe_name), BPF_CORE_READ(bprm, interp)) < 0)
+		r->exe_name[0] = 0;
 	r->cut = len > ENV_BYTES - 1;
 	if (len > ENV_BYTES - 1)
 		len = ENV_BYTES - 1;
 	len &= ENV_BYTES - 1;
-	if (bpf_probe_read_user(r->env, len, (void *)start))
-		return;
+	if (len && bpf_probe_read_user(r->env, len, (void *)start))
+		len = 0;
 	r->len = len;
-	if (bpf_ringbuf_output(&strings, r, offsetof(struct env_record, env) + len, 0))
-		count_lost(LOST_ENV, 1);
+	if (bpf_ringbuf_output(&strings, r, offsetof(struct exec_record, env) + len, 0))
+		count_lost(LOST_EXEC, 1);
 }
 
 SEC("tp_btf/sched_process_exec")
@@ -60,7 +64,7 @@ int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct li
 	/* A held child counts from here: its execve is counted at its exit. */
 	ts->state = TARGET_ACTIVE;
 	note_task(ts, p, p->real_parent->tgid);
-	send_env(p);
+	send_exec(p, ts, bprm);
 	return 0;
 }
 
@@ -160,6 +164,7 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 	rec->entries = 0;
 	bpf_probe_read_kernel_str(rec->comm, sizeof(rec->comm), p->comm);
 	rec->cgroup = ts->cgroup;
+	rec->exe = ts->exe;
 	rec->user_ticks = ts->user_ticks;
 	__builtin_memcpy(rec->mask_calls, ts->mask_calls, sizeof(rec->mask_calls));
 	__builtin_memcpy(rec->errnos, ts->errnos, sizeof(rec->errnos));

@@ -159,8 +159,8 @@ struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct env_record);
-} env_scratch SEC(".maps");
+	__type(value, struct exec_record);
+} exec_scratch SEC(".maps");
 
 /* Repeated paths' strings: a ring of their own, so that a flood of them
  * can never crowd out a thread's exit record. */
@@ -172,7 +172,7 @@ struct {
 /* Makes the skeleton generate these for the Rust side. */
 const struct stack_sample *unused_stack_sample __attribute__((unused));
 const struct slot_record *unused_slot_record __attribute__((unused));
-const struct env_record *unused_env_record __attribute__((unused));
+const struct exec_record *unused_exec_record __attribute__((unused));
 const struct path_record *unused_path_record __attribute__((unused));
 const enum arg_kind *unused_arg_kind __attribute__((unused));
 const enum target_state *unused_target_state __attribute__((unused));
@@ -229,6 +229,9 @@ static __always_inline void note_task(struct task_state *ts, struct task_struct 
 	ts->tgid = t->tgid;
 	ts->ppid = ppid;
 	ts->cgroup = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+	/* A kernel thread has no mm: the reads give 0. */
+	ts->exe.ino = BPF_CORE_READ(t, mm, exe_file, f_inode, i_ino);
+	ts->exe.dev = BPF_CORE_READ(t, mm, exe_file, f_inode, i_sb, s_dev);
 	bpf_probe_read_kernel_str(ts->comm, sizeof(ts->comm), t->comm);
 }
 

@@ -88,7 +88,7 @@ enum lost_counter {
 	LOST_SAMPLES_DROPPED, /* stack samples: ring buffer full */
 	LOST_HIST_TABLE_FULL, /* calls of repeated read/write keys without
 				 their byte-count histogram: table full */
-	LOST_ENV,             /* processes whose environment was not sent: ring full */
+	LOST_EXEC,            /* execs not sent (environment, file name): ring full */
 	LOST__COUNT,
 };
 
@@ -159,6 +159,15 @@ struct errno_slot {
 
 /* One per traced thread, in task storage: its state, its counts and its
  * cache of argument keys. Created by sysdiet (run, attach) or at fork. */
+/* Which file a process runs: its executable's inode and device, so that
+ * exited processes of one program fold together and two programs of one
+ * name (comm) stay apart. Zero for kernel threads. */
+struct exe_id {
+	__u64 ino;
+	__u32 dev;
+	__u32 _pad;
+};
+
 struct task_state {
 	__u32 state;    /* enum target_state */
 	__u32 tgid;
@@ -169,6 +178,7 @@ struct task_state {
 	__u8 timeout_class; /* --latency: read at entry */
 	char comm[COMM_LEN];
 	__u64 cgroup;   /* its cgroup v2 id, at fork or exec */
+	struct exe_id exe; /* at fork or exec */
 	__u64 seq;      /* syscalls counted */
 	__u64 start_ns; /* --latency: entry time of the call in progress */
 	__u64 ticks;    /* CPU ticks in the call in progress */
@@ -205,19 +215,25 @@ enum record_kind {
 	RECORD_SLOT = 1,
 	RECORD_EXIT = 2,
 	RECORD_PATH = 3,
-	RECORD_ENV = 4,
+	RECORD_EXEC = 4,
 };
 
 /* The start of a process's environment at its exec, as the program got it:
  * the variables rules read (TZ, PYTHONUNBUFFERED, MALLOC_*...) are the
  * process's own, not sysdiet's. Bytes past ENV_BYTES are not sent. */
 #define ENV_BYTES 4096
+#define EXE_NAME_LEN 256
 
-struct env_record {
-	__u32 kind; /* RECORD_ENV */
+/* A process's exec: the file it runs now and its environment. */
+struct exec_record {
+	__u32 kind; /* RECORD_EXEC */
 	__u32 tgid;
-	__u32 len;  /* bytes sent; the record is cut there */
+	__u32 len;  /* bytes of env sent; the record is cut there */
 	__u32 cut;  /* the environment went on past ENV_BYTES */
+	struct exe_id exe;
+	/* The file as exec named it (the interpreter's, for a script):
+	 * user space prefers /proc/PID/exe while the process lives. */
+	char exe_name[EXE_NAME_LEN];
 	char env[ENV_BYTES];
 };
 
@@ -252,6 +268,7 @@ struct exit_record {
 	__u32 _pad;
 	char comm[COMM_LEN];
 	__u64 cgroup;
+	struct exe_id exe;
 	__u64 user_ticks;
 	__u64 mask_calls[MASK_CLASSES];
 	struct errno_slot errnos[ERRNO_SLOTS];

@@ -131,6 +131,7 @@ fn draw(f: &mut Frame, s: &mut Screen) {
     let widths = [
         Constraint::Length(18),
         Constraint::Length(16),
+        Constraint::Length(EXE_WIDTH as u16),
         Constraint::Length(6),
         Constraint::Length(8),
         Constraint::Length(7),
@@ -138,10 +139,17 @@ fn draw(f: &mut Frame, s: &mut Screen) {
         Constraint::Min(20),
     ];
     let bold = Style::default().add_modifier(Modifier::BOLD);
-    let table = Table::new(shown.iter().map(|r| Row::new(cells(r, &w.findings))), widths)
-        .header(Row::new(HEADER).style(bold))
-        .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED))
-        .block(Block::default().borders(Borders::TOP).title(format!(" sorted by {} ", s.sort.label())));
+    let table = Table::new(
+        shown.iter().map(|r| {
+            let mut c = cells(r, &w.findings);
+            c[2] = tail(std::mem::take(&mut c[2]), EXE_WIDTH);
+            Row::new(c)
+        }),
+        widths,
+    )
+    .header(Row::new(HEADER).style(bold))
+    .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED))
+    .block(Block::default().borders(Borders::TOP).title(format!(" sorted by {} ", s.sort.label())));
     f.render_stateful_widget(table, body, &mut s.table);
 
     let selected = s.table.selected().and_then(|i| shown.get(i)).or(shown.first());
@@ -150,6 +158,20 @@ fn draw(f: &mut Frame, s: &mut Screen) {
         detail,
     );
     f.render_widget(Paragraph::new(help_line(s)), help);
+}
+
+/// The width of the executable column: a longer path shows its end.
+const EXE_WIDTH: usize = 24;
+
+/// The last `width` characters of a cell, "…" first when cut: a path's
+/// file name is what tells two programs apart.
+fn tail(cell: String, width: usize) -> String {
+    let n = cell.chars().count();
+    if n <= width {
+        return cell;
+    }
+    let kept: String = cell.chars().skip(n - (width - 1)).collect();
+    format!("…{kept}")
 }
 
 /// The selected row's findings: what, and the first fix.

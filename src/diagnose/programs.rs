@@ -13,8 +13,10 @@ use crate::model::{callsite, ProcessShare, Trace};
 /// Merges the findings of one rule about the same thing in processes of
 /// the same program.
 pub fn group(trace: &Trace, findings: Vec<Finding>) -> Vec<Finding> {
-    let comm = |pid: u32| trace.process(pid).map(|p| p.comm.clone());
-    let mut groups: BTreeMap<(String, String, String, String), Vec<Finding>> = BTreeMap::new();
+    // Two files of one name are two programs, where the tracer knows files.
+    let program_of = |pid: u32| trace.process(pid).map(|p| (p.comm.clone(), p.executable.clone()));
+    type Key = (String, String, Option<String>, String, String);
+    let mut groups: BTreeMap<Key, Vec<Finding>> = BTreeMap::new();
     let mut out = Vec::new();
     for f in findings {
         // The finding without its count: `newfstatat("/etc/passwd")`.
@@ -22,14 +24,14 @@ pub fn group(trace: &Trace, findings: Vec<Finding>) -> Vec<Finding> {
             out.push(f);
             continue;
         };
-        let Some(program) = comm(pid) else {
+        let Some((program, executable)) = program_of(pid) else {
             out.push(f);
             continue;
         };
         let what = strip_pid(what);
-        groups.entry((f.id.clone(), program, f.evidence.syscall.clone(), what)).or_default().push(f);
+        groups.entry((f.id.clone(), program, executable, f.evidence.syscall.clone(), what)).or_default().push(f);
     }
-    for ((_, program, syscall, what), mut same) in groups {
+    for ((_, program, _, syscall, what), mut same) in groups {
         if same.len() == 1 {
             out.extend(same);
             continue;
@@ -97,5 +99,15 @@ mod tests {
         assert_eq!(g.what, "1,140 × newfstatat(\"/etc/passwd\")");
         assert_eq!((g.processes.len(), g.pid, g.evidence.calls), (19, None, 1140));
         assert!(!g.is_small());
+    }
+
+    #[test]
+    fn two_files_of_one_name_are_two_programs() {
+        let mut t = trace(100_000_000, &[("newfstatat", 1200, 1_200_000)]);
+        let exe = |pid: u32| Some(if pid.is_multiple_of(2) { "/usr/bin/statloop" } else { "/opt/statloop" }.to_string());
+        t.processes = (1..=4).map(|pid| Process { pid, comm: "statloop".into(), executable: exe(pid), ..Default::default() }).collect();
+        let grouped = group(&t, (1..=4).map(|pid| finding(&t, pid, 60)).collect());
+        assert_eq!(grouped.len(), 2);
+        assert!(grouped.iter().all(|g| g.processes.len() == 2 && g.program.as_deref() == Some("statloop")));
     }
 }

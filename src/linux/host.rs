@@ -1,5 +1,6 @@
 //! Facts about the host and its running processes, for `sysdiet check`:
-//! where TZ is set system-wide, and each process's TZ and service unit.
+//! where TZ is set system-wide, and each process's TZ and service unit;
+//! and, for the tracers, which file a process runs.
 
 use std::fs;
 
@@ -71,6 +72,22 @@ pub fn zone() -> Option<String> {
     Some(t.split("zoneinfo/").nth(1).unwrap_or(&t).to_string())
 }
 
+/// The path of the file process `pid` runs, if that is still the file
+/// `exe` ((inode, the kernel's device number)): a pid used again since
+/// runs another. A path that is not UTF-8 is shown lossily.
+pub fn executable(pid: u32, exe: (u64, u32)) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let link = format!("/proc/{pid}/exe");
+    let m = fs::metadata(&link).ok()?;
+    // The kernel's dev_t is major << 20 | minor; stat's is glibc's makedev.
+    let (major, minor) = (exe.1 >> 20, exe.1 & 0xf_ffff);
+    let (ino, dev) = (m.ino(), m.dev());
+    if ino != exe.0 || libc::major(dev) != major || libc::minor(dev) != minor {
+        return None;
+    }
+    Some(fs::read_link(&link).ok()?.to_string_lossy().into_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +104,17 @@ mod tests {
         let me = std::process::id();
         assert!(processes(0).0.iter().any(|p| p.pid == me));
         assert!(!processes(me).0.iter().any(|p| p.pid == me));
+    }
+
+    #[test]
+    fn an_executable_is_named_only_while_it_is_the_same_file() {
+        use std::os::unix::fs::MetadataExt;
+        let me = std::process::id();
+        let m = fs::metadata("/proc/self/exe").unwrap();
+        let kdev = (libc::major(m.dev()) << 20) | libc::minor(m.dev());
+        let path = executable(me, (m.ino(), kdev)).expect("named");
+        assert_eq!(path, fs::read_link("/proc/self/exe").unwrap().to_string_lossy());
+        assert_eq!(executable(me, (m.ino() + 1, kdev)), None, "another file");
+        assert_eq!(executable(u32::MAX, (m.ino(), kdev)), None, "no such process");
     }
 }

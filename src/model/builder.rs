@@ -53,6 +53,8 @@ pub struct TaskRecord {
     pub exit: Option<Exit>,
     /// Its cgroup v2 id; 0 when not known.
     pub cgroup: u64,
+    /// The file it runs; None when not known.
+    pub executable: Option<String>,
 }
 
 impl TraceBuilder {
@@ -124,6 +126,7 @@ impl TraceBuilder {
                 comm: leader.or(task).map_or_else(String::new, |t| t.comm.clone()),
                 exit: leader.and_then(|t| t.exit),
                 cgroup: leader.or(task).map_or(0, |t| t.cgroup),
+                executable: leader.or(task).and_then(|t| t.executable.clone()),
                 folded: self.folded.get(&tgid).copied().unwrap_or(0),
                 environment: self.environments.get(&tgid).cloned(),
                 ..Default::default()
@@ -269,7 +272,7 @@ mod tests {
         b.add_syscall(10, 11, stats(0, 3, 1, 900));
         b.add_syscall(20, 20, stats(1, 2, 0, 100));
         b.add_errno(10, 0, "EBADF", 1);
-        b.add_task(10, TaskRecord { tgid: 10, ppid: 1, comm: "app".into(), exit: Some(Exit::Code { code: 0 }), cgroup: 0 });
+        b.add_task(10, TaskRecord { tgid: 10, ppid: 1, comm: "app".into(), exit: Some(Exit::Code { code: 0 }), cgroup: 0, executable: None });
         let t = b.finish(RunInfo::default(), Lost::default());
         assert_eq!(t.processes.len(), 2);
         let p = &t.processes[0];

@@ -226,7 +226,7 @@ impl Lost {
             ("calls with unknown numbers (x32?) not counted", self.syscall_nr_out_of_range),
             ("stack samples dropped: ring buffer full", self.samples_dropped),
             ("calls without byte-count histograms: table full", self.histogram_table_full),
-            ("processes whose environment was not seen: ring buffer full", self.environments),
+            ("processes whose exec (environment, file) was not seen: ring buffer full", self.environments),
         ]
         .into_iter()
         .filter(|(_, n)| *n > 0)
@@ -344,6 +344,10 @@ pub struct Process {
     /// absent when not known.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cgroup: u64,
+    /// The file it runs (its /proc/PID/exe while it lived, else the name
+    /// exec was given); absent when not known (ptrace, strace logs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executable: Option<String>,
     /// `TZ` and the knobs rules read, from the process's own environment at
     /// its exec (`tz` null: unset); absent when not known.
     #[serde(default, skip_serializing_if = "Option::is_none")]

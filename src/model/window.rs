@@ -2,8 +2,8 @@
 //! program, and what one window added to them, as a Trace with one row per
 //! program that the same rules as `run` read.
 //!
-//! A program is (unit, comm): its processes, alive or gone, count together,
-//! so thousands of short processes cost one row. Totals only grow; a read
+//! A program is (unit, comm, executable): its processes, alive or gone,
+//! count together, so thousands of short processes cost one row. Totals only grow; a read
 //! that lands between a thread's end and its exit record sees less for a
 //! moment, so the baseline keeps the largest total seen, and a window never
 //! counts anything twice.
@@ -22,6 +22,10 @@ pub struct ProgramKey {
     pub unit: String,
     /// The program's name (comm).
     pub program: String,
+    /// The file it runs; absent when not known (a process that ended
+    /// before sysdiet saw its exec or read its /proc link).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executable: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -49,7 +53,7 @@ impl Totals {
         let mut programs: HashMap<ProgramKey, ProgramTotals> = HashMap::new();
         let mut key_of: HashMap<u32, ProgramKey> = HashMap::new();
         for p in &trace.processes {
-            let key = ProgramKey { unit: unit_of(p.cgroup), program: p.comm.clone() };
+            let key = ProgramKey { unit: unit_of(p.cgroup), program: p.comm.clone(), executable: p.executable.clone() };
             let t = programs.entry(key.clone()).or_default();
             t.cgroup = p.cgroup;
             for s in &p.syscalls {
@@ -100,9 +104,6 @@ pub struct Window {
     pub rows: Vec<ProgramKey>,
     /// Live processes of each row, as `rows`.
     pub live: Vec<Vec<u32>>,
-    /// The file a live process of each row runs, as `rows` (the tracer's
-    /// caller fills it in: the model does no I/O).
-    pub executables: Vec<Option<String>>,
 }
 
 /// A process row of a window's trace, and the program it stands for.
@@ -114,9 +115,6 @@ pub struct ProgramRow {
     pub key: ProgramKey,
     /// Its processes alive at the end of the window.
     pub processes: Vec<u32>,
-    /// The file one of them runs; absent when none is alive.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub executable: Option<String>,
 }
 
 impl Window {
@@ -130,12 +128,7 @@ impl Window {
             .iter()
             .zip(&self.live)
             .enumerate()
-            .map(|(i, (key, live))| ProgramRow {
-                pid: i as u32 + 1,
-                key: key.clone(),
-                processes: live.clone(),
-                executable: self.executables.get(i).cloned().flatten(),
-            })
+            .map(|(i, (key, live))| ProgramRow { pid: i as u32 + 1, key: key.clone(), processes: live.clone() })
             .collect()
     }
 
@@ -177,9 +170,6 @@ impl Window {
         t.syscalls = syscall_totals(&t.processes);
         self.rows = kept(std::mem::take(&mut self.rows), keep);
         self.live = kept(std::mem::take(&mut self.live), keep);
-        if !self.executables.is_empty() {
-            self.executables = kept(std::mem::take(&mut self.executables), keep);
-        }
         // The one-shot summary is the host's: it cannot be cut by program.
     }
 }
@@ -221,7 +211,14 @@ impl Windows {
             }
             let arguments =
                 t.arguments.iter().map(|(k, a)| argument_since(a, before.and_then(|b| b.arguments.get(k)))).filter(|a| a.calls > 0).collect();
-            let process = Process { comm: key.program.clone(), cgroup: t.cgroup, environment: t.environment.clone(), syscalls, ..Default::default() };
+            let process = Process {
+                comm: key.program.clone(),
+                cgroup: t.cgroup,
+                executable: key.executable.clone(),
+                environment: t.environment.clone(),
+                syscalls,
+                ..Default::default()
+            };
             rows.push((key.clone(), process, arguments, t.live.clone()));
         }
         rows.sort_by(|a, b| a.0.cmp(&b.0));
@@ -250,7 +247,7 @@ impl Windows {
             })
             .filter(|o| o.calls > 0)
             .collect();
-        Window { trace, rows: keys, live, executables: Vec::new() }
+        Window { trace, rows: keys, live }
     }
 }
 
@@ -388,7 +385,7 @@ mod tests {
         let now = trace(&[(10, "app", 0, 300), (11, "app", 0, 50), (13, "app", 0, 20), (12, "db", 7, 5)], 200);
         let win = w.next(Totals::of(&now, &mut unit), RunInfo::default());
         // db made nothing new: no row.
-        assert_eq!(win.rows, vec![ProgramKey { unit: "/".into(), program: "app".into() }]);
+        assert_eq!(win.rows, vec![ProgramKey { unit: "/".into(), program: "app".into(), executable: None }]);
         assert_eq!(win.trace.processes[0].pid, 1);
         assert_eq!(win.trace.syscalls[0].calls, 220);
         assert_eq!(win.trace.arguments[0].calls, 120);
@@ -403,7 +400,7 @@ mod tests {
         let mut win = w.next(Totals::of(&trace(&[(10, "app", 0, 100), (12, "db", 7, 5)], 80), &mut unit), RunInfo::default());
         assert_eq!(win.rows.len(), 2);
         win.retain_rows(&[false, true]);
-        assert_eq!(win.rows, vec![ProgramKey { unit: "u7.service".into(), program: "db".into() }]);
+        assert_eq!(win.rows, vec![ProgramKey { unit: "u7.service".into(), program: "db".into(), executable: None }]);
         assert_eq!(win.trace.processes[0].pid, 1);
         assert_eq!(win.trace.syscalls[0].calls, 5);
         assert!(win.trace.arguments.is_empty(), "app's path went with it");

@@ -102,11 +102,6 @@ impl Host {
         while self.reads.len() > self.span {
             self.reads.pop_front();
         }
-        window.executables = window
-            .live
-            .iter()
-            .map(|pids| pids.iter().find_map(|p| std::fs::read_link(format!("/proc/{p}/exe")).ok()).map(|e| e.to_string_lossy().into_owned()))
-            .collect();
         self.keep_scope(&mut window);
         window.trace.run.readout_ns = t0.elapsed().as_nanos() as u64;
         let findings = crate::diagnose::diagnose(&window.trace, self.all);

@@ -8,7 +8,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicU64;
 
 use crate::diagnose::Finding;
@@ -144,16 +144,23 @@ impl Metrics {
             }
         }
         let secs = (t.run.duration_ns as f64 / 1e9).max(1e-9);
-        let mut now = HashSet::new();
+        // Rows that share labels (one name, two executables) add up: the
+        // labels carry no paths.
+        let mut now: HashMap<FindingLabels, (f64, f64)> = HashMap::new();
         for f in findings {
             for (key, share) in window.programs_of(f.pid, &f.processes) {
                 let l = FindingLabels { rule: f.id.clone(), unit: key.unit.clone(), program: key.program.clone() };
-                self.active.get_or_create(&l).set(1);
-                self.cost.get_or_create(&l).set(f.saving_ns as f64 * share / 1e9 / secs);
-                self.finding_calls.get_or_create(&l).set(f.evidence.calls as f64 * share / secs);
-                now.insert(l);
+                let v = now.entry(l).or_default();
+                v.0 += f.saving_ns as f64 * share / 1e9 / secs;
+                v.1 += f.evidence.calls as f64 * share / secs;
             }
         }
+        for (l, (cost, calls)) in &now {
+            self.active.get_or_create(l).set(1);
+            self.cost.get_or_create(l).set(*cost);
+            self.finding_calls.get_or_create(l).set(*calls);
+        }
+        let now: HashSet<FindingLabels> = now.into_keys().collect();
         for gone in self.shown.difference(&now) {
             self.active.remove(gone);
             self.cost.remove(gone);
@@ -205,6 +212,25 @@ mod tests {
         t.processes.push(Process { pid: 40, comm: "app\"x".into(), syscalls: vec![s], ..Default::default() });
         let mut w = Windows::start(Totals::default());
         w.next(Totals::of(&t, &mut |_| "web.service".into()), RunInfo { duration_ns: 1_000_000_000, ..Default::default() })
+    }
+
+    #[test]
+    fn two_executables_of_one_program_share_their_series() {
+        let mut t = Trace::default();
+        for (pid, exe) in [(40, "/usr/bin/app"), (41, "/opt/app")] {
+            let s = SyscallStats { calls: 100, name: "newfstatat".into(), ..SyscallStats::new(262) };
+            t.processes.push(Process { pid, comm: "app".into(), executable: Some(exe.into()), syscalls: vec![s], ..Default::default() });
+        }
+        let mut w = Windows::start(Totals::default());
+        let w = w.next(Totals::of(&t, &mut |_| "web.service".into()), RunInfo { duration_ns: 1_000_000_000, ..Default::default() });
+        assert_eq!(w.rows.len(), 2);
+        let mut m = Metrics::new();
+        let f = |pid| Finding { id: "tz-unset".into(), pid: Some(pid), saving_ns: 10_000_000, ..Default::default() };
+        m.update(&w, &[f(1), f(2)], &OwnCost::default());
+        let page = m.encode();
+        assert!(page.contains(r#"sysdiet_syscalls_total{unit="web.service",program="app",syscall="newfstatat"} 200"#), "{page}");
+        assert!(page.contains(r#"sysdiet_finding_cost_ratio{rule="tz-unset",unit="web.service",program="app"} 0.02"#), "{page}");
+        assert!(!page.contains("/opt/app"), "no paths in labels: {page}");
     }
 
     #[test]

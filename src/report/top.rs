@@ -44,7 +44,7 @@ impl SortBy {
 pub struct TopRow {
     pub unit: String,
     pub program: String,
-    /// The file a live process of it runs, when one is alive.
+    /// The file it runs, when known.
     pub executable: Option<String>,
     pub processes: usize,
     pub calls_per_s: f64,
@@ -57,8 +57,8 @@ pub struct TopRow {
     pub waste_ns_per_s: f64,
 }
 
-/// The rows of a window, sorted, with only those whose unit or program
-/// contains `filter` (when not empty).
+/// The rows of a window, sorted, with only those whose unit, program or
+/// executable contains `filter` (when not empty).
 pub fn rows(window: &Window, findings: &[Finding], sort: SortBy, filter: &str) -> Vec<TopRow> {
     let secs = (window.trace.run.duration_ns as f64 / 1e9).max(1e-9);
     let mut rows: Vec<TopRow> = window
@@ -82,7 +82,7 @@ pub fn rows(window: &Window, findings: &[Finding], sort: SortBy, filter: &str) -
             Some(TopRow {
                 unit: escaped(&key.unit),
                 program: escaped(&key.program),
-                executable: window.executables.get(p.pid as usize - 1).cloned().flatten().map(|e| escaped(&e)),
+                executable: key.executable.as_deref().map(escaped),
                 processes: window.live.get(p.pid as usize - 1).map_or(0, Vec::len),
                 calls_per_s: calls as f64 / secs,
                 errors_per_s: errors as f64 / secs,
@@ -91,13 +91,15 @@ pub fn rows(window: &Window, findings: &[Finding], sort: SortBy, filter: &str) -
                 waste_ns_per_s: mine.iter().map(saving).sum::<f64>() / secs,
             })
         })
-        .filter(|r| filter.is_empty() || r.unit.contains(filter) || r.program.contains(filter))
+        .filter(|r| {
+            filter.is_empty() || r.unit.contains(filter) || r.program.contains(filter) || r.executable.as_ref().is_some_and(|e| e.contains(filter))
+        })
         .collect();
     rows.sort_by(|a, b| match sort {
         SortBy::Waste => b.waste_ns_per_s.total_cmp(&a.waste_ns_per_s).then(b.calls_per_s.total_cmp(&a.calls_per_s)),
         SortBy::Calls => b.calls_per_s.total_cmp(&a.calls_per_s),
         SortBy::Errors => b.errors_per_s.total_cmp(&a.errors_per_s).then(b.calls_per_s.total_cmp(&a.calls_per_s)),
-        SortBy::Name => a.program.cmp(&b.program).then(a.unit.cmp(&b.unit)),
+        SortBy::Name => a.program.cmp(&b.program).then(a.unit.cmp(&b.unit)).then(a.executable.cmp(&b.executable)),
     });
     rows
 }
@@ -120,17 +122,20 @@ pub fn waste(ns_per_s: f64) -> String {
     format!("{:.1}%", ns_per_s / 1e7)
 }
 
-pub const HEADER: [&str; 7] = ["UNIT", "PROGRAM", "PROCS", "CALLS/S", "ERR/S", "WASTE", "BUSIEST, FINDINGS"];
+pub const HEADER: [&str; 8] = ["UNIT", "PROGRAM", "EXECUTABLE", "PROCS", "CALLS/S", "ERR/S", "WASTE", "BUSIEST, FINDINGS"];
+/// The columns before these are text, left-aligned; these are numbers.
+pub const FIRST_NUMBER: usize = 3;
 
 /// A row's cells, as HEADER; `findings` are the window's, which the row's
 /// indices point into.
-pub fn cells(r: &TopRow, findings: &[Finding]) -> [String; 7] {
+pub fn cells(r: &TopRow, findings: &[Finding]) -> [String; 8] {
     let busiest = r.busiest.iter().map(|(n, v)| format!("{n} {}", rate(*v))).collect::<Vec<_>>().join(", ");
     let ids: Vec<&str> = r.findings.iter().map(|&i| findings[i].id.as_str()).collect();
     let findings = if ids.is_empty() { String::new() } else { format!("  [{}]", ids.join("] [")) };
     [
         r.unit.clone(),
         r.program.clone(),
+        r.executable.clone().unwrap_or_else(|| "?".into()),
         r.processes.to_string(),
         rate(r.calls_per_s),
         rate(r.errors_per_s),
@@ -162,13 +167,14 @@ pub fn summary(window: &Window, shown: usize) -> String {
 pub fn text(window: &Window, findings: &[Finding], rows: &[TopRow]) -> String {
     let mut out = summary(window, rows.len());
     out.push_str("\n\n");
-    let all: Vec<[String; 7]> = std::iter::once(HEADER.map(String::from)).chain(rows.iter().map(|r| cells(r, findings))).collect();
-    let widths: Vec<usize> = (0..6).map(|i| all.iter().map(|c| c[i].chars().count()).max().unwrap_or(0)).collect();
+    let all: Vec<[String; 8]> = std::iter::once(HEADER.map(String::from)).chain(rows.iter().map(|r| cells(r, findings))).collect();
+    let last = HEADER.len() - 1;
+    let widths: Vec<usize> = (0..last).map(|i| all.iter().map(|c| c[i].chars().count()).max().unwrap_or(0)).collect();
     for c in &all {
         for (i, w) in widths.iter().enumerate() {
-            let _ = if i >= 2 { write!(out, "{:>w$}  ", c[i]) } else { write!(out, "{:<w$}  ", c[i]) };
+            let _ = if i >= FIRST_NUMBER { write!(out, "{:>w$}  ", c[i]) } else { write!(out, "{:<w$}  ", c[i]) };
         }
-        let _ = writeln!(out, "{}", c[6]);
+        let _ = writeln!(out, "{}", c[last]);
     }
     if !findings.is_empty() {
         out.push_str("\nfindings:\n");
@@ -210,13 +216,31 @@ mod tests {
     }
 
     #[test]
+    fn two_programs_of_one_name_are_two_rows_told_apart_by_their_file() {
+        let mut t = Trace::default();
+        for (pid, exe) in [(10, "/usr/bin/python3.11"), (11, "/opt/venv/bin/python3"), (12, "/opt/venv/bin/python3")] {
+            let s = SyscallStats { calls: 10, name: "read".into(), ..SyscallStats::new(0) };
+            t.processes.push(Process { pid, comm: "python3".into(), executable: Some(exe.into()), syscalls: vec![s], ..Default::default() });
+        }
+        let mut w = Windows::start(Totals::default());
+        let w = w.next(Totals::of(&t, &mut |_| "/".into()), RunInfo { duration_ns: 1_000_000_000, ..Default::default() });
+        let r = rows(&w, &[], SortBy::Calls, "");
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[0].calls_per_s, 20.0, "the venv's two processes count together");
+        assert_eq!(r[0].executable.as_deref(), Some("/opt/venv/bin/python3"));
+        assert_eq!(rows(&w, &[], SortBy::Calls, "venv").len(), 1, "the filter reads the file too");
+        let table = text(&w, &[], &r);
+        assert!(table.contains("/usr/bin/python3.11") && table.contains("/opt/venv/bin/python3"), "{table}");
+    }
+
+    #[test]
     fn a_finding_is_charged_to_its_program() {
         let w = window();
         let f = Finding { id: "tiny-io".into(), pid: Some(1), saving_ns: 1_000_000_000, ..Default::default() };
         let r = rows(&w, std::slice::from_ref(&f), SortBy::Waste, "");
         // Rows are numbered by program key: bad..., busy, quiet.
         assert_eq!(r[0].findings, [0]);
-        assert!(cells(&r[0], std::slice::from_ref(&f))[6].ends_with("[tiny-io]"));
+        assert!(cells(&r[0], std::slice::from_ref(&f))[7].ends_with("[tiny-io]"));
         assert_eq!(r[0].waste_ns_per_s, 5e8);
         assert_eq!(waste(r[0].waste_ns_per_s), "50.0%");
     }

@@ -84,6 +84,8 @@ pub struct BpfTracer {
     pub(super) options: BpfOptions,
     /// Path hash -> path, filled at readout; samples' keys resolve here.
     pub(super) path_of: super::exits::PathOf,
+    /// The files processes ran, by identity: kept across snapshots.
+    pub(super) exe_names: super::exits::ExeNames,
     pub(super) exits: Option<ExitReader>,
     /// pid -> fold row, as the exit reader decides it (shared with the
     /// stack collector).
@@ -129,7 +131,7 @@ impl BpfTracer {
             SweepMaps { args: handle(&skel.maps.arg_stats)?, hists: handle(&skel.maps.io_hists)? },
             std::sync::Arc::clone(&folded),
         )?;
-        Ok(BpfTracer { skel, options, path_of: Default::default(), exits: Some(exits), folded, _ticks: ticks })
+        Ok(BpfTracer { skel, options, path_of: Default::default(), exe_names: Default::default(), exits: Some(exits), folded, _ticks: ticks })
     }
 
     /// The processes folded into their program's row so far (pid -> row),

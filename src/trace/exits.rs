@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use libbpf_rs::{MapCore, MapFlags, MapHandle, RingBufferBuilder};
 
 use super::bpf::skel::types::{
-    arg_key, arg_slot, arg_val, env_record, errno_slot, exit_entry, exit_record, io_hist, path_record, record_kind, slot_record, sys_val,
+    arg_key, arg_slot, arg_val, errno_slot, exec_record, exit_entry, exit_record, io_hist, path_record, record_kind, slot_record, sys_val,
 };
 use super::bpf::{c_string, from_bytes, read_all};
 use super::fold::Exited;
@@ -26,7 +26,7 @@ use crate::model::{Environment, Exit, SyscallStats};
 const RECORD_SLOT: u32 = record_kind::RECORD_SLOT.0;
 const RECORD_EXIT: u32 = record_kind::RECORD_EXIT.0;
 const RECORD_PATH: u32 = record_kind::RECORD_PATH.0;
-const RECORD_ENV: u32 = record_kind::RECORD_ENV.0;
+const RECORD_EXEC: u32 = record_kind::RECORD_EXEC.0;
 /// How often the reader looks, besides the kernel's batched wake-ups.
 const POLL: Duration = Duration::from_millis(50);
 
@@ -40,6 +40,8 @@ pub struct ThreadCounts {
     pub comm: String,
     /// Its cgroup v2 id, as the kernel side saw it at fork or exec.
     pub cgroup: u64,
+    /// The file it runs, at fork or exec.
+    pub exe: ExeId,
     /// How it ended (wait status), for exited threads.
     pub exit: Option<Exit>,
     /// Every syscall it made.
@@ -60,6 +62,12 @@ impl ThreadCounts {
 pub(super) fn errnos_of(slots: &[errno_slot]) -> Vec<(u32, u32, u64)> {
     slots.iter().filter(|s| s.count > 0).map(|s| (s.nr as u32, s.err as u32, s.count)).collect()
 }
+
+/// Which file a process runs: (inode, device); (0, 0) for a kernel thread.
+pub type ExeId = (u64, u32);
+
+/// Executables' paths by their identity.
+pub type ExeNames = HashMap<ExeId, String>;
 
 /// A repeated path's text, as the kernel side read it.
 #[derive(Debug, Clone)]
@@ -96,8 +104,14 @@ pub enum Record {
     Slot(u32, u32, Box<arg_slot>),
     /// The string of a path key: (path hash, path).
     Path(u64, PathText),
-    /// A process's environment at its exec: (tgid, what rules read of it).
-    Env(u32, Environment),
+    /// A process's exec: the file it runs, as exec named it, and what
+    /// rules read of its environment.
+    Exec {
+        tgid: u32,
+        exe: ExeId,
+        name: String,
+        env: Environment,
+    },
 }
 
 impl Record {
@@ -105,7 +119,7 @@ impl Record {
         match self {
             Record::Thread(t) => t.tid,
             Record::Slot(_, tid, _) => *tid,
-            Record::Path(..) | Record::Env(..) => 0,
+            Record::Path(..) | Record::Exec { .. } => 0,
         }
     }
 
@@ -127,11 +141,16 @@ impl Record {
                 let len = u32::from_ne_bytes(data.get(l..l + 4)?.try_into().ok()?) as usize;
                 Some(Record::Path(hash, PathText::of(data.get(at..)?, len > PATH_BYTES)))
             }
-            RECORD_ENV => {
-                let at = std::mem::offset_of!(env_record, env);
-                let t = std::mem::offset_of!(env_record, tgid);
-                let tgid = u32::from_ne_bytes(data.get(t..t + 4)?.try_into().ok()?);
-                Some(Record::Env(tgid, crate::target::environment_of_block(data.get(at..)?)))
+            RECORD_EXEC => {
+                // Cut after the environment sent: the header is whole.
+                let at = std::mem::offset_of!(exec_record, env);
+                let r: exec_record = from_bytes(&[data.get(..at)?, &vec![0u8; std::mem::size_of::<exec_record>() - at]].concat());
+                Some(Record::Exec {
+                    tgid: r.tgid,
+                    exe: (r.exe.ino, r.exe.dev),
+                    name: c_string(&r.exe_name.map(|c| c as u8)),
+                    env: crate::target::environment_of_block(data.get(at..)?),
+                })
             }
             RECORD_EXIT => {
                 let head = std::mem::offset_of!(exit_record, e);
@@ -151,6 +170,7 @@ impl Record {
                     ppid: r.ppid,
                     comm: c_string(&r.comm.map(|c| c as u8)),
                     cgroup: r.cgroup,
+                    exe: (r.exe.ino, r.exe.dev),
                     exit: Some(Exit::from_wait_status(r.exit_code)),
                     stats: r.e[..entries].iter().map(|e| syscall_stats(e.nr, &e.v)).collect(),
                     mask_calls: r.mask_calls,
@@ -166,13 +186,15 @@ impl Record {
 
 /// What the reader hands over: the exited threads, folded past the
 /// detailed ones; records that came after the checkpoint, as they are; the
-/// path strings; each process's environment at its exec.
+/// path strings; each process's environment at its exec; the names of the
+/// files processes ran.
 #[derive(Debug, Default)]
 pub struct Collected {
     pub exited: Exited,
     pub late: Vec<Record>,
     pub paths: PathOf,
     pub environments: HashMap<u32, Environment>,
+    pub executables: ExeNames,
 }
 
 /// The kernel tables the reader empties of ended processes' entries.
@@ -251,8 +273,11 @@ fn file(raw: &RefCell<Vec<Vec<u8>>>, out: &mut Collected, late: bool, to_sweep: 
                 out.paths.entry(hash).or_insert(path);
             }
             // A process that execs again has the later environment.
-            Some(Record::Env(tgid, env)) => {
+            Some(Record::Exec { tgid, exe, name, env }) => {
                 out.environments.insert(tgid, env);
+                // While it runs, its /proc link names the file as ls would
+                // (no symlink, no script): the name exec got otherwise.
+                out.executables.entry(exe).or_insert_with(|| crate::linux::host::executable(tgid, exe).unwrap_or(name));
             }
             Some(r) if late => out.late.push(r),
             Some(Record::Thread(t)) => {
@@ -327,6 +352,7 @@ fn read(rings: Vec<MapHandle>, sweep: SweepMaps, folded: Shared, stop: &Stop, as
                 late: Vec::new(),
                 paths: std::mem::take(&mut out.paths),
                 environments: out.environments.clone(),
+                executables: std::mem::take(&mut out.executables),
             };
             let _ = reply.send(copy);
         }

@@ -1,12 +1,12 @@
 //! Exited threads' counts as they arrive, in bounded memory: the first
 //! DETAILED processes keep a row each, with every thread; later ones roll
-//! into one row per program name, so a shell loop traced for hours costs
+//! into one row per program (name, cgroup, executable), so a shell loop traced for hours costs
 //! a row per program, not per process. Counts stay exact either way.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::bpf::skel::types::{arg_key, arg_slot, arg_val, io_hist};
-use super::exits::ThreadCounts;
+use super::exits::{ExeId, ThreadCounts};
 use crate::model::SyscallStats;
 
 /// Processes kept apart; the rest are folded by program name.
@@ -40,12 +40,13 @@ impl ArgSum {
 /// (syscall, fd, path hash): an argument key within one row.
 pub type ArgKey = (u32, i64, u64);
 
-/// Every exited process of one program name beyond the detailed ones.
+/// Every exited process of one program beyond the detailed ones.
 #[derive(Debug, Clone, Default)]
 pub struct Fold {
     pub row: u32,
     pub comm: String,
     pub cgroup: u64,
+    pub exe: ExeId,
     pub processes: u64,
     pub stats: BTreeMap<u32, SyscallStats>,
     pub mask_calls: [u64; 6],
@@ -64,8 +65,9 @@ pub struct Exited {
     /// Repeated argument entries of ended detailed processes, taken out of
     /// the kernel's table.
     pub swept: Vec<(arg_key, arg_val, Option<io_hist>)>,
-    /// By (program name, cgroup): one program in two services is two rows.
-    pub folds: HashMap<(String, u64), Fold>,
+    /// By (program name, cgroup, executable): one program in two services
+    /// is two rows, and so are two programs of one name.
+    pub folds: HashMap<(String, u64, ExeId), Fold>,
     /// The current process of a pid -> its fold row, for folded ones.
     pub remap: HashMap<u32, u32>,
     detailed_pids: HashSet<u32>,
@@ -98,10 +100,11 @@ impl Exited {
             } else {
                 self.detailed_pids.remove(&tgid);
                 let next = FOLD_BASE + self.folds.len() as u32;
-                let fold = self.folds.entry((t.comm.clone(), t.cgroup)).or_insert_with(|| Fold {
+                let fold = self.folds.entry((t.comm.clone(), t.cgroup, t.exe)).or_insert_with(|| Fold {
                     row: next,
                     comm: t.comm.clone(),
                     cgroup: t.cgroup,
+                    exe: t.exe,
                     ..Default::default()
                 });
                 fold.processes += 1;
@@ -166,6 +169,7 @@ mod tests {
             ppid: 1,
             comm: comm.into(),
             cgroup: 0,
+            exe: (7, 1),
             exit: None,
             stats: vec![SyscallStats { calls, ..SyscallStats::new(39) }],
             mask_calls: [0; 6],
@@ -191,6 +195,18 @@ mod tests {
     }
 
     #[test]
+    fn two_programs_of_one_name_fold_apart() {
+        let mut e = Exited::default();
+        for pid in 100..100 + DETAILED as u32 + 4 {
+            let mut t = thread(pid, pid, "python3", 1);
+            t.exe = (pid as u64 % 2, 1);
+            e.add_thread(t);
+        }
+        assert_eq!(e.folds.len(), 2, "{:?}", e.folds.keys());
+        assert!(e.folds.values().all(|f| f.processes == 2));
+    }
+
+    #[test]
     fn a_parent_is_never_folded() {
         let mut e = Exited::default();
         for pid in 100..100 + DETAILED as u32 + 10 {
@@ -213,11 +229,11 @@ mod tests {
         // Pid 10,000 again, after its first process ended: folded now.
         e.add_thread(thread(10_000, 10_000, "b", 1));
         assert_eq!(e.row_of(10_000), Some(FOLD_BASE));
-        assert_eq!(e.folds[&("b".to_string(), 0)].processes, 1);
+        assert_eq!(e.folds[&("b".to_string(), 0, (7, 1))].processes, 1);
         // A thread of a folded process that is not its main thread.
         e.add_thread(thread(20_000, 20_001, "c", 1));
         e.add_thread(thread(20_000, 20_000, "c", 1));
-        assert_eq!(e.folds[&("c".to_string(), 0)].processes, 1);
-        assert_eq!(e.folds[&("c".to_string(), 0)].stats[&39].calls, 2);
+        assert_eq!(e.folds[&("c".to_string(), 0, (7, 1))].processes, 1);
+        assert_eq!(e.folds[&("c".to_string(), 0, (7, 1))].stats[&39].calls, 2);
     }
 }

@@ -10,7 +10,7 @@ use libbpf_rs::{MapCore, MapFlags};
 
 use super::bpf::skel::types::{arg_key, arg_slot, arg_val, io_hist, lost_counter, once_summary, target_state, task_state};
 use super::bpf::{bpf_error, c_string, from_bytes, read_all, BpfTracer, TICK_NS};
-use super::exits::{errnos_of, used, PathOf, Record, ThreadCounts};
+use super::exits::{errnos_of, used, ExeNames, PathOf, Record, ThreadCounts};
 use super::fold::Fold;
 use crate::error::Result;
 use crate::linux::syscalls::{self, ArgKind};
@@ -61,6 +61,17 @@ fn file_into(
     let tick_ns = if tracer.options.latency { 0 } else { TICK_NS };
     let live_tids: HashSet<u32> = live.iter().map(|(t, _)| t.tid).collect();
     tracer.path_of.extend(collected.paths);
+    for (exe, name) in collected.executables {
+        tracer.exe_names.entry(exe).or_insert(name);
+    }
+    // A process from before the tracer had no exec to name its file.
+    for (t, _) in &live {
+        if t.exe != (0, 0) && !tracer.exe_names.contains_key(&t.exe) {
+            if let Some(name) = crate::linux::host::executable(t.tgid, t.exe) {
+                tracer.exe_names.insert(t.exe, name);
+            }
+        }
+    }
     for (pid, env) in collected.environments {
         // A folded process's environment is its program row's: dropped.
         if collected.exited.row_of(pid).is_none() {
@@ -69,6 +80,7 @@ fn file_into(
     }
     let maps = &tracer.skel.maps;
     let (path_of, exited) = (&tracer.path_of, &collected.exited);
+    let names = &tracer.exe_names;
     // A folded process's counts go to its program's row, as one thread.
     let row = |tgid: u32| exited.row_of(tgid);
     let placed = |mut t: ThreadCounts| {
@@ -79,7 +91,7 @@ fn file_into(
     };
 
     for t in &exited.detailed {
-        add_thread(out, t, tick_ns, &mut lost);
+        add_thread(out, t, names, tick_ns, &mut lost);
     }
     for (tgid, s) in &exited.detailed_slots {
         out.add_argument(slot_stats(*tgid, s, path_of));
@@ -88,20 +100,20 @@ fn file_into(
         out.add_argument(arg_entry(k, v, h.as_ref(), k.tgid, path_of));
     }
     for f in exited.folds.values() {
-        add_fold(out, f, tick_ns, path_of, &mut lost);
+        add_fold(out, f, names, tick_ns, path_of, &mut lost);
     }
     for (counts, slots) in live {
         let tgid = row(counts.tgid).unwrap_or(counts.tgid);
-        add_thread(out, &placed(counts), tick_ns, &mut lost);
+        add_thread(out, &placed(counts), names, tick_ns, &mut lost);
         for s in &slots {
             out.add_argument(slot_stats(tgid, s, path_of));
         }
     }
     for r in collected.late.into_iter().filter(|r| !live_tids.contains(&r.tid())) {
         match r {
-            Record::Thread(t) => add_thread(out, &placed(t), tick_ns, &mut lost),
+            Record::Thread(t) => add_thread(out, &placed(t), names, tick_ns, &mut lost),
             Record::Slot(tgid, _, s) => out.add_argument(slot_stats(row(tgid).unwrap_or(tgid), &s, path_of)),
-            Record::Path(..) | Record::Env(..) => {}
+            Record::Path(..) | Record::Exec { .. } => {}
         }
     }
 
@@ -157,6 +169,7 @@ fn live_threads(tracer: &BpfTracer) -> Vec<(ThreadCounts, Vec<arg_slot>)> {
             ppid: ts.ppid,
             comm,
             cgroup: ts.cgroup,
+            exe: (ts.exe.ino, ts.exe.dev),
             exit: None,
             stats: used(&ts.stats),
             mask_calls: ts.mask_calls,
@@ -170,13 +183,14 @@ fn live_threads(tracer: &BpfTracer) -> Vec<(ThreadCounts, Vec<arg_slot>)> {
 }
 
 /// A program's row: every exited process of it beyond the detailed ones.
-fn add_fold(out: &mut TraceBuilder, f: &Fold, tick_ns: u64, path_of: &PathOf, lost: &mut Lost) {
+fn add_fold(out: &mut TraceBuilder, f: &Fold, names: &ExeNames, tick_ns: u64, path_of: &PathOf, lost: &mut Lost) {
     let t = ThreadCounts {
         tgid: f.row,
         tid: f.row,
         ppid: 0,
         comm: f.comm.clone(),
         cgroup: f.cgroup,
+        exe: f.exe,
         exit: None,
         stats: f.stats.values().cloned().collect(),
         mask_calls: f.mask_calls,
@@ -184,7 +198,7 @@ fn add_fold(out: &mut TraceBuilder, f: &Fold, tick_ns: u64, path_of: &PathOf, lo
         errnos_lost: f.errnos_lost,
         user_ticks: f.user_ticks,
     };
-    add_thread(out, &t, tick_ns, lost);
+    add_thread(out, &t, names, tick_ns, lost);
     out.set_folded(f.row, f.processes);
     for (&(nr, fd, hash), a) in &f.args {
         let hist = |b: &[u64]| Histogram::from_buckets(b.to_vec());
@@ -205,7 +219,7 @@ fn arg_entry(k: &arg_key, v: &arg_val, hist: Option<&io_hist>, pid: u32, path_of
     }
 }
 
-fn add_thread(out: &mut TraceBuilder, t: &ThreadCounts, tick_ns: u64, lost: &mut Lost) {
+fn add_thread(out: &mut TraceBuilder, t: &ThreadCounts, names: &ExeNames, tick_ns: u64, lost: &mut Lost) {
     for s in &t.stats {
         out.add_syscall(t.tgid, t.tid, s.clone());
     }
@@ -217,7 +231,10 @@ fn add_thread(out: &mut TraceBuilder, t: &ThreadCounts, tick_ns: u64, lost: &mut
     }
     lost.errno_table_full += t.errnos_lost;
     out.add_user_cpu(t.user_ticks * tick_ns);
-    out.add_task(t.tid, TaskRecord { tgid: t.tgid, ppid: t.ppid, comm: t.comm.clone(), exit: t.exit, cgroup: t.cgroup });
+    out.add_task(
+        t.tid,
+        TaskRecord { tgid: t.tgid, ppid: t.ppid, comm: t.comm.clone(), exit: t.exit, cgroup: t.cgroup, executable: names.get(&t.exe).cloned() },
+    );
 }
 
 /// Every thread id on the host now, from /proc.
@@ -250,7 +267,7 @@ fn read_lost(tracer: &BpfTracer) -> Result<Lost> {
         syscall_nr_out_of_range: get(lost_counter::LOST_NR_OUT_OF_RANGE)?,
         samples_dropped: get(lost_counter::LOST_SAMPLES_DROPPED)?,
         histogram_table_full: get(lost_counter::LOST_HIST_TABLE_FULL)?,
-        environments: get(lost_counter::LOST_ENV)?,
+        environments: get(lost_counter::LOST_EXEC)?,
     })
 }
 

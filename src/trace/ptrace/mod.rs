@@ -470,7 +470,17 @@ impl Ptracer {
             .finished
             .into_iter()
             .map(|(tid, t)| {
-                (tid, TaskRecord { tgid: t.tgid, ppid: t.ppid, comm: t.comm, exit: if t.tgid == tid { t.exit } else { None }, cgroup: 0 })
+                (
+                    tid,
+                    TaskRecord {
+                        tgid: t.tgid,
+                        ppid: t.ppid,
+                        comm: t.comm,
+                        exit: if t.tgid == tid { t.exit } else { None },
+                        cgroup: 0,
+                        executable: None,
+                    },
+                )
             })
             .collect();
         self.calls.finish(|tid| tgids.get(&tid).copied().unwrap_or(tid), records, out);

@@ -479,7 +479,7 @@ impl LogReader {
                 let pid = tgid(tid);
                 let ppid = t.parent.map_or(0, &tgid);
                 let comm = if t.comm.is_empty() { self.tasks.get(&pid).map(|p| p.comm.clone()).unwrap_or_default() } else { t.comm.clone() };
-                (tid, TaskRecord { tgid: pid, ppid, comm, exit: t.exit, cgroup: 0 })
+                (tid, TaskRecord { tgid: pid, ppid, comm, exit: t.exit, cgroup: 0, executable: None })
             })
             .collect();
         let calls = std::mem::take(&mut self.calls);
