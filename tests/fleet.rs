@@ -159,6 +159,48 @@ fn top_once_json_sees_a_victim_started_after_it_exactly() {
 }
 
 #[test]
+fn ended_programs_keep_their_keys_within_a_budget_and_the_rest_is_counted() {
+    if skip_without_bpf() {
+        return;
+    }
+    // A stat of its own name, each process stat'ing a path of its own
+    // twice: one repeated key per process, 1,300 of them.
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("st-budget");
+    std::fs::copy(which("stat").unwrap(), &exe).unwrap();
+    let mut top = Running(
+        sysdiet()
+            .args(["top", "--once", "--json", "--interval", "12s"])
+            .env("SYSDIET_FOLD_KEYS", "50")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut line = String::new();
+    BufReader::new(top.0.stderr.take().unwrap()).read_line(&mut line).unwrap();
+    let script = format!("for i in $(seq 1 1300); do {} -L /nonexistent/sd-budget-$i /nonexistent/sd-budget-$i; done 2>/dev/null", exe.display());
+    let status = Command::new("bash").args(["-c", &script]).stdout(Stdio::null()).status().unwrap();
+    assert!(!status.success(), "every stat fails: no such file");
+    let mut out = String::new();
+    top.0.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    assert!(top.0.wait().unwrap().success());
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    // Beyond the first 1,000 ended processes (ours or others'), programs
+    // fold: at most 50 keys each, the rest counted, in calls.
+    let over = doc["lost"]["argument_keys_over_budget"].as_u64().unwrap_or(0);
+    assert!(over >= 2 * (300 - 50), "over budget: {over}");
+    // The syscall counts are all there.
+    let pid =
+        doc["programs"].as_array().unwrap().iter().find(|p| p["program"] == "st-budget").unwrap_or_else(|| panic!("no row: {out}"))["pid"].clone();
+    let row = doc["processes"].as_array().unwrap().iter().find(|p| p["pid"] == pid).unwrap();
+    let statx = row["syscalls"].as_array().unwrap().iter().find(|s| s["name"] == "statx").unwrap();
+    assert_eq!((statx["calls"].as_u64(), statx["errors"].as_u64()), (Some(2600), Some(2600)), "{statx}");
+    let keys = doc["arguments"].as_array().unwrap().iter().filter(|a| a["pid"] == pid && a["syscall"] == "statx").count();
+    assert!(keys < 1300, "the folded processes' keys are not all kept: {keys}");
+}
+
+#[test]
 fn top_on_a_terminal_sorts_filters_and_quits() {
     if skip_without_bpf() {
         return;

@@ -207,6 +207,11 @@ pub struct Lost {
     /// full): rules read sysdiet's view of it for them (processes).
     #[serde(default)]
     pub environments: u64,
+    /// Calls of ended processes' repeated arguments that top/serve kept no
+    /// key for: their program (or all programs) had their budget of keys
+    /// already. Their syscalls' counts have them.
+    #[serde(default)]
+    pub argument_keys_over_budget: u64,
 }
 
 impl Lost {
@@ -227,6 +232,7 @@ impl Lost {
             ("stack samples dropped: ring buffer full", self.samples_dropped),
             ("calls without byte-count histograms: table full", self.histogram_table_full),
             ("processes whose exec (environment, file) was not seen: ring buffer full", self.environments),
+            ("calls without argument stats: their program's key budget was spent", self.argument_keys_over_budget),
         ]
         .into_iter()
         .filter(|(_, n)| *n > 0)
@@ -271,7 +277,13 @@ impl Lost {
     /// read arguments (repeated paths, tiny I/O, ...) may be missing.
     pub fn arguments_incomplete(&self) -> bool {
         self.counts_incomplete()
-            || self.argument_table_full + self.argument_alloc_failed + self.once_table_full + self.path_strings + self.histogram_table_full > 0
+            || self.argument_table_full
+                + self.argument_alloc_failed
+                + self.once_table_full
+                + self.path_strings
+                + self.histogram_table_full
+                + self.argument_keys_over_budget
+                > 0
     }
 }
 

@@ -83,7 +83,7 @@ pub struct BpfTracer {
     pub(super) skel: SyscountSkel<'static>,
     pub(super) options: BpfOptions,
     /// Path hash -> path, filled at readout; samples' keys resolve here.
-    pub(super) path_of: super::exits::PathOf,
+    pub(super) path_of: super::exits::Paths,
     /// The files processes ran, by identity: kept across snapshots.
     pub(super) exe_names: super::exits::ExeNames,
     pub(super) exits: Option<ExitReader>,
@@ -130,6 +130,8 @@ impl BpfTracer {
             vec![handle(&skel.maps.exits)?, handle(&skel.maps.strings)?],
             SweepMaps { args: handle(&skel.maps.arg_stats)?, hists: handle(&skel.maps.io_hists)? },
             std::sync::Arc::clone(&folded),
+            // A host watched for hours: ended programs' keys are bounded.
+            if options.system_wide { super::fold::KeyBudget::host() } else { super::fold::KeyBudget::UNBOUNDED },
         )?;
         Ok(BpfTracer { skel, options, path_of: Default::default(), exe_names: Default::default(), exits: Some(exits), folded, _ticks: ticks })
     }

@@ -18,7 +18,7 @@ use super::bpf::skel::types::{
     arg_key, arg_slot, arg_val, errno_slot, exec_record, exit_entry, exit_record, io_hist, path_record, record_kind, slot_record, sys_val,
 };
 use super::bpf::{c_string, from_bytes, read_all};
-use super::fold::Exited;
+use super::fold::{Exited, KeyBudget};
 use super::wake::Stop;
 use crate::error::{Error, Result};
 use crate::model::{Environment, Exit, SyscallStats};
@@ -91,6 +91,50 @@ impl PathText {
 
 /// Repeated paths by the hash of what was read of them.
 pub type PathOf = HashMap<u64, PathText>;
+
+/// The path strings a tracer knows, and which read last wanted each: a run
+/// with no end (top, serve) forgets those no key has used lately, so that
+/// keys that are gone (ended programs' keys past their budget) do not keep
+/// their strings for hours.
+#[derive(Debug, Default)]
+pub struct Paths {
+    text: PathOf,
+    /// hash -> the read that last used it, or brought it.
+    last: RefCell<HashMap<u64, u64>>,
+    read: u64,
+}
+
+impl Paths {
+    /// Strings just sent, each once.
+    pub fn add(&mut self, new: PathOf) {
+        for (hash, path) in new {
+            self.last.get_mut().insert(hash, self.read);
+            self.text.entry(hash).or_insert(path);
+        }
+    }
+
+    pub fn get(&self, hash: u64) -> Option<&PathText> {
+        let p = self.text.get(&hash)?;
+        self.last.borrow_mut().insert(hash, self.read);
+        Some(p)
+    }
+
+    /// Ends a read: strings that none of the last `keep` reads used are
+    /// forgotten. More than one: a key swept out of the kernel's table
+    /// during a read is in neither place for that one read.
+    pub fn forget_unused(&mut self, keep: u64) {
+        let read = self.read;
+        let last = self.last.get_mut();
+        last.retain(|_, l| *l + keep > read);
+        self.text.retain(|h, _| last.contains_key(h));
+        self.read += 1;
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.text.len()
+    }
+}
 
 /// Bytes of a path the kernel side reads, its NUL included.
 // SAFETY: a path record is plain integers and bytes; zero is valid.
@@ -220,8 +264,9 @@ pub struct ExitReader {
 
 impl ExitReader {
     /// Reads `rings` (the exits and the path strings) until finished.
-    /// `folded` is kept up to date with the processes folded so far.
-    pub fn start(rings: Vec<MapHandle>, sweep: SweepMaps, folded: Shared) -> Result<ExitReader> {
+    /// `folded` is kept up to date with the processes folded so far; folds
+    /// keep argument keys within `budget`.
+    pub fn start(rings: Vec<MapHandle>, sweep: SweepMaps, folded: Shared, budget: KeyBudget) -> Result<ExitReader> {
         let stop = Arc::new(Stop::new()?);
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
         let (cp_tx, cp_rx) = mpsc::channel();
@@ -229,7 +274,7 @@ impl ExitReader {
         let reader_stop = stop.clone();
         let thread = std::thread::Builder::new()
             .name("sysdiet-exits".into())
-            .spawn(move || read(rings, sweep, folded, &reader_stop, Requests { checkpoints: cp_rx, snapshots: snap_rx }, ready_tx))?;
+            .spawn(move || read(rings, sweep, folded, budget, &reader_stop, Requests { checkpoints: cp_rx, snapshots: snap_rx }, ready_tx))?;
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(ExitReader { stop, checkpoint: cp_tx, snapshots: snap_tx, thread }),
             Ok(Err(e)) => Err(e),
@@ -301,7 +346,15 @@ struct Requests {
     snapshots: mpsc::Receiver<mpsc::Sender<Collected>>,
 }
 
-fn read(rings: Vec<MapHandle>, sweep: SweepMaps, folded: Shared, stop: &Stop, asked: Requests, ready: mpsc::SyncSender<Result<()>>) -> Collected {
+fn read(
+    rings: Vec<MapHandle>,
+    sweep: SweepMaps,
+    folded: Shared,
+    budget: KeyBudget,
+    stop: &Stop,
+    asked: Requests,
+    ready: mpsc::SyncSender<Result<()>>,
+) -> Collected {
     // The callbacks only copy; records are parsed and filed between reads.
     let raw: Rc<RefCell<Vec<Vec<u8>>>> = Rc::default();
     let mut builder = RingBufferBuilder::new();
@@ -318,6 +371,7 @@ fn read(rings: Vec<MapHandle>, sweep: SweepMaps, folded: Shared, stop: &Stop, as
         });
     }
     let mut out = Collected::default();
+    out.exited.budget = budget;
     let rb = match added.and_then(|_| builder.build()) {
         Ok(rb) => {
             let _ = ready.send(Ok(()));
@@ -412,4 +466,25 @@ pub(super) fn used(stats: &[sys_val]) -> Vec<SyscallStats> {
 /// One syscall's counts, as the kernel side keeps them, in the model's terms.
 pub(super) fn syscall_stats(nr: u32, v: &sys_val) -> SyscallStats {
     SyscallStats { calls: v.calls, errors: v.errors, total_ns: v.ns, min_ns: v.min_ns, max_ns: v.max_ns, ..SyscallStats::new(nr) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_no_read_wants_are_forgotten_after_a_grace() {
+        let mut p = Paths::default();
+        p.add([(7, PathText::of(b"/a", false)), (8, PathText::of(b"/b", false))].into());
+        // Unused for two reads, then wanted: still there.
+        p.forget_unused(3);
+        p.forget_unused(3);
+        assert_eq!(p.get(8).map(|t| t.text.as_str()), Some("/b"));
+        for _ in 0..4 {
+            assert!(p.get(7).is_some());
+            p.forget_unused(3);
+        }
+        assert!(p.get(8).is_none(), "unused for three reads");
+        assert_eq!(p.len(), 1);
+    }
 }

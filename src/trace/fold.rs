@@ -11,6 +11,32 @@ use crate::model::SyscallStats;
 
 /// Processes kept apart; the rest are folded by program name.
 pub const DETAILED: usize = 1000;
+
+/// How many argument keys folds keep, when a run has no end (top, serve):
+/// per program, and in all. A key past them is counted in `over_budget`,
+/// its calls still in its syscall's counts. A run that ends keeps every key.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyBudget {
+    pub per_program: usize,
+    pub total: usize,
+}
+
+impl KeyBudget {
+    pub const UNBOUNDED: KeyBudget = KeyBudget { per_program: usize::MAX, total: usize::MAX };
+    /// ~100-200 bytes a key: at most ~20 MB for a host's folded programs.
+    /// SYSDIET_FOLD_KEYS sets the per-program part (tests: a budget
+    /// spent by a thousand processes, not by a hundred thousand).
+    pub fn host() -> KeyBudget {
+        let per_program = std::env::var("SYSDIET_FOLD_KEYS").ok().and_then(|v| v.parse().ok()).unwrap_or(8192);
+        KeyBudget { per_program, total: 131_072 }
+    }
+}
+
+impl Default for KeyBudget {
+    fn default() -> Self {
+        KeyBudget::UNBOUNDED
+    }
+}
 /// Fold rows get ids above any pid (pid_max is at most 2^22).
 pub const FOLD_BASE: u32 = 1 << 30;
 
@@ -78,6 +104,11 @@ pub struct Exited {
     /// new process; their kernel entries can be swept.
     pub ended: HashSet<u32>,
     detailed_count: usize,
+    pub budget: KeyBudget,
+    /// Argument keys in all folds.
+    fold_keys: usize,
+    /// Calls of argument keys the budget left out.
+    pub over_budget: u64,
 }
 
 impl Exited {
@@ -133,28 +164,32 @@ impl Exited {
     /// A cached argument key's pending calls, of a thread that ended.
     pub fn add_slot(&mut self, tgid: u32, s: arg_slot, io: bool) {
         let hist = io.then(|| (s.requested.iter().map(|&n| n as u64).collect(), s.returned.iter().map(|&n| n as u64).collect()));
-        match self.fold_of(tgid) {
-            None => self.detailed_slots.push((tgid, s)),
-            Some(fold) => fold.args.entry((s.nr, s.fd, s.path_hash)).or_default().add(s.calls, s.errors, s.ns, hist),
+        if self.row_of(tgid).is_none() {
+            return self.detailed_slots.push((tgid, s));
         }
+        self.add_folded(tgid, (s.nr, s.fd, s.path_hash), ArgSum { calls: s.calls, errors: s.errors, ns: s.ns, hist });
     }
 
     /// A repeated argument entry taken out of the kernel's table.
     pub fn add_swept(&mut self, k: arg_key, v: arg_val, hist: Option<io_hist>) {
-        match self.fold_of(k.tgid) {
-            None => self.swept.push((k, v, hist)),
-            Some(fold) => fold.args.entry((k.nr, k.fd, k.path_hash)).or_default().add(
-                v.calls,
-                v.errors,
-                v.ns,
-                hist.map(|h| (h.requested.to_vec(), h.returned.to_vec())),
-            ),
+        if self.row_of(k.tgid).is_none() {
+            return self.swept.push((k, v, hist));
         }
+        let hist = hist.map(|h| (h.requested.to_vec(), h.returned.to_vec()));
+        self.add_folded(k.tgid, (k.nr, k.fd, k.path_hash), ArgSum { calls: v.calls, errors: v.errors, ns: v.ns, hist });
     }
 
-    fn fold_of(&mut self, tgid: u32) -> Option<&mut Fold> {
-        let row = self.row_of(tgid)?;
-        self.folds.values_mut().find(|f| f.row == row)
+    /// An argument key's calls, to `tgid`'s fold row, within the budget.
+    fn add_folded(&mut self, tgid: u32, key: ArgKey, sum: ArgSum) {
+        let Some(row) = self.row_of(tgid) else { return };
+        let Some(fold) = self.folds.values_mut().find(|f| f.row == row) else { return };
+        let known = fold.args.contains_key(&key);
+        if !known && (fold.args.len() >= self.budget.per_program || self.fold_keys >= self.budget.total) {
+            self.over_budget += sum.calls;
+            return;
+        }
+        self.fold_keys += usize::from(!known);
+        fold.args.entry(key).or_default().add(sum.calls, sum.errors, sum.ns, sum.hist);
     }
 }
 
@@ -204,6 +239,28 @@ mod tests {
         }
         assert_eq!(e.folds.len(), 2, "{:?}", e.folds.keys());
         assert!(e.folds.values().all(|f| f.processes == 2));
+    }
+
+    #[test]
+    fn folds_keep_keys_within_their_budget_and_count_the_rest() {
+        let mut e = Exited { budget: KeyBudget { per_program: 3, total: 4 }, ..Default::default() };
+        for pid in 100..100 + DETAILED as u32 + 2 {
+            e.add_thread(thread(pid, pid, if pid % 2 == 0 { "a" } else { "b" }, 1));
+        }
+        let slot = |hash: u64, calls: u64| arg_slot { nr: 4, path_hash: hash, calls, used: 1, ..Default::default() };
+        let (a, b) = (100 + DETAILED as u32, 101 + DETAILED as u32);
+        for hash in 1..=5 {
+            e.add_slot(a, slot(hash, 2), false);
+        }
+        // A key it has goes on counting; b gets what is left in all.
+        e.add_slot(a, slot(1, 7), false);
+        e.add_slot(b, slot(9, 3), false);
+        e.add_slot(b, slot(10, 5), false);
+        let fold = |name: &str| &e.folds[&(name.to_string(), 0, (7, 1))];
+        assert_eq!(fold("a").args.len(), 3);
+        assert_eq!(fold("a").args[&(4, 0, 1)].calls, 9);
+        assert_eq!(fold("b").args.len(), 1);
+        assert_eq!(e.over_budget, 2 * 2 + 5, "a's 4th and 5th keys, b's 2nd");
     }
 
     #[test]

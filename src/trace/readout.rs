@@ -2,7 +2,7 @@
 //! storage, exited ones from their exit records, repeated arguments from
 //! arg_stats, one-shot ones from their summary, and what was lost.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
@@ -10,7 +10,7 @@ use libbpf_rs::{MapCore, MapFlags};
 
 use super::bpf::skel::types::{arg_key, arg_slot, arg_val, io_hist, lost_counter, once_summary, target_state, task_state};
 use super::bpf::{bpf_error, c_string, from_bytes, read_all, BpfTracer, TICK_NS};
-use super::exits::{errnos_of, used, ExeNames, PathOf, Record, ThreadCounts};
+use super::exits::{errnos_of, used, ExeNames, Paths, Record, ThreadCounts};
 use super::fold::Fold;
 use crate::error::Result;
 use crate::linux::syscalls::{self, ArgKind};
@@ -48,7 +48,9 @@ pub(super) fn read_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Resul
 pub(super) fn snapshot_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Result<Lost> {
     let collected = tracer.exits.as_ref().map(|e| e.snapshot()).unwrap_or_default();
     let live = live_threads(tracer);
-    file_into(tracer, out, collected, live)
+    let lost = file_into(tracer, out, collected, live)?;
+    tracer.path_of.forget_unused(3);
+    Ok(lost)
 }
 
 fn file_into(
@@ -57,10 +59,11 @@ fn file_into(
     collected: super::exits::Collected,
     live: Vec<(ThreadCounts, Vec<arg_slot>)>,
 ) -> Result<Lost> {
-    let mut lost = read_lost(tracer)?;
+    let lost = read_lost(tracer)?;
+    let mut lost = Lost { argument_keys_over_budget: collected.exited.over_budget, ..lost };
     let tick_ns = if tracer.options.latency { 0 } else { TICK_NS };
     let live_tids: HashSet<u32> = live.iter().map(|(t, _)| t.tid).collect();
-    tracer.path_of.extend(collected.paths);
+    tracer.path_of.add(collected.paths);
     for (exe, name) in collected.executables {
         tracer.exe_names.entry(exe).or_insert(name);
     }
@@ -183,7 +186,7 @@ fn live_threads(tracer: &BpfTracer) -> Vec<(ThreadCounts, Vec<arg_slot>)> {
 }
 
 /// A program's row: every exited process of it beyond the detailed ones.
-fn add_fold(out: &mut TraceBuilder, f: &Fold, names: &ExeNames, tick_ns: u64, path_of: &PathOf, lost: &mut Lost) {
+fn add_fold(out: &mut TraceBuilder, f: &Fold, names: &ExeNames, tick_ns: u64, path_of: &Paths, lost: &mut Lost) {
     let t = ThreadCounts {
         tgid: f.row,
         tid: f.row,
@@ -211,7 +214,7 @@ fn add_fold(out: &mut TraceBuilder, f: &Fold, names: &ExeNames, tick_ns: u64, pa
 }
 
 /// A repeated argument entry of the kernel's table, as `pid`'s.
-fn arg_entry(k: &arg_key, v: &arg_val, hist: Option<&io_hist>, pid: u32, path_of: &PathOf) -> ArgumentStats {
+fn arg_entry(k: &arg_key, v: &arg_val, hist: Option<&io_hist>, pid: u32, path_of: &Paths) -> ArgumentStats {
     ArgumentStats {
         requested: hist.map(|h| Histogram::from_buckets(h.requested.to_vec())),
         returned: hist.map(|h| Histogram::from_buckets(h.returned.to_vec())),
@@ -268,16 +271,18 @@ fn read_lost(tracer: &BpfTracer) -> Result<Lost> {
         samples_dropped: get(lost_counter::LOST_SAMPLES_DROPPED)?,
         histogram_table_full: get(lost_counter::LOST_HIST_TABLE_FULL)?,
         environments: get(lost_counter::LOST_EXEC)?,
+        // Counted in user space (file_into).
+        argument_keys_over_budget: 0,
     })
 }
 
 /// rt_sigprocmask calls of one class, counted in task storage (no time or
 /// errors per class: the syscall's own stats have those).
 fn mask_stats(tgid: u32, class: i64, calls: u64) -> ArgumentStats {
-    argument_stats(tgid, NR_RT_SIGPROCMASK, class, 0, calls, 0, 0, &HashMap::new())
+    argument_stats(tgid, NR_RT_SIGPROCMASK, class, 0, calls, 0, 0, &Paths::default())
 }
 
-fn slot_stats(tgid: u32, s: &arg_slot, path_of: &PathOf) -> ArgumentStats {
+fn slot_stats(tgid: u32, s: &arg_slot, path_of: &Paths) -> ArgumentStats {
     let io = syscalls::by_nr(s.nr).map(|i| matches!(i.arg, ArgKind::FdIo { .. })).unwrap_or(false);
     let hist = |b: &[u32]| Histogram::from_buckets(b.iter().map(|&n| n as u64).collect());
     ArgumentStats {
@@ -288,7 +293,7 @@ fn slot_stats(tgid: u32, s: &arg_slot, path_of: &PathOf) -> ArgumentStats {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn argument_stats(tgid: u32, nr: u32, fd: i64, path_hash: u64, calls: u64, errors: u64, ns: u64, path_of: &PathOf) -> ArgumentStats {
+fn argument_stats(tgid: u32, nr: u32, fd: i64, path_hash: u64, calls: u64, errors: u64, ns: u64, path_of: &Paths) -> ArgumentStats {
     ArgumentStats {
         pid: tgid,
         syscall: syscalls::name(nr),
@@ -303,11 +308,11 @@ fn argument_stats(tgid: u32, nr: u32, fd: i64, path_hash: u64, calls: u64, error
     }
 }
 
-pub(super) fn argument_of(nr: u32, fd: i64, path_hash: u64, path_of: &PathOf) -> Argument {
+pub(super) fn argument_of(nr: u32, fd: i64, path_hash: u64, path_of: &Paths) -> Argument {
     match syscalls::by_nr(nr).map(|s| s.arg) {
         Some(ArgKind::Path(i)) => {
             // None: unreadable, or its string was lost to a full table.
-            let known = (path_hash != UNREADABLE_PATH).then(|| path_of.get(&path_hash)).flatten();
+            let known = (path_hash != UNREADABLE_PATH).then(|| path_of.get(path_hash)).flatten();
             Argument::Path {
                 path: known.map(|p| p.text.clone()),
                 dirfd: (i > 0 && fd != AT_FDCWD).then_some(fd),
