@@ -6,7 +6,10 @@
 //! count together, so thousands of short processes cost one row. Totals only grow; a read
 //! that lands between a thread's end and its exit record sees less for a
 //! moment, so the baseline keeps the largest total seen, and a window never
-//! counts anything twice.
+//! counts anything twice. An argument key the reads stop showing (its
+//! processes ended and its program's key budget was spent) leaves the
+//! baseline after MISSED_READS reads: the baseline is as big as what the
+//! tracer keeps, and the key, made again later, starts from zero.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -32,12 +35,18 @@ pub struct ProgramKey {
 struct ProgramTotals {
     syscalls: BTreeMap<u32, SyscallStats>,
     arguments: HashMap<(u32, Argument), ArgumentStats>,
+    /// Baselines only: reads in a row that did not show an argument key.
+    missed: HashMap<(u32, Argument), u32>,
     environment: Option<Environment>,
     /// Its processes alive at the read.
     live: Vec<u32>,
     /// Its cgroup id (the last process read's).
     cgroup: u64,
 }
+
+/// Reads in a row that may miss a key still counted: one, while its entry
+/// moves from the kernel's table to its program's fold.
+const MISSED_READS: u32 = 2;
 
 /// Running totals per program, from one read of the tracer.
 #[derive(Debug, Clone, Default)]
@@ -189,7 +198,8 @@ impl Windows {
     /// `run` with one process per program that made calls.
     pub fn next(&mut self, now: Totals, run: RunInfo) -> Window {
         let window = self.since(&now, run);
-        let mut latest = self.baselines.back().cloned().unwrap_or_default();
+        // With one baseline it is replaced: no copy of every key.
+        let mut latest = if self.span == 1 { self.baselines.pop_back() } else { self.baselines.back().cloned() }.unwrap_or_default();
         latest.absorb(now);
         self.baselines.push_back(latest);
         while self.baselines.len() > self.span {
@@ -261,7 +271,18 @@ impl Totals {
                 let old = b.syscalls.entry(nr).or_insert_with(|| SyscallStats::new(nr));
                 *old = largest(old, &s);
             }
+            for k in b.arguments.keys() {
+                if !t.arguments.contains_key(k) {
+                    *b.missed.entry(k.clone()).or_default() += 1;
+                }
+            }
+            let gone: Vec<(u32, Argument)> = b.missed.iter().filter(|(_, &n)| n > MISSED_READS).map(|(k, _)| k.clone()).collect();
+            for k in gone {
+                b.missed.remove(&k);
+                b.arguments.remove(&k);
+            }
             for (k, a) in t.arguments {
+                b.missed.remove(&k);
                 match b.arguments.get_mut(&k) {
                     Some(old) if old.calls >= a.calls => {}
                     Some(old) => *old = a,
@@ -418,6 +439,32 @@ mod tests {
         // Back, with 5 more: 5, not 65.
         let win = w.next(Totals::of(&trace(&[(10, "app", 0, 105)], 10), &mut unit), RunInfo::default());
         assert_eq!(win.trace.syscalls[0].calls, 5);
+    }
+
+    #[test]
+    fn a_key_the_reads_stop_showing_leaves_the_baseline_and_counts_from_zero_when_made_again() {
+        let mut w = Windows::start(Totals::default());
+        let mut calls = 100;
+        let mut read = |path_calls: Option<u64>| {
+            // The program makes calls in every window: its row is there.
+            calls += 100;
+            let mut t = trace(&[(10, "app", 0, calls)], path_calls.unwrap_or(0));
+            if path_calls.is_none() {
+                t.arguments.clear();
+            }
+            let win = w.next(Totals::of(&t, &mut unit), RunInfo::default());
+            win.trace.arguments.first().map_or(0, |a| a.calls)
+        };
+        assert_eq!(read(Some(80)), 80);
+        // Missing for one read (a sweep in between): still known, not counted again.
+        assert_eq!(read(None), 0);
+        assert_eq!(read(Some(80)), 0);
+        // Gone (its process ended, its program's budget spent)...
+        for _ in 0..=MISSED_READS {
+            assert_eq!(read(None), 0);
+        }
+        // ...and made again by a new process: its 5 calls, not 0.
+        assert_eq!(read(Some(5)), 5);
     }
 
     #[test]
