@@ -120,13 +120,13 @@ fn file_into(
         }
     }
 
-    for (k, v) in read_all(&maps.arg_stats)? {
-        let (key, v): (arg_key, arg_val) = (from_bytes(&k), from_bytes(&v));
+    for (k, v) in read_all(&maps.arg_stats)?.iter() {
+        let (key, v): (arg_key, arg_val) = (from_bytes(k), from_bytes(v));
         if v.once != 0 {
             continue; // seen once: in the one-shot summary
         }
         let hist = match syscalls::by_nr(key.nr).map(|s| s.arg) {
-            Some(ArgKind::FdIo { .. }) => maps.io_hists.lookup(&k, MapFlags::ANY).map_err(bpf_error)?.map(|h| from_bytes::<io_hist>(&h)),
+            Some(ArgKind::FdIo { .. }) => maps.io_hists.lookup(k, MapFlags::ANY).map_err(bpf_error)?.map(|h| from_bytes::<io_hist>(&h)),
             _ => None,
         };
         out.add_argument(arg_entry(&key, &v, hist.as_ref(), row(key.tgid).unwrap_or(key.tgid), path_of));
