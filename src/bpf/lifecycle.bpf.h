@@ -47,8 +47,10 @@ static __always_inline void send_exec(struct task_struct *p, struct task_state *
 	if (len > ENV_BYTES - 1)
 		len = ENV_BYTES - 1;
 	len &= ENV_BYTES - 1;
-	if (len && bpf_probe_read_user(r->env, len, (void *)start))
+	if (len && bpf_probe_read_user(r->env, len, (void *)start)) {
 		len = 0;
+		r->cut = ENV_UNREAD;
+	}
 	r->len = len;
 	if (bpf_ringbuf_output(&strings, r, offsetof(struct exec_record, env) + len, 0))
 		count_lost(LOST_EXEC, 1);

@@ -157,8 +157,6 @@ struct errno_slot {
 	__u64 count;
 };
 
-/* One per traced thread, in task storage: its state, its counts and its
- * cache of argument keys. Created by sysdiet (run, attach) or at fork. */
 /* Which file a process runs: its executable's inode and device, so that
  * exited processes of one program fold together and two programs of one
  * name (comm) stay apart. Zero for kernel threads. */
@@ -168,6 +166,8 @@ struct exe_id {
 	__u32 _pad;
 };
 
+/* One per traced thread, in task storage: its state, its counts and its
+ * cache of argument keys. Created by sysdiet (run, attach) or at fork. */
 struct task_state {
 	__u32 state;    /* enum target_state */
 	__u32 tgid;
@@ -223,13 +223,14 @@ enum record_kind {
  * process's own, not sysdiet's. Bytes past ENV_BYTES are not sent. */
 #define ENV_BYTES 4096
 #define EXE_NAME_LEN 256
+#define ENV_UNREAD 2
 
 /* A process's exec: the file it runs now and its environment. */
 struct exec_record {
 	__u32 kind; /* RECORD_EXEC */
 	__u32 tgid;
 	__u32 len;  /* bytes of env sent; the record is cut there */
-	__u32 cut;  /* the environment went on past ENV_BYTES */
+	__u32 cut;  /* the environment went on past ENV_BYTES; ENV_UNREAD: not read */
 	struct exe_id exe;
 	/* The file as exec named it (the interpreter's, for a script):
 	 * user space prefers /proc/PID/exe while the process lives. */

@@ -27,6 +27,8 @@ const RECORD_SLOT: u32 = record_kind::RECORD_SLOT.0;
 const RECORD_EXIT: u32 = record_kind::RECORD_EXIT.0;
 const RECORD_PATH: u32 = record_kind::RECORD_PATH.0;
 const RECORD_EXEC: u32 = record_kind::RECORD_EXEC.0;
+/// An exec record's `cut` when the environment could not be read (syscount.h).
+const ENV_UNREAD: u32 = 2;
 /// How often the reader looks, besides the kernel's batched wake-ups.
 const POLL: Duration = Duration::from_millis(50);
 
@@ -149,12 +151,12 @@ pub enum Record {
     /// The string of a path key: (path hash, path).
     Path(u64, PathText),
     /// A process's exec: the file it runs, as exec named it, and what
-    /// rules read of its environment.
+    /// rules read of its environment (None: it could not be read).
     Exec {
         tgid: u32,
         exe: ExeId,
         name: String,
-        env: Environment,
+        env: Option<Environment>,
     },
 }
 
@@ -193,7 +195,7 @@ impl Record {
                     tgid: r.tgid,
                     exe: (r.exe.ino, r.exe.dev),
                     name: c_string(&r.exe_name.map(|c| c as u8)),
-                    env: crate::target::environment_of_block(data.get(at..)?),
+                    env: (r.cut != ENV_UNREAD).then(|| crate::target::environment_of_block(data.get(at..).unwrap_or_default())),
                 })
             }
             RECORD_EXIT => {
@@ -319,7 +321,10 @@ fn file(raw: &RefCell<Vec<Vec<u8>>>, out: &mut Collected, late: bool, to_sweep: 
             }
             // A process that execs again has the later environment.
             Some(Record::Exec { tgid, exe, name, env }) => {
-                out.environments.insert(tgid, env);
+                match env {
+                    Some(env) => out.environments.insert(tgid, env),
+                    None => out.environments.remove(&tgid),
+                };
                 // While it runs, its /proc link names the file as ls would
                 // (no symlink, no script): the name exec got otherwise.
                 out.executables.entry(exe).or_insert_with(|| crate::linux::host::executable(tgid, exe).unwrap_or(name));
