@@ -3,13 +3,14 @@
 //! program that the same rules as `run` read.
 //!
 //! A program is (unit, comm, executable): its processes, alive or gone,
-//! count together, so thousands of short processes cost one row. Totals only grow; a read
-//! that lands between a thread's end and its exit record sees less for a
-//! moment, so the baseline keeps the largest total seen, and a window never
-//! counts anything twice. An argument key the reads stop showing (its
-//! processes ended and its program's key budget was spent) leaves the
-//! baseline after MISSED_READS reads: the baseline is as big as what the
-//! tracer keeps, and the key, made again later, starts from zero.
+//! count together, so thousands of short processes cost one row. Totals
+//! only grow; a read that lands between a thread's end and its exit record
+//! sees less for a moment, so the baseline keeps the largest total seen,
+//! and a window never counts anything twice. An argument key the reads
+//! stop showing (its processes ended and its program's key budget was
+//! spent) leaves the baseline after MISSED_READS + 1 reads: the baseline
+//! is as big as what the tracer keeps, and the key, made again later,
+//! starts from zero.
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -1,7 +1,8 @@
 //! Exited threads' counts as they arrive, in bounded memory: the first
 //! DETAILED processes keep a row each, with every thread; later ones roll
-//! into one row per program (name, cgroup, executable), so a shell loop traced for hours costs
-//! a row per program, not per process. Counts stay exact either way.
+//! into one row per program (name, cgroup, executable), so a shell loop
+//! traced for hours costs a row per program, not per process. Counts stay
+//! exact either way.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -37,6 +38,7 @@ impl Default for KeyBudget {
         KeyBudget::UNBOUNDED
     }
 }
+
 /// Fold rows get ids above any pid (pid_max is at most 2^22).
 pub const FOLD_BASE: u32 = 1 << 30;
 
