@@ -264,13 +264,23 @@ fn a_hang_up_reaches_the_command_when_sysdiet_leads_the_session() {
     // script(1) gives sysdiet a terminal of its own, as the session leader;
     // killing script closes that terminal: the kernel hangs up on sysdiet.
     let cmd = format!("exec {} run --no-stacks -- sleep 43", env!("CARGO_BIN_EXE_sysdiet"));
-    let mut script = std::process::Command::new("script")
+    let mut script = std::process::Command::new("script");
+    script
         .args(["-qc", &cmd, "/dev/null"])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+        .stderr(std::process::Stdio::null());
+    // Under nohup the hang-up is ignored, by sysdiet and the command alike,
+    // as it should be: this test wants it heard.
+    // SAFETY: signal(2) is async-signal-safe, as pre_exec requires.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        script.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut script = script.spawn().unwrap();
     let running = || !std::process::Command::new("pgrep").args(["-f", "^sleep 43$"]).output().unwrap().stdout.is_empty();
     for _ in 0..500 {
         if running() {
