@@ -133,7 +133,15 @@ impl BpfTracer {
             // A host watched for hours: ended programs' keys are bounded.
             if options.system_wide { super::fold::KeyBudget::host() } else { super::fold::KeyBudget::UNBOUNDED },
         )?;
-        Ok(BpfTracer { skel, options, path_of: Default::default(), exe_names: Default::default(), exits: Some(exits), folded, _ticks: ticks })
+        Ok(BpfTracer {
+            skel,
+            options,
+            path_of: if options.system_wide { super::exits::Paths::forgetting() } else { Default::default() },
+            exe_names: Default::default(),
+            exits: Some(exits),
+            folded,
+            _ticks: ticks,
+        })
     }
 
     /// The processes folded into their program's row so far (pid -> row),

@@ -101,23 +101,33 @@ pub type PathOf = HashMap<u64, PathText>;
 #[derive(Debug, Default)]
 pub struct Paths {
     text: PathOf,
-    /// hash -> the read that last used it, or brought it.
-    last: RefCell<HashMap<u64, u64>>,
+    /// hash -> the read that last used it, or brought it; None for a run
+    /// that ends, which forgets nothing and need not keep count.
+    last: Option<RefCell<HashMap<u64, u64>>>,
     read: u64,
 }
 
 impl Paths {
+    /// Strings of a run with no end: `forget_unused` may drop them.
+    pub fn forgetting() -> Paths {
+        Paths { last: Some(RefCell::default()), ..Default::default() }
+    }
+
     /// Strings just sent, each once.
     pub fn add(&mut self, new: PathOf) {
         for (hash, path) in new {
-            self.last.get_mut().insert(hash, self.read);
+            if let Some(last) = &mut self.last {
+                last.get_mut().insert(hash, self.read);
+            }
             self.text.entry(hash).or_insert(path);
         }
     }
 
     pub fn get(&self, hash: u64) -> Option<&PathText> {
         let p = self.text.get(&hash)?;
-        self.last.borrow_mut().insert(hash, self.read);
+        if let Some(last) = &self.last {
+            last.borrow_mut().insert(hash, self.read);
+        }
         Some(p)
     }
 
@@ -126,7 +136,8 @@ impl Paths {
     /// during a read is in neither place for that one read.
     pub fn forget_unused(&mut self, keep: u64) {
         let read = self.read;
-        let last = self.last.get_mut();
+        let Some(last) = &mut self.last else { return };
+        let last = last.get_mut();
         last.retain(|_, l| *l + keep > read);
         self.text.retain(|h, _| last.contains_key(h));
         self.read += 1;
@@ -500,7 +511,7 @@ mod tests {
 
     #[test]
     fn strings_no_read_wants_are_forgotten_after_a_grace() {
-        let mut p = Paths::default();
+        let mut p = Paths::forgetting();
         p.add([(7, PathText::of(b"/a", false)), (8, PathText::of(b"/b", false))].into());
         // Unused for two reads, then wanted: still there.
         p.forget_unused(3);
@@ -512,5 +523,12 @@ mod tests {
         }
         assert!(p.get(8).is_none(), "unused for three reads");
         assert_eq!(p.len(), 1);
+        // A run that ends forgets nothing.
+        let mut kept = Paths::default();
+        kept.add([(8, PathText::of(b"/b", false))].into());
+        for _ in 0..5 {
+            kept.forget_unused(3);
+        }
+        assert!(kept.get(8).is_some());
     }
 }
