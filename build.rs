@@ -21,6 +21,8 @@ fn main() {
         let src = format!("src/bpf/{name}.bpf.c");
         SkeletonBuilder::new()
             .source(&src)
+            // Kept: kernel_types.rs hands it to bpftool.
+            .obj(out.join(format!("{name}.bpf.o")))
             .clang_args(["-I".as_ref(), vmlinux_dir.as_os_str(), "-I".as_ref(), "src/bpf".as_ref()])
             .build_and_generate(out.join(format!("{name}.skel.rs")))
             .unwrap_or_else(|e| panic!("building {src} failed: {e:#}\n(is clang installed? `make deps`)"));

@@ -235,3 +235,35 @@ fn the_hot_hook_is_cheap_to_verify() {
         assert!(insns > 0 && insns < 40_000, "{mode:?}: sys_exit took {insns} verified instructions");
     }
 }
+
+#[test]
+fn cut_kernel_types_that_fail_to_load_are_set_aside_and_the_load_goes_on() {
+    // Loads relocate against the kernel types cut once by bpftool and kept
+    // in the cache (src/trace/kernel_types.rs). A kept file that is
+    // damaged must cost one retry against the whole BTF, never a failed run.
+    if skip_without_bpf() {
+        return;
+    }
+    if std::process::Command::new("bpftool").arg("version").output().is_err() {
+        eprintln!("no bpftool: skipped");
+        return;
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let dir = cache.path().join("sysdiet").join("btf");
+    let programs = || {
+        let out = sysdiet().arg("__programs").arg("--no-stacks").env("XDG_CACHE_HOME", cache.path()).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    let files = |ext: &str| -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(&dir).map_or(vec![], |d| d.map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == ext)).collect())
+    };
+    programs();
+    let cut = files("btf");
+    assert_eq!(cut.len(), 1, "one file of cut types: {:?}", files(""));
+    std::fs::write(&cut[0], b"not BTF").unwrap();
+    programs();
+    assert!(files("btf").is_empty(), "the damaged file is gone");
+    assert_eq!(files("unusable").len(), 1);
+    programs();
+    assert!(files("btf").is_empty(), "and not made again");
+}

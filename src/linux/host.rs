@@ -1,6 +1,7 @@
 //! Facts about the host and its running processes, for `sysdiet check`:
 //! where TZ is set system-wide, and each process's TZ and service unit;
-//! and, for the tracers, which file a process runs.
+//! for the tracers, which file a process runs; and where sysdiet keeps
+//! what it makes once and reuses (its cache).
 
 use std::fs;
 
@@ -86,6 +87,16 @@ pub fn executable(pid: u32, exe: (u64, u32)) -> Option<String> {
         return None;
     }
     Some(fs::read_link(&link).ok()?.to_string_lossy().into_owned())
+}
+
+/// `$XDG_CACHE_HOME/sysdiet`, else `~/.cache/sysdiet`: files made once and
+/// reused (decompressed debug info, the kernel types the tracer needs).
+pub fn cache_dir() -> Option<std::path::PathBuf> {
+    let base = match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+        Some(dir) => std::path::PathBuf::from(dir),
+        None => std::path::PathBuf::from(std::env::var_os("HOME").filter(|v| !v.is_empty())?).join(".cache"),
+    };
+    Some(base.join("sysdiet"))
 }
 
 #[cfg(test)]

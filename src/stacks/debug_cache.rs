@@ -21,7 +21,7 @@ const DEBUG_ROOT: &str = "/usr/lib/debug";
 /// packaged debug file when that one's DWARF is compressed; else `file`
 /// itself (blazesym finds its debug file, by debug link or build id).
 pub fn debug_source(file: &Path) -> PathBuf {
-    debug_source_in(file, Path::new(DEBUG_ROOT), cache_dir().as_deref())
+    debug_source_in(file, Path::new(DEBUG_ROOT), crate::linux::host::cache_dir().as_deref())
 }
 
 fn debug_source_in(file: &Path, debug_root: &Path, cache: Option<&Path>) -> PathBuf {
@@ -77,14 +77,6 @@ fn decompressed(source: &Path, id: &str, cache: &Path) -> Option<PathBuf> {
         return None;
     }
     Some(out)
-}
-
-fn cache_dir() -> Option<PathBuf> {
-    let base = match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(std::env::var_os("HOME").filter(|v| !v.is_empty())?).join(".cache"),
-    };
-    Some(base.join("sysdiet"))
 }
 
 #[cfg(test)]

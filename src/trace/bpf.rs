@@ -11,6 +11,7 @@ use libbpf_rs::{Link, MapCore, MapFlags};
 
 use super::exits::{ExitReader, SweepMaps};
 use super::filter::SyscallSet;
+use super::kernel_types;
 use super::perf::{self, PerfEventAttr, PERF_COUNT_SW_CPU_CLOCK, PERF_TYPE_SOFTWARE};
 use crate::error::{Error, Result};
 use crate::linux::syscalls::{self, ArgKind};
@@ -20,6 +21,9 @@ use crate::model::{Argument, Lost, TimeKind};
 pub(crate) mod skel {
     include!(concat!(env!("OUT_DIR"), "/syscount.skel.rs"));
 }
+
+/// The object the skeleton embeds, as a file's bytes (for kernel_types).
+pub(super) const OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/syscount.bpf.o"));
 
 /// Syscall numbers the kernel side has room for: the length of its `specs`.
 // SAFETY: the read-only data is plain integers, for which zero is valid.
@@ -98,7 +102,40 @@ impl BpfTracer {
     /// Loads and attaches the programs. Nothing is counted until a target
     /// is added.
     pub fn load(filter: &SyscallSet, options: BpfOptions) -> Result<BpfTracer> {
-        let mut open = SyscountSkelBuilder::default().open(object_storage()?).map_err(bpf_error)?;
+        let storage = object_storage()?;
+        let types = if std::env::var_os("SYSDIET_KERNEL_BTF").is_none() { kernel_types::cut(OBJECT, &kernel_btf_path()) } else { None };
+        let skel = match Self::load_skel(filter, &options, storage, types.as_deref()) {
+            Err(_) if types.is_some() => {
+                kernel_types::unusable(types.as_deref().unwrap_or(Path::new("")));
+                Self::load_skel(filter, &options, object_storage()?, None)?
+            }
+            loaded => loaded?,
+        };
+        Self::attach(skel, options)
+    }
+
+    /// Opens and loads the programs, relocated against the cut kernel types
+    /// when there are some (kernel_types.rs), else the whole kernel BTF.
+    fn load_skel(
+        filter: &SyscallSet,
+        options: &BpfOptions,
+        storage: &'static mut MaybeUninit<libbpf_rs::OpenObject>,
+        types: Option<&Path>,
+    ) -> Result<SyscountSkel<'static>> {
+        let builder = SyscountSkelBuilder::default();
+        let mut open = match types.and_then(|p| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).ok()) {
+            // libbpf copies the path at open.
+            Some(path) => builder.open_opts(
+                libbpf_sys::bpf_object_open_opts {
+                    sz: std::mem::size_of::<libbpf_sys::bpf_object_open_opts>() as _,
+                    btf_custom_path: path.as_ptr(),
+                    ..Default::default()
+                },
+                storage,
+            ),
+            None => builder.open(storage),
+        }
+        .map_err(bpf_error)?;
         let rodata = open.maps.rodata_data.as_deref_mut().expect("rodata is mmapped");
         for (nr, spec) in rodata.specs.iter_mut().enumerate().take(MAX_SYSCALLS) {
             *spec = spec_for(nr as u32, filter);
@@ -121,7 +158,11 @@ impl BpfTracer {
         }
         open.progs.sys_enter.set_autoload(options.latency);
         open.progs.on_tick.set_autoload(!options.latency);
-        let mut skel = open.load().map_err(bpf_error)?;
+        open.load().map_err(bpf_error)
+    }
+
+    /// Attaches the loaded programs and starts taking exited threads' counts.
+    fn attach(mut skel: SyscountSkel<'static>, options: BpfOptions) -> Result<BpfTracer> {
         skel.attach().map_err(bpf_error)?;
         let ticks = if options.latency { Vec::new() } else { attach_ticks(&skel)? };
         let handle = |m| libbpf_rs::MapHandle::try_from(m).map_err(bpf_error);

@@ -10,6 +10,7 @@ pub mod exits;
 pub mod filter;
 pub mod floor;
 pub mod fold;
+pub mod kernel_types;
 pub mod mappings;
 pub mod perf;
 pub mod ptrace;

@@ -1,0 +1,147 @@
+//! The kernel types the tracer's CO-RE relocations need, cut out of the
+//! kernel's BTF once and kept. At every load libbpf matches each relocated
+//! type (task_struct, mm_struct, file, ...) by name against every type of
+//! the kernel's BTF, ~14 ms of each start-up (a third of it, measured with
+//! `sysdiet __programs`). `bpftool gen min_core_btf` (BTFgen) cuts the ~40
+//! types the object uses into a file of ~2 KB, and later loads relocate
+//! against that. The file is named by the kernel's build id and a hash of
+//! the object, so a new kernel or a new sysdiet makes a new one. Without
+//! bpftool, a build id or a writable cache, loads use the whole BTF as
+//! before; a file that fails to load is set aside for good (the tracer then
+//! loads against the whole BTF).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Where the running kernel's build id is: its ELF notes.
+const KERNEL_NOTES: &str = "/sys/kernel/notes";
+const NT_GNU_BUILD_ID: u32 = 3;
+
+/// The cut types for `object` on the running kernel: made now if there
+/// are none yet, None if they cannot be had.
+pub fn cut(object: &[u8], kernel_btf: &Path) -> Option<PathBuf> {
+    let notes = std::fs::read(KERNEL_NOTES).ok()?;
+    cut_in(object, kernel_btf, &build_id(&notes)?, &crate::linux::host::cache_dir()?)
+}
+
+fn cut_in(object: &[u8], kernel_btf: &Path, build_id: &str, cache: &Path) -> Option<PathBuf> {
+    let dir = cache.join("btf");
+    let name = format!("{build_id}-{:016x}", fnv1a(object));
+    let out = dir.join(format!("{name}.btf"));
+    if out.is_file() {
+        return Some(out);
+    }
+    if dir.join(format!("{name}.unusable")).exists() {
+        return None;
+    }
+    std::fs::create_dir_all(&dir).ok()?;
+    // Made under names of their own, then renamed: runs may race to make it.
+    let tmp = |ext: &str| dir.join(format!(".{name}.{}.{ext}", std::process::id()));
+    let (obj, btf) = (tmp("o"), tmp("tmp"));
+    let made = std::fs::write(&obj, object).is_ok()
+        && Command::new("bpftool")
+            .args(["gen", "min_core_btf"])
+            .args([kernel_btf, &btf, &obj])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+    let _ = std::fs::remove_file(&obj);
+    if !made || std::fs::rename(&btf, &out).is_err() {
+        let _ = std::fs::remove_file(&btf);
+        return None;
+    }
+    Some(out)
+}
+
+/// Sets aside cut types that libbpf could not load with: later runs use the
+/// whole BTF and do not cut them again.
+pub fn unusable(path: &Path) {
+    let _ = std::fs::write(path.with_extension("unusable"), b"");
+    let _ = std::fs::remove_file(path);
+}
+
+/// The GNU build id among ELF notes, in hex.
+fn build_id(notes: &[u8]) -> Option<String> {
+    let word = |at: usize| Some(u32::from_ne_bytes(notes.get(at..at + 4)?.try_into().ok()?));
+    let pad = |n: u32| (n as usize).div_ceil(4) * 4;
+    let mut at = 0;
+    while at + 12 <= notes.len() {
+        let (namesz, descsz, kind) = (word(at)?, word(at + 4)?, word(at + 8)?);
+        let name = notes.get(at + 12..at + 12 + namesz as usize)?;
+        let desc_at = at + 12 + pad(namesz);
+        let desc = notes.get(desc_at..desc_at + descsz as usize)?;
+        if kind == NT_GNU_BUILD_ID && name == b"GNU\0" && !desc.is_empty() {
+            return Some(desc.iter().map(|b| format!("{b:02x}")).collect());
+        }
+        at = desc_at + pad(descsz);
+    }
+    None
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf29ce484222325, |h, &b| (h ^ b as u64).wrapping_mul(0x100000001b3))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn note(kind: u32, name: &[u8], desc: &[u8]) -> Vec<u8> {
+        let mut v = Vec::new();
+        for w in [name.len() as u32, desc.len() as u32, kind] {
+            v.extend(w.to_ne_bytes());
+        }
+        for part in [name, desc] {
+            v.extend(part);
+            v.resize(v.len().div_ceil(4) * 4, 0);
+        }
+        v
+    }
+
+    #[test]
+    fn the_build_id_is_the_gnu_note_among_others() {
+        let mut notes = note(6, b"Linux\0", &[1, 2, 3]);
+        notes.extend(note(NT_GNU_BUILD_ID, b"GNU\0", &[0xab, 0x01, 0xff]));
+        assert_eq!(build_id(&notes).as_deref(), Some("ab01ff"));
+        assert_eq!(build_id(&note(6, b"Linux\0", &[1])), None);
+        // Cut short: no panic, no id.
+        assert_eq!(build_id(&notes[..notes.len() - 2]), None);
+        assert_eq!(build_id(&[]), None);
+    }
+
+    #[test]
+    fn types_are_cut_once_per_kernel_and_object_and_set_aside_when_unusable() {
+        let btf = Path::new("/sys/kernel/btf/vmlinux");
+        let object = super::super::bpf::OBJECT;
+        if !btf.exists() || Command::new("bpftool").arg("version").output().is_err() {
+            eprintln!("no kernel BTF or no bpftool: skipped");
+            return;
+        }
+        let cache = tempfile::tempdir().unwrap();
+        let made = cut_in(object, btf, "k1", cache.path()).expect("cut");
+        let size = std::fs::metadata(&made).unwrap().len();
+        assert!(size > 0 && size < std::fs::metadata(btf).unwrap().len() / 100, "{size} bytes");
+        // Found again, not made again.
+        std::fs::write(&made, b"kept").unwrap();
+        assert_eq!(cut_in(object, btf, "k1", cache.path()), Some(made.clone()));
+        assert_eq!(std::fs::read(&made).unwrap(), b"kept");
+        // Another kernel: a file of its own. An object bpftool cannot
+        // read: none.
+        let other = cut_in(object, btf, "k2", cache.path()).expect("cut");
+        assert_ne!(other, made);
+        assert_eq!(cut_in(&object[..object.len() / 2], btf, "k1", cache.path()), None);
+        // Set aside: not used, not made again.
+        unusable(&made);
+        assert_eq!(cut_in(object, btf, "k1", cache.path()), None);
+        assert!(!made.exists());
+        // Nothing left behind but the files themselves.
+        let stray: Vec<_> = std::fs::read_dir(cache.path().join("btf"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with('.'))
+            .collect();
+        assert!(stray.is_empty(), "{stray:?}");
+    }
+}
