@@ -260,6 +260,16 @@ fn cut_kernel_types_that_fail_to_load_are_set_aside_and_the_load_goes_on() {
     programs();
     let cut = files("btf");
     assert_eq!(cut.len(), 1, "one file of cut types: {:?}", files(""));
+    // A load that fails for another reason (no BPF rights) keeps the file.
+    let out = std::process::Command::new("setpriv")
+        .args(["--inh-caps=-all", "--bounding-set=-all", "--"])
+        .arg(env!("CARGO_BIN_EXE_sysdiet"))
+        .args(["__programs", "--no-stacks"])
+        .env("XDG_CACHE_HOME", cache.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert_eq!(files("btf"), cut, "kept: {:?}", files(""));
     std::fs::write(&cut[0], b"not BTF").unwrap();
     programs();
     assert!(files("btf").is_empty(), "the damaged file is gone");
