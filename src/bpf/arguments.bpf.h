@@ -214,15 +214,16 @@ enum sighting {
  * slot and a fingerprint are 51 bits of the hash: two keys of a 200,000-path
  * walk share both about once in 50,000 runs (and paths are keyed by a
  * 64-bit hash to begin with). */
-static __always_inline int first_sighting(struct call *c, struct arg_key *k, __u64 *first)
+static __always_inline int first_sighting(struct task_state *ts, struct call *c, struct arg_key *k, __u64 *first)
 {
-	struct task_struct *t = bpf_get_current_task_btf();
 	__u64 h, ours, word, mine, *f;
 	__u32 i;
 
+	if (!ts->leader_start)
+		ts->leader_start = BPF_CORE_READ(bpf_get_current_task_btf(), group_leader, start_time);
 	h = k->path_hash ^ ((__u64)k->fd * 0x9E3779B97F4A7C15ULL) ^
 	    (((__u64)k->nr << 32 | k->tgid) * 0xC2B2AE3D27D4EB4FULL) ^
-	    (t->group_leader->start_time * 0x165667B19E3779F9ULL);
+	    (ts->leader_start * 0x165667B19E3779F9ULL);
 	h ^= h >> 29;
 	h *= 0xBF58476D1CE4E5B9ULL;
 	h ^= h >> 32;
@@ -295,7 +296,7 @@ __noinline bool argument_miss(struct task_state *ts, struct call *c)
 	if (!ts || !c)
 		return false;
 	k = (struct arg_key){ .tgid = ts->tgid, .nr = c->nr, .fd = c->fd, .path_hash = c->path_hash };
-	switch (keep_every_key ? SIGHTING_UNKNOWN : first_sighting(c, &k, &first)) {
+	switch (keep_every_key ? SIGHTING_UNKNOWN : first_sighting(ts, c, &k, &first)) {
 	case SIGHTING_FIRST:
 		summarise_once(c, 1, c->failed, c->ns);
 		return false;

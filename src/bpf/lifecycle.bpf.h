@@ -21,7 +21,7 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 		return 0;
 	}
 	cts->state = TARGET_FORKED;
-	note_task(cts, child, child->tgid != parent->tgid ? parent->tgid : parent->real_parent->tgid);
+	note_task(cts, child, child->tgid != parent->tgid ? parent->tgid : BPF_CORE_READ(parent, real_parent, tgid));
 	cts->mask = child->blocked.sig[0];
 	cts->mask_known = 1;
 	return 0;
@@ -65,7 +65,7 @@ int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct li
 		return 0;
 	/* A held child counts from here: its execve is counted at its exit. */
 	ts->state = TARGET_ACTIVE;
-	note_task(ts, p, p->real_parent->tgid);
+	note_task(ts, p, BPF_CORE_READ(p, real_parent, tgid));
 	send_exec(p, ts, bprm);
 	return 0;
 }

@@ -249,7 +249,7 @@ static __always_inline struct task_state *enrol(struct task_struct *t)
 		return NULL;
 	}
 	ts->state = TARGET_ACTIVE;
-	note_task(ts, t, t->real_parent->tgid);
+	note_task(ts, t, BPF_CORE_READ(t, real_parent, tgid));
 	return ts;
 }
 

@@ -186,6 +186,9 @@ struct task_state {
 	__u64 mask;     /* the signal mask after the last change seen */
 	__u64 last_change; /* seq of the last rt_sigprocmask that changed it */
 	__u64 brk;      /* the program break after this thread's last brk */
+	__u64 leader_start; /* its process leader's start_time, read once: in
+			       first sightings' hashes, so that a reused pid
+			       is a new process */
 	/* stack sampling: a sample every `gap` calls on average */
 	__u32 sample_left;
 	__u32 sample_gap;
