@@ -97,6 +97,14 @@ fn signal_mask_churn_names_its_source() {
     assert_eq!(m["blamed"], "main sigprocmask.c:12");
     // sigsetjmp(env, 0) saves no mask: nothing to find.
     assert!(!ids(&findings("sigjmp", &["50000", "0"], &[])).contains(&"signal-mask-churn"));
+    // Block, unblock, with no old set asked for: each call changes the
+    // mask, the second undoing the first (it was once told "sets the mask
+    // it already has": the mask before was taken after the call).
+    let b = findings("sigblock", &["20000"], &[]);
+    let m = only(&b, "signal-mask-churn");
+    let what = m["what"].as_str().unwrap();
+    assert!(what.contains("undoes") && !what.contains("sets the mask it has"), "{m}");
+    assert!(m["why"].as_str().unwrap().contains("undo"), "{m}");
 }
 
 #[test]

@@ -70,12 +70,13 @@ static __always_inline __s64 classify_timeout(__u8 kind, __u64 arg)
 }
 
 /* What a finished rt_sigprocmask(how, set, oldset) did to the mask: the
- * mask before is *oldset when given, else the one this thread was last
- * seen with. */
+ * mask before is the one this thread was last seen with (every change is
+ * seen: this call, sigreturn, a handler's entry makes it unknown), else
+ * *oldset when given; neither, and a change is not told from none. */
 static __always_inline __u32 classify_mask(struct task_state *ts, struct task_struct *t,
 					   struct pt_regs *regs, long ret)
 {
-	__u64 after = t->blocked.sig[0], before = 0, oldset = regs->dx;
+	__u64 after = t->blocked.sig[0], before = ts->mask, oldset = regs->dx;
 	int how = regs->di;
 	bool known = ts->mask_known;
 	__u32 c = how == 0 ? MASK_BLOCK : how == 1 ? MASK_UNBLOCK : MASK_SET;
@@ -86,10 +87,8 @@ static __always_inline __u32 classify_mask(struct task_state *ts, struct task_st
 		return MASK_QUERY;
 	if (ret < 0)
 		return c;
-	if (oldset && !bpf_probe_read_user(&before, sizeof(before), (void *)oldset))
+	if (!known && oldset && !bpf_probe_read_user(&before, sizeof(before), (void *)oldset))
 		known = true;
-	else
-		before = ts->mask;
 	if (!known)
 		return c;
 	if (before == after)

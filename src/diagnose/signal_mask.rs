@@ -33,14 +33,21 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             })
             .collect();
         kinds.sort_by_key(|k| std::cmp::Reverse(k.1));
-        let pointless: u64 = kinds.iter().filter(|(k, _)| matches!(k, MaskChange::Query | MaskChange::Same | MaskChange::Undo)).map(|k| k.1).sum();
+        let calls_of = |which: &[MaskChange]| kinds.iter().filter(|(k, _)| which.contains(k)).map(|k| k.1).sum::<u64>();
+        let (unchanged, undone) = (calls_of(&[MaskChange::Query, MaskChange::Same]), calls_of(&[MaskChange::Undo]));
+        let pointless = unchanged + undone;
         let share = |n: u64| format!("{:.0}%", 100.0 * n as f64 / s.calls as f64);
         let breakdown: Vec<String> =
             kinds.iter().filter(|(_, n)| n * 200 >= s.calls).take(3).map(|(k, n)| format!("{} {}", share(*n), mask_change(*k))).collect();
 
         let ucontext = called_through(trace, &s.sites, UCONTEXT);
         let sigjmp = called_through(trace, &s.sites, SIGJMP);
-        let mut why = format!("{} of the calls change no signal mask", share(pointless));
+        // An undo changes the mask, but the pair leaves it as it was.
+        let mut why = match (unchanged, undone) {
+            (_, 0) => format!("{} of the calls change no signal mask", share(unchanged)),
+            (0, _) => format!("{} of the calls undo the change made just before, with no call between", share(undone)),
+            _ => format!("{} of the calls change no signal mask and {} undo the change made just before", share(unchanged), share(undone)),
+        };
         let mut fixes = Vec::new();
         if ucontext {
             why.push_str("; they come from glibc's getcontext/setcontext/swapcontext, which save and restore the mask on every context switch");
@@ -118,6 +125,14 @@ mod tests {
         let f = check(&mask_trace(MaskChange::Query, &["__GI___sigprocmask", "main"]));
         assert!(f[0].fixes[0].text.contains("keep it in a variable"));
         assert!(f[0].why.starts_with("100% of the calls change no signal mask"));
+    }
+
+    #[test]
+    fn undone_changes_are_said_as_such() {
+        let f = check(&mask_trace(MaskChange::Undo, &["__GI___sigprocmask", "main"]));
+        assert!(f[0].why.starts_with("100% of the calls undo the change made just before"), "{}", f[0].why);
+        assert!(f[0].fixes[0].text.contains("block signals once around the loop"));
+        assert_eq!(f[0].saving_ns, 20_000_000);
     }
 
     #[test]
