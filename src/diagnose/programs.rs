@@ -37,18 +37,25 @@ pub fn group(trace: &Trace, findings: Vec<Finding>) -> Vec<Finding> {
             continue;
         }
         same.sort_by(|a, b| b.evidence.calls.cmp(&a.evidence.calls).then(a.pid.cmp(&b.pid)));
+        let processes: Vec<ProcessShare> = same.iter().filter_map(|f| Some(ProcessShare { pid: f.pid?, calls: f.evidence.calls })).collect();
+        // A row folding many ended processes counts as them all; its
+        // figures are theirs summed, so the why is told by a real process.
+        let folded = |f: &Finding| f.pid.and_then(|pid| trace.process(pid)).map_or(0, |p| p.folded);
+        let count: u64 = same.iter().map(|f| folded(f).max(1)).sum();
+        if let Some(one) = same.iter().position(|f| folded(f) == 0) {
+            same.swap(0, one);
+        }
         let calls: u64 = same.iter().map(|f| f.evidence.calls).sum();
         let kernel_ns: u64 = same.iter().map(|f| f.evidence.kernel_ns).sum();
         let mut sites = Vec::new();
         for f in &same {
             callsite::merge_shares(&mut sites, &f.sites);
         }
-        let processes: Vec<ProcessShare> = same.iter().filter_map(|f| Some(ProcessShare { pid: f.pid?, calls: f.evidence.calls })).collect();
         let mut merged = same.swap_remove(0);
         merged.what = format!("{} × {what}", thousands(calls));
         merged.saving_ns += same.iter().map(|f| f.saving_ns).sum::<u64>();
         merged.evidence = Evidence { untimed: merged.evidence.untimed, ..Evidence::new(trace, &syscall, calls, kernel_ns) };
-        merged.why = format!("{} (in each of {} processes of {program})", merged.why, processes.len());
+        merged.why = format!("{} (in each of {} processes of {program})", merged.why, thousands(count));
         merged.pid = None;
         merged.sites = sites;
         merged.program = Some(program);
@@ -99,6 +106,20 @@ mod tests {
         assert_eq!(g.what, "1,140 × newfstatat(\"/etc/passwd\")");
         assert_eq!((g.processes.len(), g.pid, g.evidence.calls), (19, None, 1140));
         assert!(!g.is_small());
+    }
+
+    #[test]
+    fn a_folded_row_counts_as_its_processes_and_does_not_tell_the_why() {
+        let mut t = trace(100_000_000, &[("newfstatat", 1200, 1_200_000)]);
+        t.processes = (1..=3).map(|pid| Process { pid, comm: "statloop".into(), ..Default::default() }).collect();
+        t.processes.push(Process { pid: 1 << 30, comm: "statloop".into(), folded: 500, ..Default::default() });
+        let mut raw: Vec<Finding> = (1..=3).map(|pid| finding(&t, pid, 60)).collect();
+        raw.push(Finding { why: "the same path, summed".into(), ..finding(&t, 1 << 30, 30_000) });
+        let g = group(&t, raw);
+        assert_eq!(g.len(), 1);
+        assert_eq!(g[0].why, "the same path (in each of 503 processes of statloop)");
+        assert_eq!(g[0].evidence.calls, 30_180);
+        assert_eq!(g[0].processes[0], ProcessShare { pid: 1 << 30, calls: 30_000 }, "most calls first");
     }
 
     #[test]

@@ -29,7 +29,7 @@ pub fn section(out: &mut String, trace: &Trace, findings: &[Finding]) {
     for f in findings {
         let e = &f.evidence;
         let pid = match (&f.program, f.pid) {
-            (Some(program), _) => format!(" ({} processes of {})", f.processes.len(), escaped(program)),
+            (Some(program), _) => format!(" ({} processes of {})", thousands(super::processes_in(trace, &f.processes)), escaped(program)),
             (None, Some(p)) if trace.processes.len() > 1 => format!(" ({})", super::who(trace, p)),
             _ => String::new(),
         };
@@ -44,7 +44,7 @@ pub fn section(out: &mut String, trace: &Trace, findings: &[Finding]) {
         let _ = writeln!(out, "\n[{}] {}{pid} — {cost}{:.0}% of all calls", f.id, f.what, 100.0 * e.share_of_calls);
         if !f.processes.is_empty() {
             // The processes of a finding about a program, most calls first.
-            let shown: Vec<String> = f.processes.iter().take(5).map(|p| format!("pid {} × {}", p.pid, thousands(p.calls))).collect();
+            let shown: Vec<String> = f.processes.iter().take(5).map(|p| format!("{} × {}", super::who(trace, p.pid), thousands(p.calls))).collect();
             let more = f.processes.len().saturating_sub(shown.len());
             let more = if more > 0 { format!(", and {more} more") } else { String::new() };
             let _ = writeln!(out, "  in    {}{more}", shown.join(", "));
