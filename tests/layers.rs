@@ -17,7 +17,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // Names in its messages are escaped as the reports escape them.
     ("target", &["error", "human", "linux", "model"]),
     ("trace", &["error", "linux", "model", "target"]),
-    ("stacks", &["error", "model", "trace"]),
+    ("stacks", &["error", "linux", "model", "trace"]),
     ("diagnose", &["human", "linux", "model"]),
     ("pipeline", &["diagnose", "error", "human", "linux", "model", "stacks", "target", "trace"]),
     ("compare", &["diagnose", "error", "model", "pipeline", "stats", "target"]),
