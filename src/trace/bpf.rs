@@ -104,13 +104,13 @@ impl BpfTracer {
     pub fn load(filter: &SyscallSet, options: BpfOptions) -> Result<BpfTracer> {
         let storage = object_storage()?;
         let types = if std::env::var_os("SYSDIET_KERNEL_BTF").is_none() { kernel_types::cut(OBJECT, &kernel_btf_path()) } else { None };
-        let skel = match (Self::load_skel(filter, &options, storage, types.as_deref()), types) {
+        let skel = match (Self::load_skel(filter, &options, storage, types.as_ref().map(|t| t.path()).as_deref()), types) {
             (Ok(skel), _) => skel,
             // Only the cut types' fault if the whole BTF loads: without
             // BPF rights, say, both fail and the file stays.
             (Err(first), Some(types)) => match Self::load_skel(filter, &options, object_storage()?, None) {
                 Ok(skel) => {
-                    kernel_types::unusable(&types);
+                    types.set_aside();
                     skel
                 }
                 Err(_) => return Err(first),

@@ -8,8 +8,14 @@
 //! the object, so a new kernel or a new sysdiet makes a new one. Without
 //! bpftool, a build id or a writable cache, loads use the whole BTF as
 //! before; a file that fails to load is set aside for good (the tracer then
-//! loads against the whole BTF).
+//! loads against the whole BTF). The cache may be a user's (sudo keeping
+//! HOME): a kept file is used only if it is sysdiet's user's own and no one
+//! else may write it, and libbpf reads it through the descriptor that was
+//! checked, so that it cannot be swapped in between.
 
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -17,11 +23,40 @@ use std::process::{Command, Stdio};
 const KERNEL_NOTES: &str = "/sys/kernel/notes";
 const NT_GNU_BUILD_ID: u32 = 3;
 
+/// Cut kernel types, open and checked.
+pub struct CutTypes {
+    file: File,
+    kept: PathBuf,
+}
+
+impl CutTypes {
+    /// Where libbpf reads them: the checked file, by its open descriptor.
+    pub fn path(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
+    }
+
+    /// Sets them aside for good: later runs use the whole BTF.
+    pub fn set_aside(&self) {
+        unusable(&self.kept);
+    }
+}
+
 /// The cut types for `object` on the running kernel: made now if there
 /// are none yet, None if they cannot be had.
-pub fn cut(object: &[u8], kernel_btf: &Path) -> Option<PathBuf> {
+pub fn cut(object: &[u8], kernel_btf: &Path) -> Option<CutTypes> {
     let notes = std::fs::read(KERNEL_NOTES).ok()?;
-    cut_in(object, kernel_btf, &build_id(&notes)?, &crate::linux::host::cache_dir()?)
+    let kept = cut_in(object, kernel_btf, &build_id(&notes)?, &crate::linux::host::cache_dir()?)?;
+    Some(CutTypes { file: open_own(&kept)?, kept })
+}
+
+/// `path` opened, if it is a file of this process's user that no one else
+/// may write.
+fn open_own(path: &Path) -> Option<File> {
+    let file = File::open(path).ok()?;
+    let m = file.metadata().ok()?;
+    // SAFETY: geteuid has no preconditions.
+    let own = m.uid() == unsafe { libc::geteuid() };
+    (m.is_file() && own && m.mode() & 0o022 == 0).then_some(file)
 }
 
 fn cut_in(object: &[u8], kernel_btf: &Path, build_id: &str, cache: &Path) -> Option<PathBuf> {
@@ -136,6 +171,17 @@ mod tests {
         unusable(&made);
         assert_eq!(cut_in(object, btf, "k1", cache.path()), None);
         assert!(!made.exists());
+        // Used only if it is ours and no one else may write it.
+        std::fs::write(&other, b"types").unwrap();
+        assert!(open_own(&other).is_some());
+        std::fs::set_permissions(&other, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+        assert!(open_own(&other).is_none(), "writable by others");
+        std::fs::set_permissions(&other, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(&other, Some(65534), None).unwrap();
+            assert!(open_own(&other).is_none(), "another user's");
+        }
         // Nothing left behind but the files themselves.
         let stray: Vec<_> = std::fs::read_dir(cache.path().join("btf"))
             .unwrap()
