@@ -40,9 +40,8 @@ pub fn group(trace: &Trace, findings: Vec<Finding>) -> Vec<Finding> {
         let processes: Vec<ProcessShare> = same.iter().filter_map(|f| Some(ProcessShare { pid: f.pid?, calls: f.evidence.calls })).collect();
         // A row folding many ended processes counts as them all; its
         // figures are theirs summed, so the why is told by a real process.
-        let folded = |f: &Finding| f.pid.and_then(|pid| trace.process(pid)).map_or(0, |p| p.folded);
-        let count: u64 = same.iter().map(|f| folded(f).max(1)).sum();
-        if let Some(one) = same.iter().position(|f| folded(f) == 0) {
+        let folded = |f: &Finding| f.pid.and_then(|pid| trace.process(pid)).is_some_and(|p| p.folded > 0);
+        if let Some(one) = same.iter().position(|f| !folded(f)) {
             same.swap(0, one);
         }
         let calls: u64 = same.iter().map(|f| f.evidence.calls).sum();
@@ -55,7 +54,7 @@ pub fn group(trace: &Trace, findings: Vec<Finding>) -> Vec<Finding> {
         merged.what = format!("{} × {what}", thousands(calls));
         merged.saving_ns += same.iter().map(|f| f.saving_ns).sum::<u64>();
         merged.evidence = Evidence { untimed: merged.evidence.untimed, ..Evidence::new(trace, &syscall, calls, kernel_ns) };
-        merged.why = format!("{} (in each of {} processes of {program})", merged.why, thousands(count));
+        merged.why = format!("{} (in each of {} processes of {program})", merged.why, thousands(trace.processes_in(&processes)));
         merged.pid = None;
         merged.sites = sites;
         merged.program = Some(program);

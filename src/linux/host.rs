@@ -89,6 +89,30 @@ pub fn executable(pid: u32, exe: (u64, u32)) -> Option<String> {
     Some(fs::read_link(&link).ok()?.to_string_lossy().into_owned())
 }
 
+/// The cached file `out`, made now by `make(tmp)` if there is none: `make`
+/// writes a private name beside it, which is then renamed, since runs may
+/// race to make it. None if it could not be made (nothing is left behind).
+pub fn cached_file(out: &std::path::Path, make: impl FnOnce(&std::path::Path) -> bool) -> Option<std::path::PathBuf> {
+    if out.is_file() {
+        return Some(out.to_path_buf());
+    }
+    let dir = out.parent()?;
+    fs::create_dir_all(dir).ok()?;
+    let tmp = dir.join(format!(".{}.{}.tmp", out.file_name()?.to_string_lossy(), std::process::id()));
+    if !make(&tmp) || fs::rename(&tmp, out).is_err() {
+        let _ = fs::remove_file(&tmp);
+        return None;
+    }
+    Some(out.to_path_buf())
+}
+
+/// Runs a helper program for its files alone: nothing in, nothing shown;
+/// true if it ran and succeeded.
+pub fn run_quietly(cmd: &mut std::process::Command) -> bool {
+    use std::process::Stdio;
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
 /// `$XDG_CACHE_HOME/sysdiet`, else `~/.cache/sysdiet`: files made once and
 /// reused (decompressed debug info, the kernel types the tracer needs).
 pub fn cache_dir() -> Option<std::path::PathBuf> {

@@ -29,7 +29,7 @@ pub fn section(out: &mut String, trace: &Trace, findings: &[Finding]) {
     for f in findings {
         let e = &f.evidence;
         let pid = match (&f.program, f.pid) {
-            (Some(program), _) => format!(" ({} processes of {})", thousands(super::processes_in(trace, &f.processes)), escaped(program)),
+            (Some(program), _) => format!(" ({} processes of {})", thousands(trace.processes_in(&f.processes)), escaped(program)),
             (None, Some(p)) if trace.processes.len() > 1 => format!(" ({})", super::who(trace, p)),
             _ => String::new(),
         };

@@ -23,12 +23,6 @@ pub use folded::Weight;
 
 use crate::model::Trace;
 
-/// How many processes a finding's shares stand for: a row folding many
-/// exited processes counts as them all.
-pub fn processes_in(trace: &Trace, shares: &[crate::model::ProcessShare]) -> u64 {
-    shares.iter().map(|s| trace.process(s.pid).map_or(1, |p| p.folded.max(1))).sum()
-}
-
 /// `pid 1234`, or for a row folding many exited processes of a program,
 /// `true ×19,000 (folded)`.
 pub fn who(trace: &Trace, pid: u32) -> String {

@@ -10,7 +10,9 @@
 //! are.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
+
+use crate::linux::host::run_quietly;
 
 use object::{Object, ObjectSection};
 
@@ -55,28 +57,9 @@ fn compressed_dwarf<'a>(elf: &object::File<'a, &'a object::ReadCache<std::fs::Fi
 
 /// The cached decompressed copy of `source`, made now if there is none.
 fn decompressed(source: &Path, id: &str, cache: &Path) -> Option<PathBuf> {
-    let dir = cache.join("debug");
-    let out = dir.join(format!("{id}.debug"));
-    if out.is_file() {
-        return Some(out);
-    }
-    std::fs::create_dir_all(&dir).ok()?;
-    // Made under a name of its own, then renamed: runs may race to make it.
-    let tmp = dir.join(format!(".{id}.{}.tmp", std::process::id()));
-    let made = Command::new("objcopy")
-        .arg("--decompress-debug-sections")
-        .arg(source)
-        .arg(&tmp)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !made || std::fs::rename(&tmp, &out).is_err() {
-        let _ = std::fs::remove_file(&tmp);
-        return None;
-    }
-    Some(out)
+    crate::linux::host::cached_file(&cache.join("debug").join(format!("{id}.debug")), |tmp| {
+        run_quietly(Command::new("objcopy").arg("--decompress-debug-sections").arg(source).arg(tmp))
+    })
 }
 
 #[cfg(test)]

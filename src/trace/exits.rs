@@ -68,6 +68,11 @@ pub(super) fn errnos_of(slots: &[errno_slot]) -> Vec<(u32, u32, u64)> {
 /// Which file a process runs: (inode, device); (0, 0) for a kernel thread.
 pub type ExeId = (u64, u32);
 
+/// The kernel side's (inode, device) of a file, as user space keys it.
+pub(super) fn exe_id_of(e: &super::bpf::skel::types::exe_id) -> ExeId {
+    (e.ino, e.dev)
+}
+
 /// Executables' paths by their identity.
 pub type ExeNames = HashMap<ExeId, String>;
 
@@ -204,7 +209,7 @@ impl Record {
                 let r: exec_record = from_bytes(&[data.get(..at)?, &vec![0u8; std::mem::size_of::<exec_record>() - at]].concat());
                 Some(Record::Exec {
                     tgid: r.tgid,
-                    exe: (r.exe.ino, r.exe.dev),
+                    exe: exe_id_of(&r.exe),
                     name: c_string(&r.exe_name.map(|c| c as u8)),
                     env: (r.cut != ENV_UNREAD).then(|| crate::target::environment_of_block(data.get(at..).unwrap_or_default())),
                 })
@@ -227,7 +232,7 @@ impl Record {
                     ppid: r.ppid,
                     comm: c_string(&r.comm.map(|c| c as u8)),
                     cgroup: r.cgroup,
-                    exe: (r.exe.ino, r.exe.dev),
+                    exe: exe_id_of(&r.exe),
                     exit: Some(Exit::from_wait_status(r.exit_code)),
                     stats: r.e[..entries].iter().map(|e| syscall_stats(e.nr, &e.v)).collect(),
                     mask_calls: r.mask_calls,

@@ -17,7 +17,9 @@ use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
+
+use crate::linux::host::run_quietly;
 
 /// Where the running kernel's build id is: its ELF notes.
 const KERNEL_NOTES: &str = "/sys/kernel/notes";
@@ -60,39 +62,24 @@ fn open_own(path: &Path) -> Option<File> {
 }
 
 fn cut_in(object: &[u8], kernel_btf: &Path, build_id: &str, cache: &Path) -> Option<PathBuf> {
-    let dir = cache.join("btf");
-    let name = format!("{build_id}-{:016x}", fnv1a(object));
-    let out = dir.join(format!("{name}.btf"));
-    if out.is_file() {
-        return Some(out);
-    }
-    if dir.join(format!("{name}.unusable")).exists() {
+    let out = cache.join("btf").join(format!("{build_id}-{:016x}.btf", fnv1a(object)));
+    if out.with_extension("unusable").exists() {
         return None;
     }
-    std::fs::create_dir_all(&dir).ok()?;
-    // Made under names of their own, then renamed: runs may race to make it.
-    let tmp = |ext: &str| dir.join(format!(".{name}.{}.{ext}", std::process::id()));
-    let (obj, btf) = (tmp("o"), tmp("tmp"));
-    let made = std::fs::write(&obj, object).is_ok()
-        && Command::new("bpftool")
-            .args(["gen", "min_core_btf"])
-            .args([kernel_btf, &btf, &obj])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-    let _ = std::fs::remove_file(&obj);
-    if !made || std::fs::rename(&btf, &out).is_err() {
-        let _ = std::fs::remove_file(&btf);
-        return None;
-    }
-    Some(out)
+    crate::linux::host::cached_file(&out, |btf| {
+        // bpftool reads the object from a file: a private one beside it,
+        // removed when dropped.
+        let Ok(mut obj) = tempfile::Builder::new().prefix(".").suffix(".o").tempfile_in(btf.parent().unwrap_or(Path::new("."))) else {
+            return false;
+        };
+        std::io::Write::write_all(&mut obj, object).is_ok()
+            && run_quietly(Command::new("bpftool").args(["gen", "min_core_btf"]).arg(kernel_btf).arg(btf).arg(obj.path()))
+    })
 }
 
 /// Sets aside cut types that libbpf could not load with: later runs use the
 /// whole BTF and do not cut them again.
-pub fn unusable(path: &Path) {
+fn unusable(path: &Path) {
     let _ = std::fs::write(path.with_extension("unusable"), b"");
     let _ = std::fs::remove_file(path);
 }

@@ -172,7 +172,7 @@ fn live_threads(tracer: &BpfTracer) -> Vec<(ThreadCounts, Vec<arg_slot>)> {
             ppid: ts.ppid,
             comm,
             cgroup: ts.cgroup,
-            exe: (ts.exe.ino, ts.exe.dev),
+            exe: super::exits::exe_id_of(&ts.exe),
             exit: None,
             stats: used(&ts.stats),
             mask_calls: ts.mask_calls,
