@@ -121,6 +121,9 @@ pub enum Command {
         /// enter, exit or both
         #[arg(long, value_parser = ["enter", "exit", "both"])]
         hooks: String,
+        /// Each hook reads the clock: the floor of timing every call
+        #[arg(long)]
+        clock: bool,
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<OsString>,
     },

@@ -464,8 +464,10 @@ fn the_floor_runs_a_command_under_empty_hooks_and_passes_its_status() {
         return;
     }
     for hooks in ["enter", "exit", "both"] {
-        let out = sysdiet().args(["__floor", "--hooks", hooks, "--", "sh", "-c", "exit 3"]).output().unwrap();
-        assert_eq!(out.status.code(), Some(3), "{hooks}: {}", String::from_utf8_lossy(&out.stderr));
+        for clock in [&[][..], &["--clock"][..]] {
+            let out = sysdiet().args(["__floor", "--hooks", hooks]).args(clock).args(["--", "sh", "-c", "exit 3"]).output().unwrap();
+            assert_eq!(out.status.code(), Some(3), "{hooks} {clock:?}: {}", String::from_utf8_lossy(&out.stderr));
+        }
     }
 }
 

@@ -25,8 +25,11 @@ pub struct Floor {
 }
 
 impl Floor {
-    pub fn attach(hooks: Hooks) -> Result<Floor> {
+    /// With `clock`, each hook reads the clock (and discards it): the
+    /// floor of a tracer that times every call.
+    pub fn attach(hooks: Hooks, clock: bool) -> Result<Floor> {
         let mut open = skel::FloorSkelBuilder::default().open(object_storage()?).map_err(bpf_error)?;
+        open.maps.rodata_data.as_deref_mut().expect("floor has read-only data").read_clock = u8::from(clock);
         open.progs.floor_enter.set_autoload(hooks != Hooks::Exit);
         open.progs.floor_exit.set_autoload(hooks != Hooks::Enter);
         let mut skel = open.load().map_err(bpf_error)?;
