@@ -123,10 +123,12 @@ fn public_command() -> clap::Command {
 fn programs(options: BpfOptions) -> Result<i32> {
     let started = Instant::now();
     let tracer = BpfTracer::load(&SyscallSet::default(), options)?;
-    println!("loaded and attached in {:.1} ms", started.elapsed().as_secs_f64() * 1e3);
+    let mut text = format!("loaded and attached in {:.1} ms\n", started.elapsed().as_secs_f64() * 1e3);
     for (name, insns) in tracer.verified() {
-        println!("{name} verified_insns={insns}");
+        text += &format!("{name} verified_insns={insns}\n");
     }
+    // A reader that stops early (| head) is not an error worth a panic.
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
     Ok(0)
 }
 

@@ -12,9 +12,6 @@ const CLOCKSOURCE: &str = "/sys/devices/system/clocksource/clocksource0";
 /// Clocksources the vDSO reads the time from without a syscall.
 const VDSO_CAPABLE: &[&str] = &["tsc", "kvm-clock", "hyperv_clocksource_tsc_page"];
 
-/// The host's current clocksource (tsc, hpet, xen, ...).
-/// The clock ids' names, by id (include/uapi/linux/time.h); 10 was
-/// CLOCK_SGI_CYCLE, never implemented.
 /// What one syscall's round trip costs on this host, untraced: the fastest
 /// of 5 batches of getppid, in ns (2 to 5 ms in all). Each call a fix
 /// removes saves at least this, wherever a tick of sampled time landed.
@@ -32,6 +29,8 @@ pub fn syscall_cost_ns() -> u64 {
     best
 }
 
+/// The clock ids' names, by id (include/uapi/linux/time.h); 10 was
+/// CLOCK_SGI_CYCLE, never implemented.
 pub const CLOCK_NAMES: [&str; 12] = [
     "CLOCK_REALTIME",
     "CLOCK_MONOTONIC",
@@ -47,6 +46,7 @@ pub const CLOCK_NAMES: [&str; 12] = [
     "CLOCK_TAI",
 ];
 
+/// The host's current clocksource (tsc, hpet, xen, ...).
 pub fn clocksource() -> Option<String> {
     std::fs::read_to_string(format!("{CLOCKSOURCE}/current_clocksource")).ok().map(|s| s.trim().to_string())
 }

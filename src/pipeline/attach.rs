@@ -16,9 +16,7 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
     }
     let threads: Vec<Vec<(u32, String)>> = pids.iter().map(|&p| target::live_threads(p)).collect::<Result<_>>()?;
 
-    // Before the probes exist: they slow every task's syscalls.
-    let syscall_ns = crate::linux::syscall_cost_ns();
-    let (tracer, why) = super::load_bpf(opts)?;
+    let (tracer, why, syscall_ns) = super::load_bpf(opts)?;
     let Some(mut tracer) = tracer else {
         return super::ptraced::attach(pids, duration, opts, started, why);
     };

@@ -51,14 +51,12 @@ impl Host {
     /// whole host cannot be ptraced. A window spans the last `span` reads.
     pub fn start(filter: &SyscallSet, filter_expr: Option<String>, scope: Scope, all: bool, span: usize) -> Result<Host> {
         let t0 = Instant::now();
-        // Before the probes exist: they slow every task's syscalls.
-        let syscall_ns = crate::linux::syscall_cost_ns();
-        let mut tracer =
-            BpfTracer::load(filter, BpfOptions { system_wide: true, ..Default::default() }).map_err(|e| match super::bpf_unavailable(&e) {
-                Some(why) if matches!(e, Error::NoBpfRights) => Error::HostNeedsBpf(format!("{why} (run as root, or give CAP_BPF and CAP_PERFMON)")),
-                Some(why) => Error::HostNeedsBpf(why),
-                None => e,
-            })?;
+        let (tracer, syscall_ns) = super::load_measuring(filter, BpfOptions { system_wide: true, ..Default::default() });
+        let mut tracer = tracer.map_err(|e| match super::bpf_unavailable(&e) {
+            Some(why) if matches!(e, Error::NoBpfRights) => Error::HostNeedsBpf(format!("{why} (run as root, or give CAP_BPF and CAP_PERFMON)")),
+            Some(why) => Error::HostNeedsBpf(why),
+            None => e,
+        })?;
         let mut units = Units::new();
         let first = snapshot(&mut tracer, &mut units)?;
         Ok(Host {

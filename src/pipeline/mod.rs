@@ -24,7 +24,7 @@ use crate::error::Result;
 use crate::model::builder::TraceBuilder;
 use crate::model::{RunInfo, Trace};
 use crate::stacks::collector::Collector;
-use crate::trace::bpf::{BpfOptions, BpfTracer, SAMPLE_FIRST_GAP, SAMPLE_INTERVAL_NS};
+use crate::trace::bpf::{BpfOptions, BpfTracer, LoadedTracer, SAMPLE_FIRST_GAP, SAMPLE_INTERVAL_NS};
 use crate::trace::filter::SyscallSet;
 use crate::trace::mappings::{MapEvent, MapEvents};
 
@@ -65,19 +65,33 @@ pub const BACKEND: &str = "bpf";
 
 /// Loads the BPF tracer, or says why ptrace will count instead: `Ok(None)`
 /// with the reason when `--backend auto` cannot use BPF here.
-fn load_bpf(opts: &TraceOptions) -> Result<(Option<BpfTracer>, Option<String>)> {
+/// Loads the tracer (None: ptrace counts, and why), and what one syscall
+/// costs on this host untraced (`linux::syscall_cost_ns`).
+fn load_bpf(opts: &TraceOptions) -> Result<(Option<BpfTracer>, Option<String>, u64)> {
     if opts.backend == Backend::Ptrace {
-        return Ok((None, None));
+        return Ok((None, None, crate::linux::syscall_cost_ns()));
     }
-    match BpfTracer::load(&opts.filter, opts.bpf()) {
-        Ok(t) => Ok((Some(t), None)),
+    let (tracer, syscall_ns) = load_measuring(&opts.filter, opts.bpf());
+    match tracer {
+        Ok(t) => Ok((Some(t), None, syscall_ns)),
         Err(e) if opts.backend == Backend::Auto => {
             let Some(why) = bpf_unavailable(&e) else { return Err(e) };
             eprintln!("sysdiet: counting with ptrace (slower than BPF): {why}");
-            Ok((None, Some(why)))
+            Ok((None, Some(why), syscall_ns))
         }
         Err(e) => Err(e),
     }
+}
+
+/// Loads the tracer while a syscall's untraced cost is measured on the
+/// other CPU (a few ms of start-up, no longer in series with the load),
+/// and attaches it once that is done: the probes slow every task's
+/// syscalls, the measure's too.
+fn load_measuring(filter: &SyscallSet, options: BpfOptions) -> (Result<BpfTracer>, u64) {
+    let cost = std::thread::spawn(crate::linux::syscall_cost_ns);
+    let loaded = BpfTracer::load_unattached(filter, options);
+    let syscall_ns = cost.join().unwrap_or_else(|_| crate::linux::syscall_cost_ns());
+    (loaded.and_then(LoadedTracer::attach), syscall_ns)
 }
 
 /// Why BPF cannot count here, in a few words, for the errors that mean it

@@ -26,9 +26,7 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
     // its pipe close and runs the command anyway, untraced.
     let held = spawn::spawn_held(&program, command, env, opts.quiet)?;
     let comm = program.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    // Before the probes exist: they slow every task's syscalls.
-    let syscall_ns = crate::linux::syscall_cost_ns();
-    let (tracer, why) = super::load_bpf(opts)?;
+    let (tracer, why, syscall_ns) = super::load_bpf(opts)?;
     let Some(mut tracer) = tracer else {
         return super::ptraced::trace_held(held, command, env, opts, rx, started, why);
     };

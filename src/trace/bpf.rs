@@ -98,10 +98,29 @@ pub struct BpfTracer {
     _ticks: Vec<(OwnedFd, Link)>,
 }
 
+/// The programs loaded and verified, not yet attached: no task's syscalls
+/// are slowed until `attach`.
+pub struct LoadedTracer {
+    skel: SyscountSkel<'static>,
+    options: BpfOptions,
+}
+
+impl LoadedTracer {
+    /// Attaches the programs. Nothing is counted until a target is added.
+    pub fn attach(self) -> Result<BpfTracer> {
+        BpfTracer::attach(self.skel, self.options)
+    }
+}
+
 impl BpfTracer {
     /// Loads and attaches the programs. Nothing is counted until a target
     /// is added.
     pub fn load(filter: &SyscallSet, options: BpfOptions) -> Result<BpfTracer> {
+        Self::load_unattached(filter, options)?.attach()
+    }
+
+    /// Loads the programs without attaching them.
+    pub fn load_unattached(filter: &SyscallSet, options: BpfOptions) -> Result<LoadedTracer> {
         let storage = object_storage()?;
         let types = if std::env::var_os("SYSDIET_KERNEL_BTF").is_none() { kernel_types::cut(OBJECT, &kernel_btf_path()) } else { None };
         let skel = match (Self::load_skel(filter, &options, storage, types.as_ref().map(|t| t.path()).as_deref()), types) {
@@ -117,7 +136,7 @@ impl BpfTracer {
             },
             (Err(e), None) => return Err(e),
         };
-        Self::attach(skel, options)
+        Ok(LoadedTracer { skel, options })
     }
 
     /// Opens and loads the programs, relocated against the cut kernel types

@@ -28,15 +28,20 @@ pub(super) fn read_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Resul
     if let Some(bss) = tracer.skel.maps.bss_data.as_deref_mut() {
         bss.stopped = 1;
     }
-    std::thread::sleep(Duration::from_millis(2));
     // Records read before the live threads are looked at always count;
     // later ones are of threads that ended while we read, skipped if
-    // their storage was read (the same, frozen counts).
+    // their storage was read (the same, frozen counts). With none alive
+    // (a command that has ended), nothing is read, so nothing is skipped,
+    // and there is no running program to wait for.
     let exits = tracer.exits.take();
-    if let Some(e) = &exits {
-        e.checkpoint();
+    let mut live = live_threads(tracer);
+    if !live.is_empty() {
+        std::thread::sleep(Duration::from_millis(2));
+        if let Some(e) = &exits {
+            e.checkpoint();
+        }
+        live = live_threads(tracer);
     }
-    let live = live_threads(tracer);
     let collected = exits.map(|e| e.finish()).unwrap_or_default();
     file_into(tracer, out, collected, live)
 }
