@@ -4,7 +4,7 @@
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::{finish, start_stacks, unix_now, TraceOptions, Traced, BACKEND};
+use super::{finish, start_stacks, unix_now, watch_mappings, TraceOptions, Traced, BACKEND};
 use crate::error::{Error, Result};
 use crate::model::RunInfo;
 use crate::target::{self, Event};
@@ -16,6 +16,8 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
     }
     let threads: Vec<Vec<(u32, String)>> = pids.iter().map(|&p| target::live_threads(p)).collect::<Result<_>>()?;
 
+    let known: Vec<u32> = threads.iter().flatten().map(|&(tid, _)| tid).collect();
+    let mappings = watch_mappings(opts, known.clone());
     let (tracer, why, syscall_ns) = super::load_bpf(opts)?;
     let Some(mut tracer) = tracer else {
         return super::ptraced::attach(pids, duration, opts, started, why);
@@ -26,8 +28,12 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
     for (&pid, threads) in pids.iter().zip(threads) {
         armed.extend(arm_threads(&tracer, pid, threads)?);
     }
+    // Events watched before the snapshot: a mapping made in between is in
+    // both, never in neither.
     let initial = pids.iter().flat_map(|&p| crate::trace::mappings::snapshot(p)).collect();
-    let stacks = start_stacks(&tracer, opts, &armed, initial)?;
+    let known: std::collections::HashSet<u32> = known.into_iter().collect();
+    let born: Vec<u32> = armed.iter().copied().filter(|t| !known.contains(t)).collect();
+    let stacks = start_stacks(&tracer, mappings, &born, initial)?;
     let setup_ns = started.elapsed().as_nanos() as u64;
     let started_at = unix_now();
     let t0 = Instant::now();

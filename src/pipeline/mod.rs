@@ -116,13 +116,25 @@ fn unix_now() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
-/// Starts reading stack samples, when asked for, with the mappings of
-/// `tids` watched from now on (`initial`: what they map already).
-fn start_stacks(tracer: &BpfTracer, opts: &TraceOptions, tids: &[u32], initial: Vec<MapEvent>) -> Result<Option<Collector>> {
-    if !opts.stacks {
+/// Mapping events being opened for `tids` (call sites need them), on
+/// another thread: the first per-task perf event on a host waits for an
+/// RCU grace period while the kernel turns its scheduler hooks on (10 to
+/// 25 ms here), which then overlaps the BPF load.
+type MappingWatch = Option<std::thread::JoinHandle<Result<MapEvents>>>;
+
+fn watch_mappings(opts: &TraceOptions, tids: Vec<u32>) -> MappingWatch {
+    opts.stacks.then(|| std::thread::spawn(move || MapEvents::open(&tids)))
+}
+
+/// Starts reading stack samples, when asked for, with the mappings of the
+/// watched threads and of `more` (`initial`: what they map already).
+fn start_stacks(tracer: &BpfTracer, watch: MappingWatch, more: &[u32], initial: Vec<MapEvent>) -> Result<Option<Collector>> {
+    let Some(watch) = watch else {
         return Ok(None);
-    }
-    Collector::start(tracer.samples_ring()?, MapEvents::open(tids)?, initial, tracer.folded()).map(Some)
+    };
+    let mut events = watch.join().map_err(|_| crate::error::Error::Bpf("opening the mapping events failed".into()))??;
+    events.watch(more)?;
+    Collector::start(tracer.samples_ring()?, events, initial, tracer.folded()).map(Some)
 }
 
 /// Reads the tracer out into a Trace and writes the report. `ended` is when

@@ -7,7 +7,7 @@ use std::time::Instant;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use super::{finish, start_stacks, unix_now, TraceOptions, Traced, BACKEND};
+use super::{finish, start_stacks, unix_now, watch_mappings, TraceOptions, Traced, BACKEND};
 use crate::error::{Error, Result};
 use crate::model::RunInfo;
 use crate::target::{self, spawn, Event};
@@ -26,13 +26,14 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
     // its pipe close and runs the command anyway, untraced.
     let held = spawn::spawn_held(&program, command, env, opts.quiet)?;
     let comm = program.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mappings = watch_mappings(opts, vec![held.pid()]);
     let (tracer, why, syscall_ns) = super::load_bpf(opts)?;
     let Some(mut tracer) = tracer else {
         return super::ptraced::trace_held(held, command, env, opts, rx, started, why);
     };
     tracer.add_target(held.pid(), true, held.pid(), std::process::id(), &comm)?;
-    // Before its execve, so that the mappings of the new program are seen.
-    let stacks = start_stacks(&tracer, opts, &[held.pid()], Vec::new())?;
+    // Watched before its execve, so that the new program's mappings are seen.
+    let stacks = start_stacks(&tracer, mappings, &[], Vec::new())?;
 
     let setup_ns = started.elapsed().as_nanos() as u64;
     let started_at = unix_now();

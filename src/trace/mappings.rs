@@ -106,12 +106,18 @@ impl MapEvents {
     /// Watches the mappings of each of `tids` and of every task they create
     /// from now on. For a held child, call this before it execs.
     pub fn open(tids: &[u32]) -> Result<MapEvents> {
+        let mut events = MapEvents { rings: Vec::new(), lost: 0 };
+        events.watch(tids)?;
+        Ok(events)
+    }
+
+    /// Watches `tids` too (threads not watched yet).
+    pub fn watch(&mut self, tids: &[u32]) -> Result<()> {
         let cpus = online_cpus();
-        let mut rings = Vec::new();
         for &tid in tids {
             for &cpu in &cpus {
                 match Ring::open(tid, cpu) {
-                    Ok(r) => rings.push(r),
+                    Ok(r) => self.rings.push(r),
                     // The thread ended meanwhile: nothing of it to watch.
                     Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
                     Err(e) if e.raw_os_error() == Some(libc::EACCES) || e.raw_os_error() == Some(libc::EPERM) => return Err(Error::NoBpfRights),
@@ -119,7 +125,7 @@ impl MapEvents {
                 }
             }
         }
-        Ok(MapEvents { rings, lost: 0 })
+        Ok(())
     }
 
     /// Takes every record written so far, in time order.
