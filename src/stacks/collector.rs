@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use libbpf_rs::{MapHandle, RingBufferBuilder};
 
+use super::symbolize::{FrameNames, Namer};
 use super::unwind::{RawStack, Unwinder};
 use crate::error::{Error, Result};
 use crate::trace::mappings::{MapEvent, MapEvents};
@@ -60,6 +61,8 @@ pub struct Collected {
     pub stack_bytes_copied: u64,
     pub unwind_ns: u64,
     pub mappings_lost: u64,
+    /// The stacks' frames named so far.
+    pub names: FrameNames,
 }
 
 impl Collected {
@@ -188,6 +191,7 @@ fn collect(
     // they sent before is unwound.
     let (mut ended, mut ending): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
     let mut refolded = Instant::now();
+    let mut namer = Namer::default();
     loop {
         // Look at the flag first: the pass after it is set is the last, and
         // sees everything sent before it.
@@ -210,6 +214,8 @@ fn collect(
             out.add(&mut index, s);
         }
         out.unwind_ns += t.elapsed().as_nanos() as u64;
+        // While the target runs, on this CPU, rather than after it ends.
+        namer.name_new(&out.unwinder.images, &out.stacks, &mut out.names);
         for pid in ended.drain(..) {
             out.unwinder.forget(pid);
         }

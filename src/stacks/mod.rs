@@ -24,8 +24,10 @@ use collector::Collected;
 /// into the argument the counts use.
 pub fn resolve(collected: Collected, budget: (u32, u64), argument_for: impl Fn(u32, i64, u64) -> Option<Argument>, out: &mut TraceBuilder) {
     let t = Instant::now();
-    let (sites, site_of) = symbolize::call_sites(&collected.unwinder.images, &collected.stacks);
-    let symbolize_ns = t.elapsed().as_nanos() as u64;
+    let named_ns = collected.names.ns;
+    let (sites, site_of) = symbolize::call_sites(&collected.unwinder.images, &collected.stacks, collected.names);
+    // Naming done while the target ran, and what was left at its end.
+    let symbolize_ns = named_ns + t.elapsed().as_nanos() as u64;
 
     let n = collected.count;
     // The bytes unwinding needed, at most and for 99% of the samples.

@@ -4,6 +4,7 @@
 //! Each address is looked up once, each file opened once.
 
 use std::collections::HashMap;
+use std::time::Instant;
 
 use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{CodeInfo, Input, Symbolized, Symbolizer};
@@ -17,10 +18,97 @@ use crate::model::{CallSite, Frame};
 /// The module of frames a perf map named: code a JIT wrote.
 pub const JIT: &str = "[jit]";
 
+/// The names of raw frames, filled as stacks come in: the stack reader
+/// names new frames while the target runs (parsing a file's symbols and
+/// debug info takes milliseconds), so that little is left at its end.
+#[derive(Debug, Default)]
+pub struct FrameNames {
+    named: HashMap<RawFrame, Vec<Frame>>,
+    /// The stacks before this one are named.
+    upto: usize,
+    /// Time spent naming, ns.
+    pub ns: u64,
+}
+
+/// Names file-backed frames with blazesym. It keeps each file parsed, and
+/// lives on one thread (blazesym's caches are not Send).
+pub struct Namer {
+    symbolizer: Symbolizer,
+    /// image -> its exported names (`public_names`), read once.
+    exported: HashMap<usize, HashMap<u64, String>>,
+}
+
+impl Default for Namer {
+    fn default() -> Self {
+        Namer { symbolizer: Symbolizer::builder().enable_inlined_fns(true).enable_code_info(true).build(), exported: HashMap::new() }
+    }
+}
+
+impl Namer {
+    /// Names the file-backed frames of the stacks not named yet: one or
+    /// more frames each (the inlined functions at that address, innermost
+    /// first, then the function they are inlined into).
+    pub fn name_new(&mut self, images: &Images, stacks: &[RawStack], names: &mut FrameNames) {
+        let t = Instant::now();
+        let mut by_image: HashMap<usize, Vec<u64>> = HashMap::new();
+        for f in stacks[names.upto.min(stacks.len())..].iter().flat_map(|s| &s.frames) {
+            if let Some(id) = f.image {
+                if !names.named.contains_key(f) {
+                    by_image.entry(id).or_default().push(f.addr);
+                }
+            }
+        }
+        for (id, mut addrs) in by_image {
+            addrs.sort_unstable();
+            addrs.dedup();
+            let img = images.image(id);
+            let src = Source::Elf(Elf::new(super::debug_cache::debug_source(&img.file)));
+            let exported =
+                self.exported
+                    .entry(id)
+                    .or_insert_with(|| if crate::model::in_c_runtime(&img.name) { public_names(&img.file) } else { HashMap::new() });
+            let results = self.symbolizer.symbolize(&src, Input::VirtOffset(&addrs)).unwrap_or_default();
+            for (i, &a) in addrs.iter().enumerate() {
+                let frames = match results.get(i) {
+                    Some(Symbolized::Sym(sym)) => {
+                        let mut frames: Vec<Frame> = Vec::with_capacity(1 + sym.inlined.len());
+                        // blazesym lists inlined functions outermost first; each
+                        // one's location is inside it, the symbol's is where the
+                        // first inlined call sits.
+                        for inl in sym.inlined.iter().rev() {
+                            frames.push(frame(&img.name, a, Some(inl.name.to_string()), inl.code_info.as_ref(), true));
+                        }
+                        let outer_info = sym.code_info.as_deref();
+                        let mut outer = frame(&img.name, a, Some(sym.name.to_string()), outer_info, false);
+                        outer.public = exported.get(&sym.addr).filter(|p| **p != sym.name).cloned();
+                        // A function "inlined" into its own namesake (glibc's
+                        // syscall wrappers) is one frame: keep the inner line.
+                        match frames.pop() {
+                            Some(inner) if inner.function == outer.function => frames.push(Frame { inlined: false, public: outer.public, ..inner }),
+                            Some(inner) => frames.extend([inner, outer]),
+                            None => frames.push(outer),
+                        }
+                        frames
+                    }
+                    _ => vec![Frame { module: img.name.clone(), address: a, ..Default::default() }],
+                };
+                names.named.insert(RawFrame { image: Some(id), addr: a, pid: 0 }, frames);
+            }
+        }
+        names.upto = stacks.len();
+        names.ns += t.elapsed().as_nanos() as u64;
+    }
+}
+
 /// Turns each distinct raw stack into a call site; returns the sites and,
 /// per input stack, the index of its site (equal stacks share one).
-pub fn call_sites(images: &Images, stacks: &[RawStack]) -> (Vec<CallSite>, Vec<usize>) {
-    let names = name_frames(images, stacks);
+/// `names`: what the stack reader named already.
+pub fn call_sites(images: &Images, stacks: &[RawStack], mut names: FrameNames) -> (Vec<CallSite>, Vec<usize>) {
+    if names.upto < stacks.len() {
+        Namer::default().name_new(images, stacks, &mut names);
+    }
+    name_jit_frames(stacks, &mut names.named);
+    let names = names.named;
     let mut sites: Vec<CallSite> = Vec::new();
     let mut index: HashMap<CallSite, usize> = HashMap::new();
     let mut site_of = Vec::with_capacity(stacks.len());
@@ -40,62 +128,18 @@ pub fn call_sites(images: &Images, stacks: &[RawStack]) -> (Vec<CallSite>, Vec<u
     (sites, site_of)
 }
 
-/// Every distinct frame of `stacks`, named: one or more frames each (the
-/// inlined functions at that address, innermost first, then the function
-/// they are inlined into).
-fn name_frames(images: &Images, stacks: &[RawStack]) -> HashMap<RawFrame, Vec<Frame>> {
-    let mut by_image: HashMap<Option<usize>, Vec<u64>> = HashMap::new();
-    let mut names = HashMap::new();
+/// Names frames in memory no file backs: a JIT's code, named by its perf
+/// map (read at the end: the JIT writes it as it goes).
+fn name_jit_frames(stacks: &[RawStack], names: &mut HashMap<RawFrame, Vec<Frame>>) {
     let mut jit_maps: HashMap<u32, PerfMap> = HashMap::new();
     for f in stacks.iter().flat_map(|s| &s.frames) {
-        if f.image.is_some() {
-            by_image.entry(f.image).or_default().push(f.addr);
-        } else if !names.contains_key(f) {
-            // Memory no file backs: a JIT's code, named by its perf map.
+        if f.image.is_none() && !names.contains_key(f) {
             let map = jit_maps.entry(f.pid).or_insert_with(|| PerfMap::of(f.pid));
             let function = map.name(f.addr).map(str::to_string);
             let module = if function.is_some() { JIT } else { "?" };
             names.insert(*f, vec![Frame { function, module: module.into(), address: f.addr, ..Default::default() }]);
         }
     }
-    let symbolizer = Symbolizer::builder().enable_inlined_fns(true).enable_code_info(true).build();
-    for (image, mut addrs) in by_image {
-        addrs.sort_unstable();
-        addrs.dedup();
-        let Some(id) = image else { continue };
-        let img = images.image(id);
-        let src = Source::Elf(Elf::new(super::debug_cache::debug_source(&img.file)));
-        let exported = if crate::model::in_c_runtime(&img.name) { public_names(&img.file) } else { HashMap::new() };
-        let results = symbolizer.symbolize(&src, Input::VirtOffset(&addrs)).unwrap_or_default();
-        for (i, &a) in addrs.iter().enumerate() {
-            let unnamed = || vec![Frame { module: img.name.clone(), address: a, ..Default::default() }];
-            let frames = match results.get(i) {
-                Some(Symbolized::Sym(sym)) => {
-                    let mut frames: Vec<Frame> = Vec::with_capacity(1 + sym.inlined.len());
-                    // blazesym lists inlined functions outermost first; each
-                    // one's location is inside it, the symbol's is where the
-                    // first inlined call sits.
-                    for inl in sym.inlined.iter().rev() {
-                        frames.push(frame(&img.name, a, Some(inl.name.to_string()), inl.code_info.as_ref(), true));
-                    }
-                    let outer_info = sym.code_info.as_deref();
-                    let mut outer = frame(&img.name, a, Some(sym.name.to_string()), outer_info, false);
-                    outer.public = exported.get(&sym.addr).filter(|p| **p != sym.name).cloned();
-                    // A function "inlined" into its own namesake (glibc's
-                    // syscall wrappers) is one frame: keep the inner line.
-                    match frames.pop() {
-                        Some(inner) if inner.function == outer.function => frames.push(Frame { inlined: false, public: outer.public, ..inner }),
-                        Some(inner) => frames.extend([inner, outer]),
-                        None => frames.push(outer),
-                    }
-                    frames
-                }
-                _ => unnamed(),
-            };
-            names.insert(RawFrame { image, addr: a, pid: 0 }, frames);
-        }
-    }
-    names
 }
 
 /// The names an ELF file exports for its functions, by address: the public
@@ -105,15 +149,17 @@ fn name_frames(images: &Images, stacks: &[RawStack]) -> HashMap<RawFrame, Vec<Fr
 fn public_names(file: &std::path::Path) -> HashMap<u64, String> {
     use object::{Object, ObjectSymbol, SymbolKind};
     let mut out: HashMap<u64, String> = HashMap::new();
-    let Ok(data) = std::fs::read(file) else { return out };
-    let Ok(elf) = object::File::parse(&*data) else { return out };
-    let rank = |n: &str| (n.len() - n.trim_start_matches('_').len(), n.len(), n.to_string());
+    // Read as far as the dynamic symbols: not the whole 2 MB of libc.
+    let Ok(f) = std::fs::File::open(file) else { return out };
+    let cache = object::ReadCache::new(f);
+    let Ok(elf) = object::File::parse(&cache) else { return out };
+    let rank = |n: &str| (n.len() - n.trim_start_matches('_').len(), n.len());
     for sym in elf.dynamic_symbols() {
         let Ok(name) = sym.name() else { continue };
         if sym.kind() != SymbolKind::Text || !sym.is_definition() || !sym.is_global() || name.is_empty() {
             continue;
         }
-        let better = out.get(&sym.address()).is_none_or(|old| rank(name) < rank(old));
+        let better = out.get(&sym.address()).is_none_or(|old| (rank(name), name) < (rank(old), old.as_str()));
         if better {
             out.insert(sym.address(), name.to_string());
         }
