@@ -33,7 +33,7 @@ struct Sections {
 }
 
 impl Image {
-    fn parse(name: &str, file: PathBuf, data: &[u8]) -> Option<Image> {
+    fn parse<'d, R: object::ReadRef<'d>>(name: &str, file: PathBuf, data: R) -> Option<Image> {
         let elf = object::File::parse(data).ok()?;
         let section = |n: &str| {
             let s = elf.section_by_name(n)?;
@@ -126,7 +126,7 @@ impl Images {
         std::io::Write::write_all(&mut copy, &data).ok()?;
         let file = copy.path().to_path_buf();
         self.vdso_copy = Some(copy);
-        Image::parse(VDSO, file, &data)
+        Image::parse(VDSO, file, &data[..])
     }
 }
 
@@ -135,7 +135,9 @@ fn load_file(path: &str) -> Option<Image> {
     if !path.starts_with('/') {
         return None;
     }
-    let data = std::fs::read(path).ok()?;
+    // Read as far as the headers and the sections unwinding needs: a
+    // library built with debug info is mostly DWARF (libpython: 23 MB).
+    let data = object::ReadCache::new(std::fs::File::open(path).ok()?);
     Image::parse(path, PathBuf::from(path), &data)
 }
 
