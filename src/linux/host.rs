@@ -106,6 +106,18 @@ pub fn cached_file(out: &std::path::Path, make: impl FnOnce(&std::path::Path) ->
     Some(out.to_path_buf())
 }
 
+/// `path` opened, if it is a file of this process's user that no one else
+/// may write: a kept file in a cache that may be a user's (sudo keeping
+/// HOME), read through the descriptor that was checked.
+pub fn open_own(path: &std::path::Path) -> Option<fs::File> {
+    use std::os::unix::fs::MetadataExt;
+    let file = fs::File::open(path).ok()?;
+    let m = file.metadata().ok()?;
+    // SAFETY: geteuid has no preconditions.
+    let own = m.uid() == unsafe { libc::geteuid() };
+    (m.is_file() && own && m.mode() & 0o022 == 0).then_some(file)
+}
+
 /// Runs a helper program for its files alone: nothing in, nothing shown;
 /// true if it ran and succeeded.
 pub fn run_quietly(cmd: &mut std::process::Command) -> bool {

@@ -19,23 +19,52 @@ use object::{Object, ObjectSection};
 /// Where Debian's -dbg and -dbgsym packages put debug files, by build id.
 const DEBUG_ROOT: &str = "/usr/lib/debug";
 
+/// What to symbolize a file's code from. Keep it while symbolizing: a
+/// kept copy is read through the descriptor that was checked.
+#[derive(Debug)]
+pub struct DebugSource {
+    /// The decompressed copy: its name, and the file opened once it was
+    /// found to be this user's own (the cache may be in a user's HOME,
+    /// under sudo: a copy swapped in after the check is never read).
+    copy: Option<(PathBuf, std::fs::File)>,
+    file: PathBuf,
+}
+
+impl DebugSource {
+    /// The path to give the symbolizer.
+    pub fn path(&self) -> PathBuf {
+        use std::os::fd::AsRawFd;
+        match &self.copy {
+            Some((_, f)) => PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd())),
+            None => self.file.clone(),
+        }
+    }
+
+    /// The file read, by its name.
+    pub fn name(&self) -> &Path {
+        self.copy.as_ref().map_or(&self.file, |(p, _)| p)
+    }
+}
+
 /// What to symbolize `file`'s code from: the decompressed copy of its
 /// packaged debug file when that one's DWARF is compressed; else `file`
 /// itself (blazesym finds its debug file, by debug link or build id).
-pub fn debug_source(file: &Path) -> PathBuf {
+pub fn debug_source(file: &Path) -> DebugSource {
     debug_source_in(file, Path::new(DEBUG_ROOT), crate::linux::host::cache_dir().as_deref())
 }
 
-fn debug_source_in(file: &Path, debug_root: &Path, cache: Option<&Path>) -> PathBuf {
+fn debug_source_in(file: &Path, debug_root: &Path, cache: Option<&Path>) -> DebugSource {
     let found = || {
         let id = elf(file, |elf| elf.build_id().ok().flatten().map(hex)).flatten()?;
         let separate = debug_root.join(".build-id").join(&id[..2]).join(format!("{}.debug", &id[2..]));
         if !elf(&separate, compressed_dwarf)? {
             return None;
         }
-        decompressed(&separate, &id, cache?)
+        let copy = decompressed(&separate, &id, cache?)?;
+        let opened = crate::linux::host::open_own(&copy)?;
+        Some((copy, opened))
     };
-    found().unwrap_or_else(|| file.to_path_buf())
+    DebugSource { copy: found(), file: file.to_path_buf() }
 }
 
 /// `f` of the ELF file at `path`, read as far as `f` needs (a browser's
@@ -80,21 +109,27 @@ mod tests {
         assert_eq!(elf(&exe, compressed_dwarf), Some(true));
         let (root, cache) = (dir.path().join("debug"), dir.path().join("cache"));
         // Not packaged: the program's own file is never given to objcopy.
-        assert_eq!(debug_source_in(&exe, &root, Some(&cache)), exe);
+        assert_eq!(debug_source_in(&exe, &root, Some(&cache)).path(), exe);
         // Packaged, by build id: copied once, decompressed, then found.
         let id = elf(&exe, |e| e.build_id().unwrap().map(hex)).flatten().unwrap();
         let packaged = root.join(".build-id").join(&id[..2]).join(format!("{}.debug", &id[2..]));
         std::fs::create_dir_all(packaged.parent().unwrap()).unwrap();
         std::fs::copy(&exe, &packaged).unwrap();
-        let copy = debug_source_in(&exe, &root, Some(&cache));
-        assert_eq!(copy, cache.join("debug").join(format!("{id}.debug")));
-        assert_eq!(elf(&copy, compressed_dwarf), Some(false));
-        assert_eq!(debug_source_in(&exe, &root, Some(&cache)), copy, "made once, then found");
+        let source = debug_source_in(&exe, &root, Some(&cache));
+        let copy = cache.join("debug").join(format!("{id}.debug"));
+        assert_eq!(source.name(), copy);
+        assert!(source.path().starts_with("/proc/self/fd/"), "read through the checked descriptor");
+        assert_eq!(elf(&source.path(), compressed_dwarf), Some(false));
+        assert_eq!(debug_source_in(&exe, &root, Some(&cache)).name(), copy, "made once, then found");
+        // A copy another user may write is not read: the file as it is.
+        std::fs::set_permissions(&copy, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+        assert_eq!(debug_source_in(&exe, &root, Some(&cache)).path(), exe);
+        std::fs::set_permissions(&copy, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
         // No cache to write to: the file as it is.
-        assert_eq!(debug_source_in(&exe, &root, None), exe);
+        assert_eq!(debug_source_in(&exe, &root, None).path(), exe);
         // Uncompressed debug info is read where it is.
         let plain = dir.path().join("plain");
         assert!(Command::new("cc").args(["-g", "-o"]).arg(&plain).arg(&src).status().unwrap().success());
-        assert_eq!(debug_source_in(&plain, &root, Some(&cache)), plain);
+        assert_eq!(debug_source_in(&plain, &root, Some(&cache)).path(), plain);
     }
 }

@@ -36,11 +36,17 @@ pub struct Namer {
     symbolizer: Symbolizer,
     /// image -> its exported names (`public_names`), read once.
     exported: HashMap<usize, HashMap<u64, String>>,
+    /// image -> what it is symbolized from, held open while this lives.
+    sources: HashMap<usize, super::debug_cache::DebugSource>,
 }
 
 impl Default for Namer {
     fn default() -> Self {
-        Namer { symbolizer: Symbolizer::builder().enable_inlined_fns(true).enable_code_info(true).build(), exported: HashMap::new() }
+        Namer {
+            symbolizer: Symbolizer::builder().enable_inlined_fns(true).enable_code_info(true).build(),
+            exported: HashMap::new(),
+            sources: HashMap::new(),
+        }
     }
 }
 
@@ -62,7 +68,8 @@ impl Namer {
             addrs.sort_unstable();
             addrs.dedup();
             let img = images.image(id);
-            let src = Source::Elf(Elf::new(super::debug_cache::debug_source(&img.file)));
+            let source = self.sources.entry(id).or_insert_with(|| super::debug_cache::debug_source(&img.file));
+            let src = Source::Elf(Elf::new(source.path()));
             let exported =
                 self.exported
                     .entry(id)

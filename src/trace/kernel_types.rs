@@ -15,11 +15,10 @@
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::linux::host::run_quietly;
+use crate::linux::host::{open_own, run_quietly};
 
 /// Where the running kernel's build id is: its ELF notes.
 const KERNEL_NOTES: &str = "/sys/kernel/notes";
@@ -49,16 +48,6 @@ pub fn cut(object: &[u8], kernel_btf: &Path) -> Option<CutTypes> {
     let notes = std::fs::read(KERNEL_NOTES).ok()?;
     let kept = cut_in(object, kernel_btf, &build_id(&notes)?, &crate::linux::host::cache_dir()?)?;
     Some(CutTypes { file: open_own(&kept)?, kept })
-}
-
-/// `path` opened, if it is a file of this process's user that no one else
-/// may write.
-fn open_own(path: &Path) -> Option<File> {
-    let file = File::open(path).ok()?;
-    let m = file.metadata().ok()?;
-    // SAFETY: geteuid has no preconditions.
-    let own = m.uid() == unsafe { libc::geteuid() };
-    (m.is_file() && own && m.mode() & 0o022 == 0).then_some(file)
 }
 
 fn cut_in(object: &[u8], kernel_btf: &Path, build_id: &str, cache: &Path) -> Option<PathBuf> {
