@@ -17,23 +17,23 @@ static __always_inline __u32 size_bucket(__u64 v)
 	return b < HIST_BUCKETS ? b : HIST_BUCKETS - 1;
 }
 
-/* A 64-bit hash of the first len bytes of ts->path, eight at a time.
+/* A 64-bit hash of the first len bytes of r->path, eight at a time.
  * A global function, so that the verifier checks it once: inlined, each
  * way out of the loop left a state of its own for the rest of sys_exit to
  * be checked with (with four inlined copies of its caller: 107,000
  * instructions, ~40 ms of every start-up). */
-__noinline __u64 path_hash(struct task_state *ts, __u32 len)
+__noinline __u64 path_hash(struct path_record *r, __u32 len)
 {
 	__u64 h = 0x9E3779B97F4A7C15ULL ^ len, w;
 	__u32 i;
 
-	if (!ts)
+	if (!r)
 		return 1;
 
 	for (i = 0; i < PATH_LEN / 8; i++) {
 		if (i * 8 >= len)
 			break;
-		w = *(__u64 *)&ts->path[i * 8];
+		w = *(__u64 *)&r->path[i * 8];
 		if (len - i * 8 < 8)
 			w &= (1ULL << ((len - i * 8) * 8)) - 1;
 		h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
@@ -176,17 +176,18 @@ static __always_inline void summarise_once(struct call *c, __s64 keys, __s64 err
 	}
 }
 
-static __always_inline void send_path(struct task_state *ts, __u64 hash)
+/* The path this call read is in this CPU's path_scratch (sys_exit read it
+ * there; nothing else on this CPU runs in between). */
+static __always_inline void send_path(__u64 hash)
 {
-	__u32 zero = 0, len = ts->path_len;
+	__u32 zero = 0, len;
 	struct path_record *r = bpf_map_lookup_elem(&path_scratch, &zero);
 
 	if (!r)
 		return;
 	r->kind = RECORD_PATH;
 	r->path_hash = hash;
-	__builtin_memcpy(r->path, ts->path, PATH_LEN);
-	r->len = len; /* PATH_LEN + 1: cut (see sys_exit) */
+	len = r->len; /* PATH_LEN + 1: cut (see sys_exit) */
 	if (len > PATH_LEN)
 		len = PATH_LEN;
 	if (bpf_ringbuf_output(&strings, r, offsetof(struct path_record, path) + len, 0))
@@ -275,7 +276,7 @@ static __always_inline void promote(struct task_state *ts, struct call *c, struc
 		}
 	}
 	if (c->kind == ARG_PATH && c->path_hash != 1)
-		send_path(ts, c->path_hash);
+		send_path(c->path_hash);
 }
 
 /* A call whose key is not in the thread's cache. A key seen for the first

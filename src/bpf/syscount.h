@@ -201,9 +201,6 @@ struct task_state {
 	struct errno_slot errnos[ERRNO_SLOTS];
 	__u64 errnos_lost;
 	struct arg_slot slots[ARG_SLOTS];
-	__u32 path_len; /* bytes read into path, its NUL included */
-	__u32 _pad2;
-	char path[PATH_LEN];
 };
 
 /* What an exiting thread leaves: sent through the `exits` ring buffer, so
