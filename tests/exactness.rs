@@ -105,3 +105,24 @@ fn filter_matches_strace_classes() {
         assert_eq!(doc["run"]["filter"], expr);
     }
 }
+
+/// A process the command leaves running is read from its storage at the
+/// end (the read-out skips looking for live ones only when the counts of
+/// targets forked and ended say none can be).
+#[test]
+fn a_process_left_running_is_counted_too() {
+    if skip_without_bpf() {
+        return;
+    }
+    let (doc, out) = sysdiet_json(&[], &["sh", "-c", "sleep 5 >/dev/null 2>&1 & sleep 0.3"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let procs = doc["processes"].as_array().unwrap();
+    let left: Vec<_> = procs.iter().filter(|p| p["comm"] == "sleep" && p["exit"].is_null()).collect();
+    for p in &left {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p["pid"].as_i64().unwrap() as i32), nix::sys::signal::Signal::SIGKILL);
+    }
+    assert_eq!(left.len(), 1, "the background sleep, still running: {procs:?}");
+    let execve = left[0]["syscalls"].as_array().unwrap().iter().find(|s| s["name"] == "execve").expect("its execve");
+    assert_eq!(execve["calls"], 1);
+    assert!(procs.iter().any(|p| p["comm"] == "sleep" && p["exit"]["code"] == 0), "the other sleep ended: {procs:?}");
+}

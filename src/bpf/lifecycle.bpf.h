@@ -21,6 +21,7 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 		return 0;
 	}
 	cts->state = TARGET_FORKED;
+	__sync_fetch_and_add(&targets_forked, 1);
 	note_task(cts, child, child->tgid != parent->tgid ? parent->tgid : BPF_CORE_READ(parent, real_parent, tgid));
 	cts->mask = child->blocked.sig[0];
 	cts->mask_known = 1;
@@ -152,6 +153,7 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 		}
 	}
 	ts->exited = 1;
+	__sync_fetch_and_add(&targets_ended, 1);
 	rec = bpf_map_lookup_elem(&exit_scratch, &zero);
 	if (!rec)
 		return 0;

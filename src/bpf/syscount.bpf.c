@@ -60,6 +60,12 @@ const volatile __u64 sample_interval_ns = 1000000;
  * from a live thread is all there is. */
 volatile __u32 stopped = 0;
 
+/* Targets' tasks made by fork, and targets' tasks that ended. With the
+ * targets user space added, they bound how many may be alive: when none
+ * can be, the read-out does not look through /proc for them. */
+__u64 targets_forked = 0;
+__u64 targets_ended = 0;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);

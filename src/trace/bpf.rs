@@ -96,6 +96,8 @@ pub struct BpfTracer {
     folded: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<u32, u32>>>,
     /// The CPU-clock events that drive the tick program, and their links.
     _ticks: Vec<(OwnedFd, Link)>,
+    /// Tasks made targets by `add_target` (see `may_have_live_targets`).
+    added: std::sync::atomic::AtomicU64,
 }
 
 /// The programs loaded and verified, not yet attached: no task's syscalls
@@ -207,6 +209,7 @@ impl BpfTracer {
             exits: Some(exits),
             folded,
             _ticks: ticks,
+            added: Default::default(),
         })
     }
 
@@ -256,7 +259,24 @@ impl BpfTracer {
         let name: Vec<u8> = comm.bytes().take(15).collect();
         put(&mut state, std::mem::offset_of!(task_state, comm), &name);
         let pidfd = crate::target::pidfd(tid).ok_or(Error::NoSuchProcess(tid))?;
-        self.skel.maps.states.update(&pidfd.as_raw_fd().to_ne_bytes(), &state, MapFlags::ANY).map_err(bpf_error)
+        self.skel.maps.states.update(&pidfd.as_raw_fd().to_ne_bytes(), &state, MapFlags::ANY).map_err(bpf_error)?;
+        self.added.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Whether a target's task may still be alive: false only when every
+    /// one added or forked has ended. The ended count is read first: a
+    /// task that ended had counted its children at their fork, so none
+    /// alive is missed (a count off the other way only costs a look).
+    pub(super) fn may_have_live_targets(&self) -> bool {
+        use std::sync::atomic::{fence, Ordering};
+        let Some(bss) = self.skel.maps.bss_data.as_deref() else { return true };
+        // SAFETY: fields of the mmapped .bss, which the programs update
+        // atomically; read whole, once each.
+        let ended = unsafe { std::ptr::read_volatile(&bss.targets_ended) };
+        fence(Ordering::Acquire);
+        let forked = unsafe { std::ptr::read_volatile(&bss.targets_forked) };
+        self.added.load(Ordering::Relaxed) + forked > ended
     }
 
     /// Stops counting and reads everything counted into `out`; returns

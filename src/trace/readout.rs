@@ -32,9 +32,10 @@ pub(super) fn read_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Resul
     // later ones are of threads that ended while we read, skipped if
     // their storage was read (the same, frozen counts). With none alive
     // (a command that has ended), nothing is read, so nothing is skipped,
-    // and there is no running program to wait for.
+    // and there is no running program to wait for; when the counts say
+    // none can be, /proc is not even looked through.
     let exits = tracer.exits.take();
-    let mut live = live_threads(tracer);
+    let mut live = if tracer.may_have_live_targets() { live_threads(tracer) } else { Vec::new() };
     if !live.is_empty() {
         std::thread::sleep(Duration::from_millis(2));
         if let Some(e) = &exits {
