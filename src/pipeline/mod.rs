@@ -63,10 +63,9 @@ pub struct Traced {
 
 pub const BACKEND: &str = "bpf";
 
-/// Loads the BPF tracer, or says why ptrace will count instead: `Ok(None)`
-/// with the reason when `--backend auto` cannot use BPF here.
-/// Loads the tracer (None: ptrace counts, and why), and what one syscall
-/// costs on this host untraced (`linux::syscall_cost_ns`).
+/// Loads the BPF tracer, or says why ptrace will count instead (None, with
+/// the reason, when `--backend auto` cannot use BPF here); and what one
+/// syscall costs on this host untraced (`linux::syscall_cost_ns`).
 fn load_bpf(opts: &TraceOptions) -> Result<(Option<BpfTracer>, Option<String>, u64)> {
     if opts.backend == Backend::Ptrace {
         return Ok((None, None, crate::linux::syscall_cost_ns()));
