@@ -103,7 +103,30 @@ pub fn cached_file(out: &std::path::Path, make: impl FnOnce(&std::path::Path) ->
         let _ = fs::remove_file(&tmp);
         return None;
     }
+    prune(dir, out);
     Some(out.to_path_buf())
+}
+
+/// How long a cached file is kept after it was made: a new kernel, glibc or
+/// sysdiet makes new ones, and the old would pile up (a debug copy is ~10
+/// MB). One still in use is made again, once.
+const CACHE_KEEP: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
+
+/// Removes this user's files in `dir` made more than CACHE_KEEP ago, but
+/// `keep`; run when a file is made, which is rare.
+fn prune(dir: &std::path::Path, keep: &std::path::Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    for e in entries.flatten() {
+        let path = e.path();
+        let Ok(m) = e.metadata() else { continue };
+        let old = m.modified().ok().and_then(|t| t.elapsed().ok()).is_some_and(|age| age > CACHE_KEEP);
+        if old && m.is_file() && m.uid() == me && path != keep {
+            let _ = fs::remove_file(&path);
+        }
+    }
 }
 
 /// `path` opened, if it is a file of this process's user that no one else
@@ -138,6 +161,24 @@ pub fn cache_dir() -> Option<std::path::PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn making_a_cached_file_removes_the_old_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let (old, recent) = (dir.path().join("old.btf"), dir.path().join("recent.btf"));
+        fs::write(&old, b"x").unwrap();
+        fs::write(&recent, b"x").unwrap();
+        let long_ago = std::time::SystemTime::now() - CACHE_KEEP - std::time::Duration::from_secs(60);
+        fs::File::options().write(true).open(&old).unwrap().set_modified(long_ago).unwrap();
+        let made = cached_file(&dir.path().join("new.btf"), |tmp| fs::write(tmp, b"y").is_ok());
+        assert_eq!(made, Some(dir.path().join("new.btf")));
+        assert!(!old.exists(), "made more than 30 days ago");
+        assert!(recent.exists());
+        // Found, not made: nothing is pruned.
+        fs::File::options().write(true).open(&recent).unwrap().set_modified(long_ago).unwrap();
+        cached_file(&dir.path().join("new.btf"), |_| unreachable!());
+        assert!(recent.exists());
+    }
 
     #[test]
     fn units_from_cgroups() {
