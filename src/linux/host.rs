@@ -117,8 +117,7 @@ const CACHE_KEEP: std::time::Duration = std::time::Duration::from_secs(30 * 24 *
 fn prune(dir: &std::path::Path, keep: &std::path::Path) {
     use std::os::unix::fs::MetadataExt;
     let Ok(entries) = fs::read_dir(dir) else { return };
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
+    let me = nix::unistd::geteuid().as_raw();
     for e in entries.flatten() {
         let path = e.path();
         let Ok(m) = e.metadata() else { continue };
@@ -136,8 +135,7 @@ pub fn open_own(path: &std::path::Path) -> Option<fs::File> {
     use std::os::unix::fs::MetadataExt;
     let file = fs::File::open(path).ok()?;
     let m = file.metadata().ok()?;
-    // SAFETY: geteuid has no preconditions.
-    let own = m.uid() == unsafe { libc::geteuid() };
+    let own = m.uid() == nix::unistd::geteuid().as_raw();
     (m.is_file() && own && m.mode() & 0o022 == 0).then_some(file)
 }
 
@@ -178,6 +176,23 @@ mod tests {
         fs::File::options().write(true).open(&recent).unwrap().set_modified(long_ago).unwrap();
         cached_file(&dir.path().join("new.btf"), |_| unreachable!());
         assert!(recent.exists());
+    }
+
+    #[test]
+    fn a_kept_file_is_opened_only_if_it_is_ours_and_no_one_else_may_write_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("kept");
+        fs::write(&file, b"types").unwrap();
+        assert!(open_own(&file).is_some());
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(open_own(&file).is_none(), "writable by others");
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o644)).unwrap();
+        if nix::unistd::geteuid().is_root() {
+            std::os::unix::fs::chown(&file, Some(65534), None).unwrap();
+            assert!(open_own(&file).is_none(), "another user's");
+        }
+        assert!(open_own(dir.path()).is_none(), "not a file");
     }
 
     #[test]

@@ -12,6 +12,11 @@ const CLOCKSOURCE: &str = "/sys/devices/system/clocksource/clocksource0";
 /// Clocksources the vDSO reads the time from without a syscall.
 const VDSO_CAPABLE: &[&str] = &["tsc", "kvm-clock", "hyperv_clocksource_tsc_page"];
 
+/// Bytes as lowercase hex: a build id as debug file paths and caches name it.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// What one syscall's round trip costs on this host, untraced: the fastest
 /// of 5 batches of getppid, in ns (2 to 5 ms in all). Each call a fix
 /// removes saves at least this, wherever a tick of sampled time landed.

@@ -504,14 +504,14 @@ impl Trace {
         self.processes.iter().map(|p| if p.folded > 0 { p.folded as usize } else { p.threads.len() }).sum()
     }
 
-    /// Process `pid`. The builder lists processes by pid, so this is a
-    /// binary search; a list in another order is still searched whole.
     /// How many processes a finding's shares stand for: a row folding many
     /// exited processes counts as them all.
     pub fn processes_in(&self, shares: &[ProcessShare]) -> u64 {
         shares.iter().map(|s| self.process(s.pid).map_or(1, |p| p.folded.max(1))).sum()
     }
 
+    /// Process `pid`. The builder lists processes by pid, so this is a
+    /// binary search; a list in another order is still searched whole.
     pub fn process(&self, pid: u32) -> Option<&Process> {
         match self.processes.binary_search_by_key(&pid, |p| p.pid) {
             Ok(i) => Some(&self.processes[i]),

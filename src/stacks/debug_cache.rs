@@ -55,7 +55,7 @@ pub fn debug_source(file: &Path) -> DebugSource {
 
 fn debug_source_in(file: &Path, debug_root: &Path, cache: Option<&Path>) -> DebugSource {
     let found = || {
-        let id = elf(file, |elf| elf.build_id().ok().flatten().map(hex)).flatten()?;
+        let id = elf(file, |elf| elf.build_id().ok().flatten().map(crate::linux::hex)).flatten()?;
         let separate = debug_root.join(".build-id").join(&id[..2]).join(format!("{}.debug", &id[2..]));
         if !elf(&separate, compressed_dwarf)? {
             return None;
@@ -69,14 +69,10 @@ fn debug_source_in(file: &Path, debug_root: &Path, cache: Option<&Path>) -> Debu
 
 /// `f` of the ELF file at `path`, read as far as `f` needs (a browser's
 /// 200 MB executable is not read whole for its build id).
-fn elf<T>(path: &Path, f: impl for<'a> FnOnce(&object::File<'a, &'a object::ReadCache<std::fs::File>>) -> T) -> Option<T> {
+pub(super) fn elf<T>(path: &Path, f: impl for<'a> FnOnce(&object::File<'a, &'a object::ReadCache<std::fs::File>>) -> T) -> Option<T> {
     let cache = object::ReadCache::new(std::fs::File::open(path).ok()?);
     let parsed = object::File::parse(&cache).ok()?;
     Some(f(&parsed))
-}
-
-fn hex(id: &[u8]) -> String {
-    id.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Whether an ELF file has a compressed `.debug_info`.
@@ -111,7 +107,7 @@ mod tests {
         // Not packaged: the program's own file is never given to objcopy.
         assert_eq!(debug_source_in(&exe, &root, Some(&cache)).path(), exe);
         // Packaged, by build id: copied once, decompressed, then found.
-        let id = elf(&exe, |e| e.build_id().unwrap().map(hex)).flatten().unwrap();
+        let id = elf(&exe, |e| e.build_id().unwrap().map(crate::linux::hex)).flatten().unwrap();
         let packaged = root.join(".build-id").join(&id[..2]).join(format!("{}.debug", &id[2..]));
         std::fs::create_dir_all(packaged.parent().unwrap()).unwrap();
         std::fs::copy(&exe, &packaged).unwrap();

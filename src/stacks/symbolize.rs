@@ -155,23 +155,23 @@ fn name_jit_frames(stacks: &[RawStack], names: &mut HashMap<RawFrame, Vec<Frame>
 /// one with fewest leading underscores, then the shortest.
 fn public_names(file: &std::path::Path) -> HashMap<u64, String> {
     use object::{Object, ObjectSymbol, SymbolKind};
-    let mut out: HashMap<u64, String> = HashMap::new();
-    // Read as far as the dynamic symbols: not the whole 2 MB of libc.
-    let Ok(f) = std::fs::File::open(file) else { return out };
-    let cache = object::ReadCache::new(f);
-    let Ok(elf) = object::File::parse(&cache) else { return out };
     let rank = |n: &str| (n.len() - n.trim_start_matches('_').len(), n.len());
-    for sym in elf.dynamic_symbols() {
-        let Ok(name) = sym.name() else { continue };
-        if sym.kind() != SymbolKind::Text || !sym.is_definition() || !sym.is_global() || name.is_empty() {
-            continue;
+    // Read as far as the dynamic symbols: not the whole 2 MB of libc.
+    super::debug_cache::elf(file, |elf| {
+        let mut out: HashMap<u64, String> = HashMap::new();
+        for sym in elf.dynamic_symbols() {
+            let Ok(name) = sym.name() else { continue };
+            if sym.kind() != SymbolKind::Text || !sym.is_definition() || !sym.is_global() || name.is_empty() {
+                continue;
+            }
+            let better = out.get(&sym.address()).is_none_or(|old| (rank(name), name) < (rank(old), old.as_str()));
+            if better {
+                out.insert(sym.address(), name.to_string());
+            }
         }
-        let better = out.get(&sym.address()).is_none_or(|old| (rank(name), name) < (rank(old), old.as_str()));
-        if better {
-            out.insert(sym.address(), name.to_string());
-        }
-    }
-    out
+        out
+    })
+    .unwrap_or_default()
 }
 
 /// The first function of a process or thread.
