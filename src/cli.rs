@@ -124,6 +124,9 @@ pub enum Command {
         /// Each hook reads the clock: the floor of timing every call
         #[arg(long)]
         clock: bool,
+        /// sys_exit reads each call's path: the floor of counting per path
+        #[arg(long)]
+        paths: bool,
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<OsString>,
     },

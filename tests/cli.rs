@@ -464,9 +464,11 @@ fn the_floor_runs_a_command_under_empty_hooks_and_passes_its_status() {
         return;
     }
     for hooks in ["enter", "exit", "both"] {
-        for clock in [&[][..], &["--clock"][..]] {
-            let out = sysdiet().args(["__floor", "--hooks", hooks]).args(clock).args(["--", "sh", "-c", "exit 3"]).output().unwrap();
-            assert_eq!(out.status.code(), Some(3), "{hooks} {clock:?}: {}", String::from_utf8_lossy(&out.stderr));
+        for reads in [&[][..], &["--clock"][..], &["--paths"][..], &["--clock", "--paths"][..]] {
+            // The shell stats and opens paths: the path floor reads them.
+            let out =
+                sysdiet().args(["__floor", "--hooks", hooks]).args(reads).args(["--", "sh", "-c", "test -e /etc/hostname; exit 3"]).output().unwrap();
+            assert_eq!(out.status.code(), Some(3), "{hooks} {reads:?}: {}", String::from_utf8_lossy(&out.stderr));
         }
     }
 }

@@ -6,9 +6,24 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#define FLOOR_SYSCALLS 512
+#define FLOOR_PATH_LEN 256
+
 /* Each hook reads the clock and nothing else: the least any tracer that
  * times each call exactly (strace -c -w, --latency) can cost. */
 const volatile __u8 read_clock = 0;
+/* sys_exit reads a path-taking syscall's path (1 + the index of its path
+ * argument; 0: none) and nothing else: the least any tracer that counts
+ * calls per path exactly can cost, since the path is in the caller's
+ * memory and may change between calls. */
+const volatile __u8 path_arg[FLOOR_SYSCALLS] = {};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, char[FLOOR_PATH_LEN]);
+} floor_path SEC(".maps");
 
 SEC("tp_btf/sys_enter")
 int BPF_PROG(floor_enter)
@@ -19,10 +34,23 @@ int BPF_PROG(floor_enter)
 }
 
 SEC("tp_btf/sys_exit")
-int BPF_PROG(floor_exit)
+int BPF_PROG(floor_exit, struct pt_regs *regs)
 {
+	long id = regs->orig_ax;
+	__u32 zero = 0;
+	__u64 arg;
+	char *buf;
+
 	if (read_clock)
 		bpf_ktime_get_ns();
+	if (id < 0 || id >= FLOOR_SYSCALLS || !path_arg[id])
+		return 0;
+	buf = bpf_map_lookup_elem(&floor_path, &zero);
+	if (!buf)
+		return 0;
+	arg = path_arg[id] == 1 ? PT_REGS_PARM1_SYSCALL(regs) :
+	      path_arg[id] == 2 ? PT_REGS_PARM2_SYSCALL(regs) : PT_REGS_PARM3_SYSCALL(regs);
+	bpf_probe_read_user_str(buf, FLOOR_PATH_LEN, (void *)arg);
 	return 0;
 }
 

@@ -6,6 +6,7 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 
 use super::bpf::{bpf_error, object_storage};
 use crate::error::Result;
+use crate::linux::syscalls::{self, ArgKind};
 
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/floor.skel.rs"));
@@ -26,10 +27,20 @@ pub struct Floor {
 
 impl Floor {
     /// With `clock`, each hook reads the clock (and discards it): the
-    /// floor of a tracer that times every call.
-    pub fn attach(hooks: Hooks, clock: bool) -> Result<Floor> {
+    /// floor of a tracer that times every call. With `paths`, sys_exit
+    /// reads the path of each call that takes one: the floor of a tracer
+    /// that counts calls per path exactly.
+    pub fn attach(hooks: Hooks, clock: bool, paths: bool) -> Result<Floor> {
         let mut open = skel::FloorSkelBuilder::default().open(object_storage()?).map_err(bpf_error)?;
-        open.maps.rodata_data.as_deref_mut().expect("floor has read-only data").read_clock = u8::from(clock);
+        let rodata = open.maps.rodata_data.as_deref_mut().expect("floor has read-only data");
+        rodata.read_clock = u8::from(clock);
+        if paths {
+            for info in syscalls::all() {
+                if let (ArgKind::Path(i), Some(slot)) = (info.arg, rodata.path_arg.get_mut(info.nr as usize)) {
+                    *slot = i + 1;
+                }
+            }
+        }
         open.progs.floor_enter.set_autoload(hooks != Hooks::Exit);
         open.progs.floor_exit.set_autoload(hooks != Hooks::Enter);
         let mut skel = open.load().map_err(bpf_error)?;
