@@ -48,6 +48,27 @@ fn file_and_io_victims() {
 }
 
 #[test]
+fn byte_histograms_stay_exact_when_keys_take_turns_in_the_cache() {
+    if skip_without_bpf() {
+        return;
+    }
+    check("manyfds", &["100"], &[]);
+    let exe = victim("manyfds");
+    let (doc, _) = sysdiet_json(&[], &[exe.to_str().unwrap(), "100"]);
+    let writes: Vec<_> = doc["arguments"].as_array().unwrap().iter().filter(|a| a["syscall"] == "write" && a["calls"] == 100).collect();
+    assert_eq!(writes.len(), 40, "one key per fd");
+    for w in writes {
+        let fd = w["argument"]["fd"].as_u64().unwrap();
+        // 1 byte: bucket 1; 101: bucket 8, (64, 128]; 201: bucket 9, (128, 256].
+        let mut buckets = vec![0; [1, 8, 9][fd as usize % 3] + 1];
+        *buckets.last_mut().unwrap() = 100;
+        assert_eq!(w["calls"], 100, "{w}");
+        assert_eq!(w["requested"]["buckets"], serde_json::json!(buckets), "{w}");
+        assert_eq!(w["returned"]["buckets"], serde_json::json!(buckets), "{w}");
+    }
+}
+
+#[test]
 fn failing_calls_count_errors() {
     if skip_without_bpf() {
         return;

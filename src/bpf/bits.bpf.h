@@ -1,27 +1,26 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
-/* Bit arithmetic, as libbpf-tools' bits.bpf.h has it. */
+/* Bit arithmetic. */
 #ifndef SYSDIET_BITS_BPF_H
 #define SYSDIET_BITS_BPF_H
 
-static __always_inline __u64 log2_32(__u32 v)
-{
-	__u32 shift, r;
-
-	r = (v > 0xFFFF) << 4; v >>= r;
-	shift = (v > 0xFF) << 3; v >>= shift; r |= shift;
-	shift = (v > 0xF) << 2; v >>= shift; r |= shift;
-	shift = (v > 0x3) << 1; v >>= shift; r |= shift;
-	r |= (v >> 1);
-	return r;
-}
-
+/* The floor of log2(v) (0 for 0), as libbpf-tools' bits.bpf.h has it but
+ * without a branch: BPF has no set-on-compare, so each `v > c` there is a
+ * branch, and the verifier walks all 64 ways through (twice per call, 1,400
+ * of sys_exit's instructions). (c - v) >> 63 is v > c while v < 2^32, and
+ * the barriers keep the compiler from turning it back into a compare. */
 static __always_inline __u64 log2_64(__u64 v)
 {
-	__u32 hi = v >> 32;
+	__u64 r, shift, t = v >> 32;
 
-	if (hi)
-		return log2_32(hi) + 32;
-	return log2_32(v);
+	t |= -t; /* top bit set: the high half is not 0 */
+	barrier_var(t);
+	r = (t >> 63) << 5;
+	v >>= r;
+	t = 0xFFFF - v; barrier_var(t); shift = (t >> 63) << 4; v >>= shift; r |= shift;
+	t = 0xFF - v; barrier_var(t); shift = (t >> 63) << 3; v >>= shift; r |= shift;
+	t = 0xF - v; barrier_var(t); shift = (t >> 63) << 2; v >>= shift; r |= shift;
+	t = 0x3 - v; barrier_var(t); shift = (t >> 63) << 1; v >>= shift; r |= shift;
+	return r | (v >> 1);
 }
 
 #endif
