@@ -221,7 +221,9 @@ fn the_hot_hook_is_cheap_to_verify() {
     // Every run pays for the verifier's walk through sys_exit before the
     // command starts. A loop inlined into it once made each of its exits
     // a state of its own for the rest of the program: 107,000 instructions
-    // walked, ~40 ms of every start-up. Counted in instructions, not time.
+    // walked, ~40 ms of every start-up; branches in the loops of the path
+    // hash and the size buckets, 10,600 (now 4,900 to 6,500 on 6.18).
+    // Counted in instructions, not time.
     for mode in [&[][..], &["--no-stacks"], &["--latency"], &["--system-wide"]] {
         let out = sysdiet().arg("__programs").args(mode).output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -232,7 +234,7 @@ fn the_hot_hook_is_cheap_to_verify() {
             .unwrap_or_else(|| panic!("no sys_exit line: {text}"))
             .parse()
             .unwrap();
-        assert!(insns > 0 && insns < 40_000, "{mode:?}: sys_exit took {insns} verified instructions");
+        assert!(insns > 0 && insns < 12_000, "{mode:?}: sys_exit took {insns} verified instructions");
     }
 }
 
