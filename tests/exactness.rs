@@ -48,6 +48,15 @@ fn file_and_io_victims() {
 }
 
 #[test]
+fn a_null_path_is_counted_as_such() {
+    if skip_without_bpf() {
+        return;
+    }
+    check("futimens", &["200"], &[]);
+    null_paths_are_keys_not_losses(&[]);
+}
+
+#[test]
 fn byte_histograms_stay_exact_when_keys_take_turns_in_the_cache() {
     if skip_without_bpf() {
         return;

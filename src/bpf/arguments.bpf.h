@@ -301,7 +301,7 @@ static __always_inline void promote(struct task_state *ts, struct call *c, struc
 			h->returned[returned & (HIST_BUCKETS - 1)]++;
 		}
 	}
-	if (c->kind == ARG_PATH && c->path_hash != 1)
+	if (c->kind == ARG_PATH && c->path_hash != PATH_HASH_UNREADABLE && c->path_hash != PATH_HASH_NULL)
 		send_path(c->path_hash);
 }
 

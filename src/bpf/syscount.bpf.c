@@ -350,21 +350,24 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		 * per-CPU map value costs the kernel's hardened-usercopy check
 		 * less than a slab object does. */
 		__u32 zero = 0;
-		struct path_record *r = bpf_map_lookup_elem(&path_scratch, &zero);
-		long n = r ? bpf_probe_read_user_str(r->path, PATH_LEN, (void *)syscall_arg(regs, spec.arg)) : -1;
+		void *p = (void *)syscall_arg(regs, spec.arg);
+		struct path_record *r = p ? bpf_map_lookup_elem(&path_scratch, &zero) : NULL;
+		long n = r ? bpf_probe_read_user_str(r->path, PATH_LEN, p) : -1;
 
 		/* The argument before the path of an *at call is its dirfd. */
 		c.fd = spec.arg > 0 ? (int)syscall_arg(regs, spec.arg - 1) : -1;
-		if (!r || n <= 0) {
+		if (!p) {
+			c.path_hash = PATH_HASH_NULL;
+		} else if (!r || n <= 0) {
 			count_lost(LOST_PATH_UNREADABLE, 1);
-			c.path_hash = 1; /* unreadable paths count together */
+			c.path_hash = PATH_HASH_UNREADABLE; /* counted together */
 		} else {
 			c.path_hash = path_hash(r, n - 1);
 			r->len = n;
 			/* A full buffer holds a 255-byte path, or the start of a
 			 * longer one: the byte after says which. A cut path is
 			 * marked by a length past the buffer. */
-			if (n == PATH_LEN && path_goes_on((void *)syscall_arg(regs, spec.arg))) {
+			if (n == PATH_LEN && path_goes_on(p)) {
 				count_lost(LOST_PATH_TRUNCATED, 1);
 				r->len = PATH_LEN + 1;
 			}

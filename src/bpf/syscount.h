@@ -6,6 +6,11 @@
 
 #define MAX_SYSCALLS 512   /* x86_64 numbers stop below 470 */
 #define PATH_LEN 256       /* like opensnoop's NAME_MAX + 1 */
+/* The path_hash of paths that could not be read, counted together, and of
+ * a NULL path argument (utimensat(fd, NULL): the fd's own file). Real
+ * hashes are odd too (path_hash), and equal these once in 2^62. */
+#define PATH_HASH_UNREADABLE 1
+#define PATH_HASH_NULL 3
 #define HIST_BUCKETS 32    /* byte-count buckets, see size_bucket() */
 #define COMM_LEN 16
 #define ARG_SLOTS 16       /* a thread's cache of argument keys (power of 2) */

@@ -204,7 +204,7 @@ mod tests {
 
     #[test]
     fn counts_keyed_by_syscall_and_argument() {
-        let path = |p: &str| Argument::Path { path: Some(p.into()), dirfd: None, cut: false, raw: None };
+        let path = |p: &str| Argument::Path { path: Some(p.into()), dirfd: None, null: false, cut: false, raw: None };
         let arg = |p: &str, calls| ArgumentCount { syscall: "newfstatat".into(), argument: path(p), calls };
         let a = Counted {
             syscalls: [("newfstatat".to_string(), 1000), ("read".to_string(), 5)].into(),

@@ -182,7 +182,7 @@ pub(crate) mod testing {
     }
 
     pub fn path(p: &str) -> Argument {
-        Argument::Path { path: Some(p.into()), dirfd: None, cut: false, raw: None }
+        Argument::Path { path: Some(p.into()), dirfd: None, null: false, cut: false, raw: None }
     }
 
     /// Gives the argument (or syscall) one call site made of `functions`,

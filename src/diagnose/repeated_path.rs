@@ -126,7 +126,7 @@ mod tests {
             argument(&mut t, "newfstatat", path(&format!("/usr/bin/x{i}")), 1, 1);
         }
         argument(&mut t, "newfstatat", path("/etc/localtime"), 900, 900);
-        argument(&mut t, "newfstatat", Argument::Path { path: Some(String::new()), dirfd: Some(3), cut: false, raw: None }, 900, 900);
+        argument(&mut t, "newfstatat", Argument::Path { path: Some(String::new()), dirfd: Some(3), null: false, cut: false, raw: None }, 900, 900);
         assert!(check(&t).is_empty());
     }
 
@@ -149,7 +149,13 @@ mod tests {
     fn one_name_under_a_moving_directory_is_many_files() {
         // tar opens each package's "copyright" relative to a directory fd.
         let mut t = trace(1_000_000_000, &[("openat", 900, 9_000_000)]);
-        argument(&mut t, "openat", Argument::Path { path: Some("copyright".into()), dirfd: Some(4), cut: false, raw: None }, 900, 9_000_000);
+        argument(
+            &mut t,
+            "openat",
+            Argument::Path { path: Some("copyright".into()), dirfd: Some(4), null: false, cut: false, raw: None },
+            900,
+            9_000_000,
+        );
         assert!(check(&t).is_empty());
         // Relative to the working directory, after chdir: the same.
         let mut t = trace(1_000_000_000, &[("openat", 900, 9_000_000), ("chdir", 900, 900)]);

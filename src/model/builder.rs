@@ -231,7 +231,7 @@ mod tests {
         let mut b = TraceBuilder::default();
         b.add_syscall(1, 1, stats(262, 2 * n, 0, 2 * n));
         for i in 0..n {
-            let argument = Argument::Path { path: Some(format!("/d/{i}")), dirfd: None, cut: false, raw: None };
+            let argument = Argument::Path { path: Some(format!("/d/{i}")), dirfd: None, null: false, cut: false, raw: None };
             b.add_argument(ArgumentStats {
                 pid: 1,
                 syscall: "newfstatat".into(),

@@ -387,11 +387,15 @@ pub struct Thread {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Argument {
-    /// A path (None when it could not be read); `dirfd` for `*at` calls
-    /// not relative to the working directory.
+    /// A path (None when it could not be read, or was NULL); `dirfd` for
+    /// `*at` calls not relative to the working directory.
     Path {
         path: Option<String>,
         dirfd: Option<i64>,
+        /// The argument was NULL, which some calls take for "the file of
+        /// `dirfd`" (futimens is utimensat(fd, NULL)): not a lost path.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        null: bool,
         /// The path was longer than sysdiet reads (255 bytes): `path` is
         /// its beginning, and paths that begin alike count together.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -377,7 +377,7 @@ mod tests {
             let s = SyscallStats { calls, errors: 1, total_ns: calls * 10, name: "newfstatat".into(), ..SyscallStats::new(262) };
             t.processes.push(Process { pid, comm: comm.into(), cgroup, syscalls: vec![s], ..Default::default() });
         }
-        let path = Argument::Path { path: Some("/etc/localtime".into()), dirfd: None, cut: false, raw: None };
+        let path = Argument::Path { path: Some("/etc/localtime".into()), dirfd: None, null: false, cut: false, raw: None };
         t.arguments.push(ArgumentStats {
             pid: processes[0].0,
             syscall: "newfstatat".into(),

@@ -211,7 +211,7 @@ fn arguments(out: &mut String, trace: &Trace) {
 pub fn describe_key(syscall: &str, argument: &Argument) -> String {
     let syscall = crate::human::escaped(syscall);
     match argument {
-        Argument::Path { path, dirfd, cut, raw } => {
+        Argument::Path { path, dirfd, null, cut, raw } => {
             // The exact bytes when they are not UTF-8 (\xe9); as strace
             // marks a string it cut: "…"...
             let shown = match (raw, path) {
@@ -219,7 +219,11 @@ pub fn describe_key(syscall: &str, argument: &Argument) -> String {
                 (None, Some(p)) => Some(quoted(p)),
                 (None, None) => None,
             };
-            let path = shown.map_or_else(|| "(unreadable)".to_string(), |p| p + if *cut { "..." } else { "" });
+            let path = match shown {
+                Some(p) => p + if *cut { "..." } else { "" },
+                None if *null => "NULL".to_string(),
+                None => "(unreadable)".to_string(),
+            };
             match dirfd {
                 Some(fd) => format!("{syscall}(fd {fd}, {path})"),
                 None => format!("{syscall}({path})"),

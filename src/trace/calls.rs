@@ -259,7 +259,7 @@ mod tests {
     use crate::model::{Lost, RunInfo};
 
     fn path(p: &str) -> Option<Argument> {
-        Some(Argument::Path { path: Some(p.into()), dirfd: None, cut: false, raw: None })
+        Some(Argument::Path { path: Some(p.into()), dirfd: None, null: false, cut: false, raw: None })
     }
 
     #[test]

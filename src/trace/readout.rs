@@ -21,6 +21,8 @@ const AT_FDCWD: i64 = -100;
 const NR_RT_SIGPROCMASK: u32 = 14;
 /// The path hash the kernel side gives a path it could not read.
 const UNREADABLE_PATH: u64 = 1;
+/// The path_hash of a NULL path argument (PATH_HASH_NULL in syscount.h).
+const NULL_PATH: u64 = 3;
 
 pub(super) fn read_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Result<Lost> {
     // Freeze the counts, and let programs already running finish: what a
@@ -318,10 +320,11 @@ pub(super) fn argument_of(nr: u32, fd: i64, path_hash: u64, path_of: &Paths) -> 
     match syscalls::by_nr(nr).map(|s| s.arg) {
         Some(ArgKind::Path(i)) => {
             // None: unreadable, or its string was lost to a full table.
-            let known = (path_hash != UNREADABLE_PATH).then(|| path_of.get(path_hash)).flatten();
+            let known = (path_hash != UNREADABLE_PATH && path_hash != NULL_PATH).then(|| path_of.get(path_hash)).flatten();
             Argument::Path {
                 path: known.map(|p| p.text.clone()),
                 dirfd: (i > 0 && fd != AT_FDCWD).then_some(fd),
+                null: path_hash == NULL_PATH,
                 cut: known.is_some_and(|p| p.cut),
                 raw: known.and_then(|p| p.raw.clone()),
             }

@@ -219,3 +219,20 @@ pub fn skip_without_bpf() -> bool {
 pub fn which(cmd: &str) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join(cmd)).find(|p| p.is_file()))
 }
+
+/// futimens(fd) is utimensat(fd, NULL, NULL, 0): a NULL path is a key of
+/// its own, not a path lost. `extra`: options before the command.
+pub fn null_paths_are_keys_not_losses(extra: &[&str]) {
+    let exe = victim("futimens");
+    let (doc, out) = sysdiet_json(extra, &[exe.to_str().unwrap(), "200"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(doc["lost"]["path_unreadable"], 0, "{extra:?}: {}", doc["lost"]);
+    let key =
+        doc["arguments"].as_array().unwrap().iter().find(|a| a["syscall"] == "utimensat").unwrap_or_else(|| panic!("{extra:?}: no utimensat key"));
+    assert_eq!(
+        (key["calls"].as_u64(), &key["argument"]["null"], &key["argument"]["path"]),
+        (Some(200), &serde_json::json!(true), &serde_json::Value::Null),
+        "{key}"
+    );
+    assert!(key["argument"]["dirfd"].as_i64() > Some(2), "{key}");
+}

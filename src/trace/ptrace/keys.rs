@@ -57,7 +57,9 @@ pub fn argument(
         ArgKind::Path(i) => {
             let read = sys::read_string(tid, args[usize::from(i)], PATH_MAX_KEPT);
             let dirfd = if i > 0 { Some(fd(i - 1)).filter(|d| *d != AT_FDCWD) } else { None };
+            let null = args[usize::from(i)] == 0;
             let (path, cut, raw) = match read {
+                None if null => (None, false, None),
                 None => {
                     lost.path_unreadable += 1;
                     (None, false, None)
@@ -70,7 +72,7 @@ pub fn argument(
                     }
                 }
             };
-            Some(Argument::Path { path, dirfd, cut, raw })
+            Some(Argument::Path { path, dirfd, null, cut, raw })
         }
         ArgKind::Fd(i) => Some(Argument::Fd { fd: fd(i) }),
         ArgKind::FdIo { fd: f, size } => {

@@ -25,7 +25,8 @@ pub(super) fn argument(kind: ArgKind, args: &[&str], ret: Return, task: &mut Tas
                 },
                 None => (None, None),
             };
-            Some(Argument::Path { path, dirfd, cut, raw })
+            let null = args.get(i) == Some(&"NULL");
+            Some(Argument::Path { path, dirfd, null, cut, raw })
         }
         ArgKind::Fd(i) => Some(Argument::Fd { fd: args.get(usize::from(i)).and_then(|a| args::fd(a))? }),
         ArgKind::FdIo { fd, size } => {

@@ -145,6 +145,15 @@ fn the_environment_comes_from_a_verbose_execve() {
 }
 
 #[test]
+fn a_null_path_is_a_key_of_its_own() {
+    let (t, _) = read("1 utimensat(3</tmp/f>, NULL, NULL, 0) = 0\n1 utimensat(3</tmp/f>, NULL, NULL, 0) = 0\n");
+    let key = t.arguments.iter().find(|a| a.nr == 280).unwrap();
+    assert_eq!(key.argument, Argument::Path { path: None, dirfd: Some(3), null: true, cut: false, raw: None });
+    assert_eq!(key.calls, 2);
+    assert_eq!(t.lost.path_unreadable, 0);
+}
+
+#[test]
 fn paths_fds_and_sizes_are_keyed_as_bpf_keys_them() {
     let log = "1 openat(3</d>, \"f\\377\", O_RDONLY) = 4\n1 openat(3</d>, \"f\\377\", O_RDONLY) = 5\n1 read(4, \"\"..., 4096) = 10\n1 read(4, \"\", 4096) = 0\n";
     let (t, _) = read(log);
