@@ -215,27 +215,41 @@ pub struct Lost {
 }
 
 impl Lost {
-    /// (name, count) of every non-zero counter, for reports.
+    /// (what, count) of every non-zero counter, for reports: `what` agrees
+    /// with the count ("1 call", "2 calls").
     pub fn nonzero(&self) -> Vec<(&'static str, u64)> {
         [
-            ("tasks untraced: no memory for their state", self.tasks_untraced),
-            ("calls of exited threads lost: ring buffer full", self.exit_records),
-            ("calls without argument stats: table full", self.argument_table_full),
-            ("calls without argument stats: allocation failed", self.argument_alloc_failed),
-            ("calls not checked for repeats: one-shot table full", self.once_table_full),
-            ("failed calls without errno: table full", self.errno_table_full),
-            ("calls with unreadable paths", self.path_unreadable),
-            ("calls with paths cut at 255 bytes", self.path_truncated),
-            ("repeated paths without their string: table full", self.path_strings),
-            ("i386 (int 0x80) calls not counted", self.compat_syscalls),
-            ("calls with unknown numbers (x32?) not counted", self.syscall_nr_out_of_range),
-            ("stack samples dropped: ring buffer full", self.samples_dropped),
-            ("calls without byte-count histograms: table full", self.histogram_table_full),
-            ("processes whose exec (environment, file) was not seen: ring buffer full", self.environments),
-            ("calls without argument stats: their program's key budget was spent", self.argument_keys_over_budget),
+            (("task untraced: no memory for its state", "tasks untraced: no memory for their state"), self.tasks_untraced),
+            (("call of exited threads lost: ring buffer full", "calls of exited threads lost: ring buffer full"), self.exit_records),
+            (("call without argument stats: table full", "calls without argument stats: table full"), self.argument_table_full),
+            (("call without argument stats: allocation failed", "calls without argument stats: allocation failed"), self.argument_alloc_failed),
+            (("call not checked for repeats: one-shot table full", "calls not checked for repeats: one-shot table full"), self.once_table_full),
+            (("failed call without errno: table full", "failed calls without errno: table full"), self.errno_table_full),
+            (("call with an unreadable path", "calls with unreadable paths"), self.path_unreadable),
+            (("call with a path cut at 255 bytes", "calls with paths cut at 255 bytes"), self.path_truncated),
+            (("repeated path without its string: table full", "repeated paths without their string: table full"), self.path_strings),
+            (("i386 (int 0x80) call not counted", "i386 (int 0x80) calls not counted"), self.compat_syscalls),
+            (("call with an unknown number (x32?) not counted", "calls with unknown numbers (x32?) not counted"), self.syscall_nr_out_of_range),
+            (("stack sample dropped: ring buffer full", "stack samples dropped: ring buffer full"), self.samples_dropped),
+            (("call without byte-count histograms: table full", "calls without byte-count histograms: table full"), self.histogram_table_full),
+            (
+                (
+                    "process whose exec (environment, file) was not seen: ring buffer full",
+                    "processes whose exec (environment, file) was not seen: ring buffer full",
+                ),
+                self.environments,
+            ),
+            (
+                (
+                    "call without argument stats: its program's key budget was spent",
+                    "calls without argument stats: their program's key budget was spent",
+                ),
+                self.argument_keys_over_budget,
+            ),
         ]
         .into_iter()
         .filter(|(_, n)| *n > 0)
+        .map(|((one, many), n)| (if n == 1 { one } else { many }, n))
         .collect()
     }
 
@@ -584,5 +598,16 @@ impl ArgumentStats {
     /// At most how many bytes 90% of the calls asked for.
     pub fn typical_request(&self) -> Option<u64> {
         self.requested.as_ref()?.bound_covering(0.9)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Lost;
+
+    #[test]
+    fn a_lost_count_of_one_reads_in_the_singular() {
+        let lost = Lost { path_unreadable: 1, path_truncated: 2, ..Default::default() };
+        assert_eq!(lost.nonzero(), vec![("call with an unreadable path", 1), ("calls with paths cut at 255 bytes", 2)]);
     }
 }
