@@ -55,9 +55,9 @@ pub fn argument(
     match kind {
         ArgKind::None => None,
         ArgKind::Path(i) => {
-            let read = sys::read_string(tid, args[usize::from(i)], PATH_MAX_KEPT);
-            let dirfd = if i > 0 { Some(fd(i - 1)).filter(|d| *d != AT_FDCWD) } else { None };
             let null = args[usize::from(i)] == 0;
+            let read = if null { None } else { sys::read_string(tid, args[usize::from(i)], PATH_MAX_KEPT) };
+            let dirfd = if i > 0 { Some(fd(i - 1)).filter(|d| *d != AT_FDCWD) } else { None };
             let (path, cut, raw) = match read {
                 None if null => (None, false, None),
                 None => {
