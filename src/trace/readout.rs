@@ -37,8 +37,8 @@ pub(super) fn read_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Resul
     // and there is no running program to wait for; when the counts say
     // none can be, /proc is not even looked through.
     let exits = tracer.exits.take();
-    let mut live = if tracer.may_have_live_targets() { live_threads(tracer) } else { Vec::new() };
-    if !live.is_empty() {
+    let mut live = Vec::new();
+    if tracer.may_have_live_targets() && live_states(tracer).next().is_some() {
         std::thread::sleep(Duration::from_millis(2));
         if let Some(e) = &exits {
             e.checkpoint();
@@ -161,16 +161,21 @@ fn file_into(
     Ok(lost)
 }
 
+/// Each traced thread still running, with its task storage, found as
+/// asked for: whether any is alive needs only the first.
+fn live_states(tracer: &BpfTracer) -> impl Iterator<Item = (u32, Box<task_state>)> + '_ {
+    all_tids().filter_map(move |tid| {
+        let pidfd = crate::target::pidfd(tid)?;
+        let v = tracer.skel.maps.states.lookup(&pidfd.as_raw_fd().to_ne_bytes(), MapFlags::ANY).ok()??;
+        let ts: Box<task_state> = Box::new(from_bytes(&v));
+        (ts.exited == 0 && ts.state != target_state::TARGET_PENDING_EXEC.0).then_some((tid, ts))
+    })
+}
+
 /// The traced threads still running, from their task storage.
 fn live_threads(tracer: &BpfTracer) -> Vec<(ThreadCounts, Vec<arg_slot>)> {
     let mut live = Vec::new();
-    for tid in all_tids() {
-        let Some(pidfd) = crate::target::pidfd(tid) else { continue };
-        let Ok(Some(v)) = tracer.skel.maps.states.lookup(&pidfd.as_raw_fd().to_ne_bytes(), MapFlags::ANY) else { continue };
-        let ts: Box<task_state> = Box::new(from_bytes(&v));
-        if ts.exited != 0 || ts.state == target_state::TARGET_PENDING_EXEC.0 {
-            continue;
-        }
+    for (tid, ts) in live_states(tracer) {
         let comm = std::fs::read_to_string(format!("/proc/{tid}/comm"))
             .map(|c| c.trim_end_matches('\n').to_string())
             .unwrap_or_else(|_| c_string(&ts.comm.map(|c| c as u8)));
@@ -249,11 +254,12 @@ fn add_thread(out: &mut TraceBuilder, t: &ThreadCounts, names: &ExeNames, tick_n
 }
 
 /// Every thread id on the host now, from /proc.
-fn all_tids() -> Vec<u32> {
-    let numbers = |dir: &str| -> Vec<u32> {
-        std::fs::read_dir(dir).map(|d| d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect()).unwrap_or_default()
-    };
-    numbers("/proc").into_iter().flat_map(|pid| numbers(&format!("/proc/{pid}/task"))).collect()
+/// Every thread on the host, listed as it is walked.
+fn all_tids() -> impl Iterator<Item = u32> {
+    fn numbers(dir: String) -> impl Iterator<Item = u32> {
+        std::fs::read_dir(dir).into_iter().flatten().filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+    }
+    numbers("/proc".into()).flat_map(|pid| numbers(format!("/proc/{pid}/task")))
 }
 
 fn read_lost(tracer: &BpfTracer) -> Result<Lost> {
