@@ -253,8 +253,7 @@ fn add_thread(out: &mut TraceBuilder, t: &ThreadCounts, names: &ExeNames, tick_n
     );
 }
 
-/// Every thread id on the host now, from /proc.
-/// Every thread on the host, listed as it is walked.
+/// Every thread id on the host, from /proc, listed as it is walked.
 fn all_tids() -> impl Iterator<Item = u32> {
     fn numbers(dir: String) -> impl Iterator<Item = u32> {
         std::fs::read_dir(dir).into_iter().flatten().filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
