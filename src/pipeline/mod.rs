@@ -122,7 +122,8 @@ fn unix_now() -> f64 {
 type MappingWatch = Option<std::thread::JoinHandle<Result<MapEvents>>>;
 
 fn watch_mappings(opts: &TraceOptions, tids: Vec<u32>) -> MappingWatch {
-    opts.stacks.then(|| std::thread::spawn(move || MapEvents::open(&tids)))
+    // The ptrace backend unwinds from the stopped task: no events to open.
+    (opts.stacks && opts.backend != Backend::Ptrace).then(|| std::thread::spawn(move || MapEvents::open(&tids)))
 }
 
 /// Starts reading stack samples, when asked for, with the mappings of the

@@ -41,6 +41,7 @@ impl DebugSource {
     }
 
     /// The file read, by its name.
+    #[cfg(test)]
     pub fn name(&self) -> &Path {
         self.copy.as_ref().map_or(&self.file, |(p, _)| p)
     }
