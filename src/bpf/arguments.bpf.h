@@ -32,7 +32,7 @@ __noinline __u64 path_hash(struct path_record *r, __u32 len)
 	__u32 i, full = len / 8, left = len % 8;
 
 	if (!r)
-		return 1;
+		return PATH_HASH_UNREADABLE;
 	/* The path is at offset 16: a word at a time, not a byte (which the
 	 * compiler would otherwise assume of a char array). */
 	words = __builtin_assume_aligned(r->path, 8);
