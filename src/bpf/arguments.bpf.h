@@ -232,6 +232,7 @@ enum sighting {
 	SIGHTING_LONG,     /* its first call, too long for the word: counted
 			      exactly from the start, as if seen before */
 	SIGHTING_UNKNOWN,  /* its slot is another key's: ask arg_stats */
+	SIGHTING_COUNTED,  /* found promoted in arg_stats: first_calls not read */
 };
 
 /* Looks `k` up in first_calls, taking a free slot for a new key; for a
@@ -305,24 +306,71 @@ static __always_inline void promote(struct task_state *ts, struct call *c, struc
 		send_path(c->path_hash);
 }
 
-/* A call whose key is not in the thread's cache. A key seen for the first
- * time is only summarised; its second sighting promotes it, and from then
- * on it is cached and counted exactly. True if this call is to be counted
- * in the thread's cache, false if it is counted already.
+/* Counts a call in its key's arg_stats entry itself, not in the thread's
+ * cache: a repeated key that is not hot there (a file-tree walk's names,
+ * each back once per directory). */
+static __always_inline void count_in_entry(struct arg_val *v, struct call *c, struct arg_key *k)
+{
+	struct io_hist *h;
+
+	__sync_fetch_and_add(&v->calls, 1);
+	if (c->failed)
+		__sync_fetch_and_add(&v->errors, 1);
+	if (c->ns)
+		__sync_fetch_and_add(&v->ns, c->ns);
+	if (c->kind != ARG_FD_IO)
+		return;
+	h = bpf_map_lookup_elem(&io_hists, k);
+	if (!h) {
+		count_lost(LOST_HIST_TABLE_FULL, 1);
+		return;
+	}
+	__sync_fetch_and_add(&h->requested[c->req_bucket & (HIST_BUCKETS - 1)], 1);
+	__sync_fetch_and_add(&h->returned[c->ret_bucket & (HIST_BUCKETS - 1)], 1);
+}
+
+/* Whether a repeated key that missed slot `s` takes it: when it is free,
+ * or when the key missed it last time too (nothing else missed in
+ * between). A key that comes back only after many others (a walk's names)
+ * never does, so it evicts no hot key and costs no flush: it is counted
+ * in its entry. */
+static __always_inline bool takes_slot(struct arg_slot *s, struct call *c)
+{
+	__u64 h = c->path_hash ^ ((__u64)c->fd * 0x9E3779B97F4A7C15ULL) ^ ((__u64)c->nr << 40);
+	__u16 mark = (h >> 48) | 1;
+
+	if (!s->used || s->candidate == mark) {
+		s->candidate = 0;
+		return true;
+	}
+	s->candidate = mark;
+	return false;
+}
+
+/* A call whose key is not in the thread's cache (`s`: its slot there). A
+ * key seen for the first time is only summarised; its second sighting
+ * promotes it, and from then on it is counted exactly, in the thread's
+ * cache if it takes the slot (true: the caller counts this call there),
+ * else in its entry (false: counted already).
  * Global, so verified once (see path_hash). */
-__noinline bool argument_miss(struct task_state *ts, struct call *c)
+__noinline bool argument_miss(struct task_state *ts, struct call *c, struct arg_slot *s)
 {
 	static const struct arg_val repeated; /* once = 0 */
 	__u64 first = 0, first_ns, first_failed;
 	struct arg_key k;
 	struct arg_val *v, nv;
-	bool inserted = false;
 	long err;
 
-	if (!ts || !c)
+	if (!ts || !c || !s)
 		return false;
 	k = (struct arg_key){ .tgid = ts->tgid, .nr = c->nr, .fd = c->fd, .path_hash = c->path_hash };
-	switch (keep_every_key ? SIGHTING_UNKNOWN : first_sighting(ts, c, &k, &first)) {
+	/* A promoted key is found in one lookup: first_calls, a random word
+	 * of 8 MiB, is read only for a key not counted yet. */
+	v = bpf_map_lookup_elem(&arg_stats, &k);
+	switch (v && !v->once ? SIGHTING_COUNTED :
+		keep_every_key ? SIGHTING_UNKNOWN : first_sighting(ts, c, &k, &first)) {
+	case SIGHTING_COUNTED:
+		break;
 	case SIGHTING_FIRST:
 		summarise_once(c, 1, c->failed, c->ns);
 		return false;
@@ -341,43 +389,57 @@ __noinline bool argument_miss(struct task_state *ts, struct call *c)
 		if (first_ns)
 			__sync_fetch_and_add(&v->ns, first_ns);
 		promote(ts, c, &k, true, first_failed, first_ns, first & 31, (first >> 5) & 31);
-		return true;
+		break;
 	case SIGHTING_LONG:
-		if (!bpf_map_lookup_or_try_init(&arg_stats, &k, &repeated)) {
+		v = bpf_map_lookup_or_try_init(&arg_stats, &k, &repeated);
+		if (!v) {
 			count_lost(LOST_ARG_TABLE_FULL, 1);
 			return false;
 		}
 		promote(ts, c, &k, false, 0, 0, 0, 0);
-		return true;
+		break;
 	case SIGHTING_REPEATED:
 		/* Its promoter may not have made the entry yet. */
-		bpf_map_lookup_or_try_init(&arg_stats, &k, &repeated);
-		return true;
-	}
-	nv = (struct arg_val){ .calls = 1, .errors = c->failed, .ns = c->ns, .once = 1,
-			       .requested = c->req_bucket, .returned = c->ret_bucket };
-	v = bpf_map_lookup_elem(&arg_stats, &k);
-	if (!v) {
-		err = bpf_map_update_elem(&arg_stats, &k, &nv, BPF_NOEXIST);
-		if (err != -EEXIST) {
-			summarise_once(c, 1, c->failed, c->ns);
-			if (err) {
-				count_lost(err == -ENOMEM ? LOST_ARG_NOMEM : LOST_ONCE_TABLE_FULL, 1);
+		v = bpf_map_lookup_or_try_init(&arg_stats, &k, &repeated);
+		if (!v) {
+			count_lost(LOST_ARG_TABLE_FULL, 1);
+			return false;
+		}
+		break;
+	default:
+		nv = (struct arg_val){ .calls = 1, .errors = c->failed, .ns = c->ns, .once = 1,
+				       .requested = c->req_bucket, .returned = c->ret_bucket };
+		v = bpf_map_lookup_elem(&arg_stats, &k);
+		if (!v) {
+			err = bpf_map_update_elem(&arg_stats, &k, &nv, BPF_NOEXIST);
+			if (err != -EEXIST) {
+				summarise_once(c, 1, c->failed, c->ns);
+				if (err)
+					count_lost(err == -ENOMEM ? LOST_ARG_NOMEM : LOST_ONCE_TABLE_FULL, 1);
+				/* Counted in its new entry; promoted at once when
+				 * every key is kept. Not cached: one-shot keys
+				 * would evict hot ones. */
+				if (!err && keep_every_key) {
+					v = bpf_map_lookup_elem(&arg_stats, &k);
+					if (v && v->once && __sync_lock_test_and_set(&v->once, 0))
+						promote(ts, c, &k, true, v->errors, v->ns, v->requested, v->returned);
+				}
 				return false;
 			}
-			if (!keep_every_key)
-				return false; /* not cached: one-shot keys would evict hot ones */
-			inserted = true; /* promoted at once, below: counted in its entry */
+			v = bpf_map_lookup_elem(&arg_stats, &k); /* another thread's, just made */
+			if (!v)
+				return false;
 		}
-		v = bpf_map_lookup_elem(&arg_stats, &k); /* another thread's, just made */
-		if (!v)
-			return false;
+		/* Seen before. The one that clears `once` promotes the key: its
+		 * first call leaves the summary for the key's own counts. */
+		if (v->once && __sync_lock_test_and_set(&v->once, 0))
+			promote(ts, c, &k, true, v->errors, v->ns, v->requested, v->returned);
+		break;
 	}
-	/* Seen before. The one that clears `once` promotes the key: its first
-	 * call leaves the summary for the key's own counts. */
-	if (v->once && __sync_lock_test_and_set(&v->once, 0))
-		promote(ts, c, &k, true, v->errors, v->ns, v->requested, v->returned);
-	return !inserted;
+	if (takes_slot(s, c))
+		return true;
+	count_in_entry(v, c, &k);
+	return false;
 }
 
 static __always_inline void count_argument(struct task_state *ts, struct call *c)
@@ -386,7 +448,7 @@ static __always_inline void count_argument(struct task_state *ts, struct call *c
 	struct arg_slot *s = &ts->slots[(h ^ (h >> 32) ^ (h >> 17)) & (ARG_SLOTS - 1)];
 
 	if (!(s->used && s->nr == c->nr && s->fd == c->fd && s->path_hash == c->path_hash)) {
-		if (!argument_miss(ts, c))
+		if (!argument_miss(ts, c, s))
 			return;
 		/* A repeated key: it takes the slot, with this call. */
 		flush_slot(ts->tgid, s);

@@ -145,7 +145,10 @@ struct sys_val {
 struct arg_slot {
 	__u32 nr;   /* 0 with hash 0 and fd 0: empty (read(0) keys have hash 0
 		       too, so `used` tells) */
-	__u32 used;
+	__u16 used;
+	/* The fingerprint of the last key that missed this slot: a key that
+	 * misses it twice running is hot and takes it (see count_argument). */
+	__u16 candidate;
 	__s64 fd;
 	__u64 path_hash;
 	__u64 calls;
