@@ -18,12 +18,13 @@ pub fn hex(bytes: &[u8]) -> String {
 }
 
 /// What one syscall's round trip costs on this host, untraced: the fastest
-/// of 5 batches of getppid, in ns (2 to 5 ms in all). Each call a fix
-/// removes saves at least this, wherever a tick of sampled time landed.
+/// of 8 batches of getppid, in ns (under 1 ms in all: it shares the second
+/// CPU with the maps made at start-up). Each call a fix removes saves at
+/// least this, wherever a tick of sampled time landed.
 pub fn syscall_cost_ns() -> u64 {
-    const CALLS: u64 = 4000;
+    const CALLS: u64 = 1000;
     let mut best = u64::MAX;
-    for _ in 0..5 {
+    for _ in 0..8 {
         let t = std::time::Instant::now();
         for _ in 0..CALLS {
             // SAFETY: getppid takes no arguments and cannot fail.

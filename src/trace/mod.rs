@@ -13,6 +13,7 @@ pub mod fold;
 pub mod kernel_types;
 pub mod mappings;
 pub mod perf;
+pub mod premade;
 pub mod ptrace;
 pub mod readout;
 pub mod samples;

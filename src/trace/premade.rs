@@ -1,0 +1,69 @@
+//! The large maps made on another thread while libbpf reads the kernel's
+//! BTF, then handed to the object before it loads. Making them is mostly
+//! the kernel zeroing and charging pages (the three ring buffers, the 8 MiB
+//! first_calls, arg_stats' 4 MiB of buckets): 6 to 10 ms of every start-up,
+//! which the held command would otherwise wait for in series with the BTF
+//! parse (another 5 to 6 ms) on a host with a second CPU.
+
+use std::ffi::OsString;
+use std::os::fd::AsFd;
+use std::thread::JoinHandle;
+
+use libbpf_rs::{MapHandle, MapType, OpenMapMut};
+
+/// What a map is made with: its object definition, after the setters.
+struct Definition {
+    name: OsString,
+    map_type: MapType,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    flags: u32,
+}
+
+/// Maps being made; `hand_over` gives them to the object.
+pub struct Premade(JoinHandle<Vec<(OsString, MapHandle)>>);
+
+impl Premade {
+    /// Starts making maps like `maps` (as they are defined now).
+    pub fn start(maps: &[&OpenMapMut<'_>]) -> Premade {
+        let defs: Vec<Definition> = maps
+            .iter()
+            .map(|m| Definition {
+                name: m.name().to_owned(),
+                map_type: m.map_type(),
+                key_size: m.key_size(),
+                value_size: m.value_size(),
+                max_entries: m.max_entries(),
+                flags: m.map_flags(),
+            })
+            .collect();
+        Premade(std::thread::spawn(move || {
+            defs.into_iter()
+                .filter_map(|d| {
+                    let opts = libbpf_sys::bpf_map_create_opts {
+                        sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _,
+                        map_flags: d.flags,
+                        ..Default::default()
+                    };
+                    // A map that cannot be made here (no rights, say) is
+                    // left to libbpf, which says why.
+                    let map = MapHandle::create(d.map_type, Some(&d.name), d.key_size, d.value_size, d.max_entries, &opts).ok()?;
+                    Some((d.name, map))
+                })
+                .collect()
+        }))
+    }
+
+    /// Waits for the maps and has the object use them instead of making
+    /// its own (it keeps duplicates of their descriptors).
+    pub fn hand_over(self, maps: &mut [&mut OpenMapMut<'_>]) {
+        let Ok(made) = self.0.join() else { return };
+        for map in maps.iter_mut() {
+            if let Some((_, made)) = made.iter().find(|(name, _)| name.as_os_str() == map.name()) {
+                // On failure libbpf makes the map itself, as without this.
+                let _ = map.reuse_fd(made.as_fd());
+            }
+        }
+    }
+}
