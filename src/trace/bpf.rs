@@ -380,10 +380,16 @@ impl MapEntries {
     }
 }
 
-/// Every (key, value) of a hash map, read in batches. A batch ends at a
-/// bucket's end, so a short one is not the last: read until ENOENT.
+/// Every (key, value) of a map, read in batches. A batch ends at a
+/// bucket's end, so a short one is not the last: read until ENOENT. A
+/// per-CPU map's value is every possible CPU's, each `percpu_stride` long.
 pub(super) fn read_all<M: MapCore>(map: &M) -> Result<MapEntries> {
-    let (ks, vs) = (map.key_size() as usize, map.value_size() as usize);
+    let ks = map.key_size() as usize;
+    let vs = if map.map_type().is_percpu() {
+        percpu_stride(map.value_size() as usize) * libbpf_rs::num_possible_cpus().map_err(bpf_error)?
+    } else {
+        map.value_size() as usize
+    };
     let mut out = MapEntries { keys: Vec::new(), values: Vec::new(), ks, vs };
     let mut batch = BATCH as usize;
     let (mut keys, mut values) = (vec![0u8; ks * batch], vec![0u8; vs * batch]);
@@ -425,6 +431,12 @@ pub(super) fn read_all<M: MapCore>(map: &M) -> Result<MapEntries> {
         }
         first = false;
     }
+}
+
+/// Where each CPU's part of a per-CPU value starts: the kernel rounds the
+/// size up to 8.
+pub(super) fn percpu_stride(value_size: usize) -> usize {
+    value_size.div_ceil(8) * 8
 }
 
 /// The kernel's map error, said for humans: EPERM means missing rights.

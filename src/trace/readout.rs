@@ -9,7 +9,7 @@ use std::time::Duration;
 use libbpf_rs::{MapCore, MapFlags};
 
 use super::bpf::skel::types::{arg_key, arg_slot, arg_val, io_hist, lost_counter, once_summary, target_state, task_state};
-use super::bpf::{bpf_error, c_string, from_bytes, read_all, BpfTracer, TICK_NS};
+use super::bpf::{bpf_error, c_string, from_bytes, percpu_stride, read_all, BpfTracer, TICK_NS};
 use super::exits::{errnos_of, used, ExeNames, Paths, Record, ThreadCounts};
 use super::fold::Fold;
 use crate::error::Result;
@@ -139,19 +139,19 @@ fn file_into(
         };
         out.add_argument(arg_entry(&key, &v, hist.as_ref(), row(key.tgid).unwrap_or(key.tgid), path_of));
     }
-    for k in maps.errno_stats.keys() {
-        let Some(per_cpu) = maps.errno_stats.lookup_percpu(&k, MapFlags::ANY).map_err(bpf_error)? else { continue };
-        let [tgid, nr, err, _]: [u32; 4] = from_bytes(&k);
-        let n: u64 = per_cpu.iter().map(|v| from_bytes::<u64>(v)).sum();
+    // Per-CPU maps in one batch read each, not a syscall per key and CPU.
+    for (k, per_cpu) in read_all(&maps.errno_stats)?.iter() {
+        let [tgid, nr, err, _]: [u32; 4] = from_bytes(k);
+        let n: u64 = per_cpu.chunks_exact(percpu_stride(8)).map(from_bytes::<u64>).sum();
         out.add_errno(row(tgid).unwrap_or(tgid), nr, &crate::linux::errno::name(err), n);
     }
-    for nr in 0..super::filter::MAX_SYSCALLS as u32 {
-        let Some(per_cpu) = maps.once_summary.lookup_percpu(&nr.to_ne_bytes(), MapFlags::ANY).map_err(bpf_error)? else { continue };
+    for (k, per_cpu) in read_all(&maps.once_summary)?.iter() {
+        let nr: u32 = from_bytes(k);
         // Per-CPU parts may wrap (a promotion undoes a key on another CPU);
         // their sum does not.
         let sum = per_cpu
-            .iter()
-            .map(|v| from_bytes::<once_summary>(v))
+            .chunks_exact(percpu_stride(std::mem::size_of::<once_summary>()))
+            .map(from_bytes::<once_summary>)
             .fold((0u64, 0u64, 0u64), |a, o| (a.0.wrapping_add(o.keys), a.1.wrapping_add(o.errors), a.2.wrapping_add(o.ns)));
         if sum.0 > 0 {
             out.add_one_shot(nr, sum.0, sum.1, sum.2);
