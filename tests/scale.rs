@@ -193,6 +193,25 @@ fn each_path_counted_four_times(doc: &serde_json::Value, mode: &str) {
     assert!(once.is_none_or(|o| o["calls"].as_u64().unwrap() < 10), "{mode}: the walk is not one-shot: {once:?}");
 }
 
+/// `find`'s shape: 5 walks over the same 2,000 paths, so each comes back
+/// only after all the others, far more than a thread's cache holds. Such a
+/// key is counted in its table entry, not the cache; each is exact.
+#[test]
+fn paths_that_come_back_after_many_others_count_exactly() {
+    if skip_without_bpf() {
+        return;
+    }
+    let exe = victim("manypaths");
+    for mode in ["--no-stacks", "--latency", "--all"] {
+        let (doc, _) = sysdiet_json(&[mode], &[exe.to_str().unwrap(), "2000", "0", "5", "1", "1"]);
+        lost_nothing(&doc);
+        let walked = walked_paths(&doc);
+        assert_eq!(walked.len(), 2_000, "{mode}: every path, by name");
+        let wrong: Vec<_> = walked.iter().filter(|a| a["calls"] != 5 || a["errors"] != 5).collect();
+        assert!(wrong.is_empty(), "{mode}: {} paths not counted 5 times: {:?}", wrong.len(), wrong.first());
+    }
+}
+
 /// A key's first call too long to be kept with its first sighting (a FIFO's
 /// open waits ~20 ms for its writer; --latency measures it) is counted
 /// with the key from the start: bash opens the FIFO twice, one row of 2.

@@ -1,14 +1,17 @@
-/* manypaths N K [R [T]]: stat N distinct paths that do not exist, R times
- * each (once by default: a file-tree walk's shape), calling localtime() K
- * times along the way; with T threads, each makes the whole walk at once
- * (every path is seen T × R times, its first sightings racing). */
+/* manypaths N K [R [T [ROUNDS]]]: stat N distinct paths that do not exist,
+ * R times each (once by default: a file-tree walk's shape), calling
+ * localtime() K times along the way; with T threads, each makes the whole
+ * walk at once (every path is seen T × R times, its first sightings
+ * racing). With ROUNDS = 1 the R visits are R walks over all N paths, so
+ * a path comes back only after the N - 1 others (`find`'s names, back in
+ * each directory). */
 #include <pthread.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <time.h>
 #include "victim.h"
 
-static long n, k, r;
+static long n, k, r, rounds;
 static pthread_barrier_t ready;
 
 static void *walk(void *unused)
@@ -21,12 +24,14 @@ static void *walk(void *unused)
 
 	(void)unused;
 	pthread_barrier_wait(&ready);
-	for (long i = 0; i < n; i++) {
-		snprintf(path, sizeof(path), "/nonexistent/sysdiet/%ld", i);
-		for (long j = 0; j < r; j++)
-			sink += stat(path, &st);
-		if (every && i % every == 0)
-			sink += localtime(&now)->tm_sec;
+	for (long round = 0; round < (rounds ? r : 1); round++) {
+		for (long i = 0; i < n; i++) {
+			snprintf(path, sizeof(path), "/nonexistent/sysdiet/%ld", i);
+			for (long j = 0; j < (rounds ? 1 : r); j++)
+				sink += stat(path, &st);
+			if (every && i % every == 0)
+				sink += localtime(&now)->tm_sec;
+		}
 	}
 	return NULL;
 }
@@ -40,6 +45,7 @@ int main(int argc, char **argv)
 	n = arg_count(argc, argv, 1, 100000);
 	k = arg_count(argc, argv, 2, 0);
 	r = arg_count(argc, argv, 3, 1);
+	rounds = arg_count(argc, argv, 5, 0);
 	if (t < 1 || t > 64)
 		t = 1;
 	start = now_ns();
