@@ -406,10 +406,9 @@ __noinline bool argument_miss(struct task_state *ts, struct call *c, struct arg_
 			return false;
 		}
 		break;
-	default:
+	default: /* v: NULL, or the key's entry while it has been seen once */
 		nv = (struct arg_val){ .calls = 1, .errors = c->failed, .ns = c->ns, .once = 1,
 				       .requested = c->req_bucket, .returned = c->ret_bucket };
-		v = bpf_map_lookup_elem(&arg_stats, &k);
 		if (!v) {
 			err = bpf_map_update_elem(&arg_stats, &k, &nv, BPF_NOEXIST);
 			if (err != -EEXIST) {
