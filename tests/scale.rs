@@ -179,16 +179,18 @@ fn threads_racing_on_new_paths_count_each_exactly() {
     let exe = victim("manypaths");
     for mode in ["--no-stacks", "--latency"] {
         let (doc, _) = sysdiet_json(&[mode], &[exe.to_str().unwrap(), "20000", "0", "1", "4"]);
-        each_path_counted_four_times(&doc, mode);
+        each_path_counted(&doc, mode, 20_000, 4);
     }
 }
 
-fn each_path_counted_four_times(doc: &serde_json::Value, mode: &str) {
+/// Nothing lost, each of the `paths` walked paths in a row of its own with
+/// exactly `times` calls (all failed), and the walk not summarised as one-shot.
+fn each_path_counted(doc: &serde_json::Value, mode: &str, paths: usize, times: u64) {
     lost_nothing(doc);
     let walked = walked_paths(doc);
-    assert_eq!(walked.len(), 20_000, "{mode}: every path, by name");
-    let wrong: Vec<_> = walked.iter().filter(|a| a["calls"] != 4 || a["errors"] != 4).collect();
-    assert!(wrong.is_empty(), "{mode}: {} paths not counted 4 times: {:?}", wrong.len(), wrong.first());
+    assert_eq!(walked.len(), paths, "{mode}: every path, by name");
+    let wrong: Vec<_> = walked.iter().filter(|a| a["calls"] != times || a["errors"] != times).collect();
+    assert!(wrong.is_empty(), "{mode}: {} paths not counted {times} times: {:?}", wrong.len(), wrong.first());
     let once = doc["one_shot"].as_array().unwrap().iter().find(|o| o["syscall"] == "newfstatat");
     assert!(once.is_none_or(|o| o["calls"].as_u64().unwrap() < 10), "{mode}: the walk is not one-shot: {once:?}");
 }
@@ -204,11 +206,7 @@ fn paths_that_come_back_after_many_others_count_exactly() {
     let exe = victim("manypaths");
     for mode in ["--no-stacks", "--latency", "--all"] {
         let (doc, _) = sysdiet_json(&[mode], &[exe.to_str().unwrap(), "2000", "0", "5", "1", "1"]);
-        lost_nothing(&doc);
-        let walked = walked_paths(&doc);
-        assert_eq!(walked.len(), 2_000, "{mode}: every path, by name");
-        let wrong: Vec<_> = walked.iter().filter(|a| a["calls"] != 5 || a["errors"] != 5).collect();
-        assert!(wrong.is_empty(), "{mode}: {} paths not counted 5 times: {:?}", wrong.len(), wrong.first());
+        each_path_counted(&doc, mode, 2_000, 5);
     }
 }
 

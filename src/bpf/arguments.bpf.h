@@ -306,6 +306,13 @@ static __always_inline void promote(struct task_state *ts, struct call *c, struc
 		send_path(c->path_hash);
 }
 
+/* A hash of a call's key, for the thread's cache: its slot is picked by
+ * the low bits, and a key that missed a slot is marked by the high ones. */
+static __always_inline __u64 key_hash(struct call *c)
+{
+	return c->path_hash ^ ((__u64)c->fd * 0x9E3779B97F4A7C15ULL) ^ (c->nr * 0x45D9F3BU);
+}
+
 /* Counts a call in its key's arg_stats entry itself, not in the thread's
  * cache: a repeated key that is not hot there (a file-tree walk's names,
  * each back once per directory). */
@@ -336,8 +343,7 @@ static __always_inline void count_in_entry(struct arg_val *v, struct call *c, st
  * in its entry. */
 static __always_inline bool takes_slot(struct arg_slot *s, struct call *c)
 {
-	__u64 h = c->path_hash ^ ((__u64)c->fd * 0x9E3779B97F4A7C15ULL) ^ ((__u64)c->nr << 40);
-	__u16 mark = (h >> 48) | 1;
+	__u16 mark = (key_hash(c) >> 48) | 1;
 
 	if (!s->used || s->candidate == mark) {
 		s->candidate = 0;
@@ -443,7 +449,7 @@ __noinline bool argument_miss(struct task_state *ts, struct call *c, struct arg_
 
 static __always_inline void count_argument(struct task_state *ts, struct call *c)
 {
-	__u64 h = c->path_hash ^ ((__u64)c->fd * 0x9E3779B97F4A7C15ULL) ^ (c->nr * 0x45D9F3BU);
+	__u64 h = key_hash(c);
 	struct arg_slot *s = &ts->slots[(h ^ (h >> 32) ^ (h >> 17)) & (ARG_SLOTS - 1)];
 
 	if (!(s->used && s->nr == c->nr && s->fd == c->fd && s->path_hash == c->path_hash)) {

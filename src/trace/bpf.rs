@@ -185,13 +185,12 @@ impl BpfTracer {
         }
         open.progs.sys_enter.set_autoload(options.latency);
         open.progs.on_tick.set_autoload(!options.latency);
-        let m = &mut open.maps;
+        let m = &open.maps;
         let premade = super::premade::Premade::start(&[&m.arg_stats, &m.first_calls, &m.exits, &m.strings, &m.samples]);
         // libbpf parses the kernel's BTF now, not at load, so that the maps
         // are made meanwhile.
         open.progs.sys_exit.set_attach_target(0, Some("sys_exit".into())).map_err(bpf_error)?;
-        let m = &mut open.maps;
-        premade.hand_over(&mut [&mut m.arg_stats, &mut m.first_calls, &mut m.exits, &mut m.strings, &mut m.samples]);
+        premade.hand_over(open.open_object_mut().maps_mut());
         open.load().map_err(bpf_error)
     }
 

@@ -55,11 +55,11 @@ impl Premade {
         }))
     }
 
-    /// Waits for the maps and has the object use them instead of making
-    /// its own (it keeps duplicates of their descriptors).
-    pub fn hand_over(self, maps: &mut [&mut OpenMapMut<'_>]) {
+    /// Waits for the maps and has the object's maps of their names use them
+    /// instead of making their own (it keeps duplicates of the descriptors).
+    pub fn hand_over<'a>(self, maps: impl Iterator<Item = OpenMapMut<'a>>) {
         let Ok(made) = self.0.join() else { return };
-        for map in maps.iter_mut() {
+        for mut map in maps {
             if let Some((_, made)) = made.iter().find(|(name, _)| name.as_os_str() == map.name()) {
                 // On failure libbpf makes the map itself, as without this.
                 let _ = map.reuse_fd(made.as_fd());
