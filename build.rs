@@ -35,6 +35,8 @@ fn main() {
     println!("cargo:rerun-if-changed=src/bpf/bits.bpf.h");
     println!("cargo:rerun-if-changed=src/bpf/maps.bpf.h");
     println!("cargo:rerun-if-changed=src/bpf/tally.h");
+    println!("cargo:rerun-if-changed=src/bpf/arch.bpf.h");
+    println!("cargo:rerun-if-changed=src/bpf/arch");
 
     // -O2 and nothing clever: each loop must make its call every time.
     cc::Build::new().file("src/bench/loops.c").opt_level(2).warnings(true).compile("sysdiet_loops");

@@ -84,14 +84,14 @@ static __always_inline __s64 classify_timeout(__u8 kind, __u64 arg)
 static __always_inline __u32 classify_mask(struct task_state *ts, struct task_struct *t,
 					   struct pt_regs *regs, long ret)
 {
-	__u64 after = t->blocked.sig[0], before = ts->mask, oldset = regs->dx;
-	int how = regs->di;
+	__u64 after = t->blocked.sig[0], before = ts->mask, oldset = PT_REGS_PARM3_SYSCALL(regs);
+	int how = PT_REGS_PARM1_SYSCALL(regs);
 	bool known = ts->mask_known;
 	__u32 c = how == 0 ? MASK_BLOCK : how == 1 ? MASK_UNBLOCK : MASK_SET;
 
 	ts->mask = after;
 	ts->mask_known = 1;
-	if (!regs->si)
+	if (!PT_REGS_PARM2_SYSCALL(regs))
 		return MASK_QUERY;
 	if (ret < 0)
 		return c;
@@ -193,7 +193,10 @@ out:
 
 static __always_inline void summarise_once(struct call *c, __s64 keys, __s64 errors, __s64 ns)
 {
-	struct once_summary *o = bpf_map_lookup_elem(&once_summary, &c->nr);
+	/* The key on the stack: `c` may be a global function's argument,
+	 * which kernels before 6.3 take as no map key. */
+	__u32 nr = c->nr;
+	struct once_summary *o = bpf_map_lookup_elem(&once_summary, &nr);
 
 	if (o) {
 		o->keys += keys;

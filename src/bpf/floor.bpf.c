@@ -5,6 +5,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include "arch.bpf.h"
 
 #define FLOOR_SYSCALLS 512
 #define FLOOR_PATH_LEN 256
@@ -36,7 +37,7 @@ int BPF_PROG(floor_enter)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(floor_exit, struct pt_regs *regs)
 {
-	long id = regs->orig_ax;
+	long id = regs_syscall_nr(regs);
 	__u32 zero = 0;
 	__u64 arg;
 	char *buf;

@@ -145,9 +145,9 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 	/* exit and exit_group never return: count the one it is in. */
 	regs = (struct pt_regs *)bpf_task_pt_regs(p);
 	if (regs && ts->state == TARGET_ACTIVE && !stopped) {
-		nr = regs->orig_ax;
-		if ((nr == NR_EXIT || nr == NR_EXIT_GROUP) && regs->ax == -ENOSYS &&
-		    !(p->thread_info.status & TS_COMPAT) && specs[nr].traced) {
+		nr = regs_syscall_nr(regs);
+		if ((nr == NR_EXIT || nr == NR_EXIT_GROUP) && regs_in_syscall_btf(regs) &&
+		    !task_in_compat_syscall(p) && specs[nr].traced) {
 			ts->stats[nr].calls++;
 			ts->seq++;
 		}

@@ -9,7 +9,7 @@ static __always_inline void take_sample(struct task_state *ts, struct pt_regs *r
 					struct call *c, __u64 now, __u64 period)
 {
 	struct stack_sample *e;
-	__u64 sp = regs->sp, off = 0, len;
+	__u64 sp = REGS_SP(regs), off = 0, len;
 	int i;
 
 	e = bpf_ringbuf_reserve(&samples, sizeof(*e), 0);
@@ -26,9 +26,9 @@ static __always_inline void take_sample(struct task_state *ts, struct pt_regs *r
 	e->time_ns = now;
 	e->fd = c->kind == ARG_NONE ? 0 : c->fd;
 	e->path_hash = c->kind == ARG_NONE ? 0 : c->path_hash;
-	e->ip = regs->ip;
+	e->ip = REGS_IP(regs);
 	e->sp = sp;
-	e->bp = regs->bp;
+	e->bp = REGS_FP(regs);
 	for (i = 0; i < STACK_BYTES / 4096 + 1; i++) {
 		if (off > STACK_BYTES - 4096)
 			break;

@@ -19,21 +19,11 @@
 #include "syscount.h"
 #include "bits.bpf.h"
 #include "maps.bpf.h"
+#include "arch.bpf.h"
 
-#define NR_SELECT 23
-#define NR_RT_SIGPROCMASK 14
-#define NR_RT_SIGRETURN 15
-#define NR_EXECVE 59
-#define NR_EXIT 60
-#define NR_EXIT_GROUP 231
-#define NR_PSELECT6 270
-#define NR_PPOLL 271
-#define NR_EXECVEAT 322
 #define MAX_ERRNO 4095
-#define ENOSYS 38
 #define ENOMEM 12
 #define E2BIG 7
-#define TS_COMPAT 0x0002  /* thread_info.status: an i386 syscall is active */
 #define MAX_GAP (1U << 20)
 #define SLOT_FLUSH_AT (1ULL << 31) /* before a slot's u32 buckets can wrap */
 
@@ -285,7 +275,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 			ts->state = TARGET_ACTIVE;
 		return 0;
 	}
-	id = regs->orig_ax;
+	id = regs_syscall_nr(regs);
 	/* The time of the call that just ended is its own, counted or not:
 	 * taken here so that it never spills into the next one. */
 	ticks = ts->ticks;
@@ -294,7 +284,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	in_call = ts->in_call;
 	if (latency)
 		ts->in_call = 0;
-	if (t->thread_info.status & TS_COMPAT) {
+	if (task_in_compat_syscall(t)) {
 		count_lost(LOST_COMPAT, 1);
 		return 0;
 	}
@@ -432,25 +422,18 @@ int on_tick(struct bpf_perf_event_data *ctx)
 	struct task_struct *t = bpf_get_current_task_btf();
 	struct task_state *ts = bpf_task_storage_get(&states, t, 0, 0);
 	struct pt_regs *u;
-	long nr = -1, ax = 0;
+	long nr;
 
 	if (!ts || ts->state != TARGET_ACTIVE)
 		return 0;
-	/* The interrupted code's ring, read as the 8-byte slot the context
-	 * allows (newer kernels split cs into smaller fields). */
-	if (*(volatile __u64 *)((void *)&ctx->regs + offsetof(struct pt_regs, cs)) & 3) {
+	if (perf_sample_in_user_mode(ctx)) {
 		ts->user_ticks++;
 		return 0;
 	}
-	/* In the kernel: in a syscall if the saved user registers say so (a
-	 * syscall's return slot holds -ENOSYS until it returns; an exception
-	 * or interrupt from user mode has no syscall number). */
+	/* In the kernel: in a syscall if the saved user registers say so. */
 	u = (struct pt_regs *)bpf_task_pt_regs(t);
-	if (!u)
-		return 0;
-	bpf_probe_read_kernel(&nr, sizeof(nr), &u->orig_ax);
-	bpf_probe_read_kernel(&ax, sizeof(ax), &u->ax);
-	if (nr >= 0 && nr < MAX_SYSCALLS && ax == -ENOSYS)
+	nr = u ? regs_running_syscall(u) : -1;
+	if (nr >= 0 && nr < MAX_SYSCALLS)
 		ts->ticks++;
 	return 0;
 }
