@@ -10,6 +10,9 @@ DEBS := build-essential clang llvm libelf-dev zlib1g-dev pkg-config strace util-
 # Only for bench/overhead and bench/workloads: the tools sysdiet is compared
 # against, and the workloads' programs.
 BENCH_DEBS := strace linux-perf bpftrace bpftool sqlite3 python3 make eatmydata
+# Only for test-kernels: qemu boots Debian's kernels (virtme-ng, from PyPI,
+# with busybox for its initramfs) with this machine's root file system.
+KERNEL_DEBS := qemu-system-x86 busybox-static python3-pip
 
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 SYSDIET := target/release/sysdiet
@@ -21,7 +24,7 @@ BTF ?= /sys/kernel/btf/vmlinux
 APT_GET ?= apt-get
 EUID ?= $(shell id -u)
 
-.PHONY: all preflight need-root deps rust bench-deps build demo test lint install deb vmlinux bench bench-workloads bench-savings bench-analyze fuzz schema clean
+.PHONY: all preflight need-root deps rust bench-deps build demo test test-kernels lint install deb vmlinux bench bench-workloads bench-savings bench-analyze fuzz schema clean
 
 all: build
 
@@ -77,6 +80,13 @@ demo: need-root build $(DEMO)
 # with the kernel's rings as the debug build's may not.
 test: need-root deps
 	cargo test --release
+
+# The kernel matrix: ci/kernels boots Debian 11's, 12's and 13's kernels in
+# qemu and runs the BPF tests inside each, then on this host's kernel.
+test-kernels: need-root deps
+	$(call install,$(KERNEL_DEBS))
+	@command -v vng >/dev/null || python3 -m pip install --quiet virtme-ng
+	ci/kernels
 
 # The binary, its man pages and shell completions, under $(DESTDIR)$(PREFIX).
 PREFIX ?= /usr/local

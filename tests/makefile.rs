@@ -47,3 +47,11 @@ fn a_rust_too_old_names_the_way_out() {
         "{line}"
     );
 }
+
+#[test]
+fn the_kernel_matrix_refuses_an_unknown_argument_in_one_line() {
+    let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/ci/kernels")).arg("--bogus").output().expect("ci/kernels runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(err.trim_end(), "ci/kernels: unknown argument --bogus (ci/kernels --help)");
+}
