@@ -40,6 +40,9 @@ pub enum Error {
     #[error("this kernel has no BTF ({0} is missing): sysdiet's BPF tracer needs a kernel built with CONFIG_DEBUG_INFO_BTF=y")]
     NoBtf(PathBuf),
 
+    #[error("this kernel ({release}) has no {feature}, which sysdiet's BPF tracer needs (Linux {since} has it)")]
+    KernelLacks { release: String, feature: &'static str, since: &'static str },
+
     #[error("loading the BPF tracer failed: {0} (run with SYSDIET_DEBUG=1 to see libbpf's log)")]
     Bpf(String),
 

@@ -25,7 +25,7 @@ static __always_inline __u32 size_bucket(__u64 v)
  * instructions, ~40 ms of every start-up). The loop has a single way out,
  * and the last word is masked after it: a branch in the loop would be
  * explored for each of its 32 turns. */
-__noinline __u64 path_hash(struct path_record *r, __u32 len)
+static __always_inline __u64 hash_path(struct path_record *r, __u32 len)
 {
 	__u64 h = 0x9E3779B97F4A7C15ULL ^ len, w;
 	const __u64 *words;
@@ -48,6 +48,18 @@ __noinline __u64 path_hash(struct path_record *r, __u32 len)
 		h ^= h >> 32;
 	}
 	return h | 1; /* never 0, which marks fd calls */
+}
+
+__noinline __u64 path_hash(struct path_record *r, __u32 len)
+{
+	return hash_path(r, len);
+}
+
+/* Kernels before 5.12 take no pointer argument of a global function: a
+ * static one, verified with each caller. */
+static __noinline __u64 path_hash_legacy(struct path_record *r, __u32 len)
+{
+	return hash_path(r, len);
 }
 
 /* One finished call's facts, as its argument key needs them. */
@@ -82,9 +94,9 @@ static __always_inline __s64 classify_timeout(__u8 kind, __u64 arg)
  * seen: this call, sigreturn, a handler's entry makes it unknown), else
  * *oldset when given; neither, and a change is not told from none. */
 static __always_inline __u32 classify_mask(struct task_state *ts, struct task_struct *t,
-					   struct pt_regs *regs, long ret)
+					   struct pt_regs *regs, long ret, const bool legacy)
 {
-	__u64 after = t->blocked.sig[0], before = ts->mask, oldset = PT_REGS_PARM3_SYSCALL(regs);
+	__u64 after = blocked_signals(t, legacy), before = ts->mask, oldset = PT_REGS_PARM3_SYSCALL(regs);
 	int how = PT_REGS_PARM1_SYSCALL(regs);
 	bool known = ts->mask_known;
 	__u32 c = how == 0 ? MASK_BLOCK : how == 1 ? MASK_UNBLOCK : MASK_SET;
@@ -156,15 +168,16 @@ static int merge_bucket(__u32 i, struct hist_merge *m)
 	return 0;
 }
 
-/* Adds a slot's calls since its last flush to arg_stats (and io_hists).
- * Global, so verified once (see path_hash); `tgid` is the slot's owner.
- * The buckets are merged by bpf_loop, which the verifier checks once, not
- * for each of the 32 turns with each of their two branches. */
-__noinline int flush_slot(__u32 tgid, struct arg_slot *s)
+/* Adds a slot's calls since its last flush to arg_stats (and io_hists);
+ * `tgid` is the slot's owner. The buckets are merged by bpf_loop, which
+ * the verifier checks once, not for each of the 32 turns with each of
+ * their two branches; legacy kernels (before 5.17) loop. */
+static __always_inline int flush(__u32 tgid, struct arg_slot *s, const bool legacy)
 {
 	struct hist_merge m = { .s = s };
 	struct arg_key k;
 	struct arg_val *v;
+	__u32 i;
 
 	if (!s || !s->used || !s->calls)
 		return 0;
@@ -179,16 +192,30 @@ __noinline int flush_slot(__u32 tgid, struct arg_slot *s)
 	__sync_fetch_and_add(&v->ns, s->ns);
 	if (specs[s->nr & (MAX_SYSCALLS - 1)].kind == ARG_FD_IO) {
 		m.h = bpf_map_lookup_elem(&io_hists, &k);
-		if (m.h)
+		if (!m.h)
+			count_lost(LOST_HIST_TABLE_FULL, s->calls);
+		else if (!legacy)
 			bpf_loop(HIST_BUCKETS, merge_bucket, &m, 0);
 		else
-			count_lost(LOST_HIST_TABLE_FULL, s->calls);
+			for (i = 0; i < HIST_BUCKETS; i++)
+				merge_bucket(i, &m);
 	}
 out:
 	s->calls = s->errors = s->ns = 0;
 	__builtin_memset(s->requested, 0, sizeof(s->requested));
 	__builtin_memset(s->returned, 0, sizeof(s->returned));
 	return 0;
+}
+
+/* Global, so verified once (see path_hash). */
+__noinline int flush_slot(__u32 tgid, struct arg_slot *s)
+{
+	return flush(tgid, s, false);
+}
+
+static __noinline int flush_slot_legacy(__u32 tgid, struct arg_slot *s)
+{
+	return flush(tgid, s, true);
 }
 
 static __always_inline void summarise_once(struct call *c, __s64 keys, __s64 errors, __s64 ns)
@@ -356,13 +383,36 @@ static __always_inline bool takes_slot(struct arg_slot *s, struct call *c)
 	return false;
 }
 
+/* Whether this thread is the one to promote the key whose entry is `v`,
+ * clearing its `once`: exactly one thread is. Legacy kernels (before 5.12)
+ * have no exchange: a mark in `promoting` is held by one thread at a time,
+ * and `once` is read again under it (a thread that takes the mark after
+ * the promoter let it go finds `once` cleared). */
+static __always_inline bool claim_promotion(struct arg_val *v, struct arg_key *k, const bool legacy)
+{
+	static const __u8 mark = 1;
+	bool mine;
+
+	if (!v->once)
+		return false;
+	if (!legacy)
+		return __sync_lock_test_and_set(&v->once, 0);
+	if (bpf_map_update_elem(&promoting, k, &mark, BPF_NOEXIST))
+		return false;
+	mine = v->once;
+	v->once = 0;
+	bpf_map_delete_elem(&promoting, k);
+	return mine;
+}
+
 /* A call whose key is not in the thread's cache (`s`: its slot there). A
  * key seen for the first time is only summarised; its second sighting
  * promotes it, and from then on it is counted exactly, in the thread's
  * cache if it takes the slot (true: the caller counts this call there),
  * else in its entry (false: counted already).
- * Global, so verified once (see path_hash). */
-__noinline bool argument_miss(struct task_state *ts, struct call *c, struct arg_slot *s)
+ * Legacy kernels (before 5.12) have no compare-and-swap: there every key
+ * takes arg_stats' own first-sighting path. */
+static __always_inline bool miss(struct task_state *ts, struct call *c, struct arg_slot *s, const bool legacy)
 {
 	static const struct arg_val repeated; /* once = 0 */
 	__u64 first = 0, first_ns, first_failed;
@@ -377,7 +427,7 @@ __noinline bool argument_miss(struct task_state *ts, struct call *c, struct arg_
 	 * of 8 MiB, is read only for a key not counted yet. */
 	v = bpf_map_lookup_elem(&arg_stats, &k);
 	switch (v && !v->once ? SIGHTING_COUNTED :
-		keep_every_key ? SIGHTING_UNKNOWN : first_sighting(ts, c, &k, &first)) {
+		keep_every_key || legacy ? SIGHTING_UNKNOWN : first_sighting(ts, c, &k, &first)) {
 	case SIGHTING_COUNTED:
 		break;
 	case SIGHTING_FIRST:
@@ -429,7 +479,7 @@ __noinline bool argument_miss(struct task_state *ts, struct call *c, struct arg_
 				 * would evict hot ones. */
 				if (!err && keep_every_key) {
 					v = bpf_map_lookup_elem(&arg_stats, &k);
-					if (v && v->once && __sync_lock_test_and_set(&v->once, 0))
+					if (v && claim_promotion(v, &k, legacy))
 						promote(ts, c, &k, true, v->errors, v->ns, v->requested, v->returned);
 				}
 				return false;
@@ -440,7 +490,7 @@ __noinline bool argument_miss(struct task_state *ts, struct call *c, struct arg_
 		}
 		/* Seen before. The one that clears `once` promotes the key: its
 		 * first call leaves the summary for the key's own counts. */
-		if (v->once && __sync_lock_test_and_set(&v->once, 0))
+		if (claim_promotion(v, &k, legacy))
 			promote(ts, c, &k, true, v->errors, v->ns, v->requested, v->returned);
 		break;
 	}
@@ -450,16 +500,27 @@ __noinline bool argument_miss(struct task_state *ts, struct call *c, struct arg_
 	return false;
 }
 
-static __always_inline void count_argument(struct task_state *ts, struct call *c)
+/* Global, so verified once (see path_hash). */
+__noinline bool argument_miss(struct task_state *ts, struct call *c, struct arg_slot *s)
+{
+	return miss(ts, c, s, false);
+}
+
+static __noinline bool argument_miss_legacy(struct task_state *ts, struct call *c, struct arg_slot *s)
+{
+	return miss(ts, c, s, true);
+}
+
+static __always_inline void count_argument(struct task_state *ts, struct call *c, const bool legacy)
 {
 	__u64 h = key_hash(c);
 	struct arg_slot *s = &ts->slots[(h ^ (h >> 32) ^ (h >> 17)) & (ARG_SLOTS - 1)];
 
 	if (!(s->used && s->nr == c->nr && s->fd == c->fd && s->path_hash == c->path_hash)) {
-		if (!argument_miss(ts, c, s))
+		if (!(legacy ? argument_miss_legacy(ts, c, s) : argument_miss(ts, c, s)))
 			return;
 		/* A repeated key: it takes the slot, with this call. */
-		flush_slot(ts->tgid, s);
+		legacy ? flush_slot_legacy(ts->tgid, s) : flush_slot(ts->tgid, s);
 		s->used = 1;
 		s->nr = c->nr;
 		s->fd = c->fd;
@@ -473,7 +534,7 @@ static __always_inline void count_argument(struct task_state *ts, struct call *c
 		s->returned[c->ret_bucket & (HIST_BUCKETS - 1)]++;
 	}
 	if (s->calls >= SLOT_FLUSH_AT)
-		flush_slot(ts->tgid, s);
+		legacy ? flush_slot_legacy(ts->tgid, s) : flush_slot(ts->tgid, s);
 }
 
 #endif

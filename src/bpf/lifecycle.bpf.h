@@ -6,16 +6,15 @@
 #ifndef SYSDIET_LIFECYCLE_BPF_H
 #define SYSDIET_LIFECYCLE_BPF_H
 
-SEC("tp_btf/sched_process_fork")
-int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)
+static __always_inline int follow_fork(struct task_struct *parent, struct task_struct *child, const bool legacy)
 {
 	struct task_state *pts, *cts;
 
-	pts = bpf_task_storage_get(&states, parent, 0, 0);
+	pts = state_of(parent, parent->pid, false, legacy);
 	if (!pts || pts->state != TARGET_ACTIVE)
 		return 0;
 	/* Threads and processes alike: every new task gets its own state. */
-	cts = bpf_task_storage_get(&states, child, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	cts = state_of(child, child->pid, true, legacy);
 	if (!cts) {
 		count_lost(LOST_NO_TASK_STORAGE, 1);
 		return 0;
@@ -26,6 +25,18 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 	cts->mask = child->blocked.sig[0];
 	cts->mask_known = 1;
 	return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)
+{
+	return follow_fork(parent, child, false);
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(sched_process_fork_legacy, struct task_struct *parent, struct task_struct *child)
+{
+	return follow_fork(parent, child, true);
 }
 
 /* The new program: the file it runs, and its environment as exec laid it
@@ -57,13 +68,17 @@ static __always_inline void send_exec(struct task_struct *p, struct task_state *
 		count_lost(LOST_EXEC, 1);
 }
 
-SEC("tp_btf/sched_process_exec")
-int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+static __always_inline int follow_exec(struct task_struct *p, struct linux_binprm *bprm, const bool legacy)
 {
-	struct task_state *ts = bpf_task_storage_get(&states, p, 0, 0);
+	struct task_state *ts = state_of(p, p->pid, false, legacy);
+	struct tick_count *tc;
+	__u32 tid = p->pid;
 
 	if (!ts)
 		return 0;
+	/* A held child's time counts from here too. */
+	if (legacy && ts->state != TARGET_ACTIVE && (tc = bpf_map_lookup_elem(&thread_ticks, &tid)))
+		tc->ticks = tc->user_ticks = 0;
 	/* A held child counts from here: its execve is counted at its exit. */
 	ts->state = TARGET_ACTIVE;
 	note_task(ts, p, BPF_CORE_READ(p, real_parent, tgid));
@@ -71,15 +86,38 @@ int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct li
 	return 0;
 }
 
-/* A handler runs with another mask: the one last seen is stale. */
-SEC("tp_btf/signal_deliver")
-int BPF_PROG(signal_deliver, int sig, struct kernel_siginfo *info, struct k_sigaction *ka)
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	struct task_state *ts = bpf_task_storage_get(&states, bpf_get_current_task_btf(), 0, 0);
+	return follow_exec(p, bprm, false);
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(sched_process_exec_legacy, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	return follow_exec(p, bprm, true);
+}
+
+/* A handler runs with another mask: the one last seen is stale. */
+static __always_inline int forget_mask(const bool legacy)
+{
+	struct task_state *ts = state_of(current_task(legacy), (__u32)bpf_get_current_pid_tgid(), false, legacy);
 
 	if (ts)
 		ts->mask_known = 0;
 	return 0;
+}
+
+SEC("tp_btf/signal_deliver")
+int BPF_PROG(signal_deliver, int sig, struct kernel_siginfo *info, struct k_sigaction *ka)
+{
+	return forget_mask(false);
+}
+
+SEC("tp_btf/signal_deliver")
+int BPF_PROG(signal_deliver_legacy, int sig, struct kernel_siginfo *info, struct k_sigaction *ka)
+{
+	return forget_mask(true);
 }
 
 struct exit_ctx {
@@ -130,24 +168,37 @@ static long pack_entry(__u32 i, struct exit_ctx *x)
 	return 0;
 }
 
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(sched_process_exit, struct task_struct *p)
+/* The syscall an exiting task is in, by its saved user registers: exit
+ * or exit_group, which never return (-1 for none). */
+static __always_inline long exiting_syscall(struct task_struct *p, const bool legacy)
+{
+	struct pt_regs *regs;
+
+	if (legacy) {
+		regs = task_user_regs(p);
+		return regs ? regs_running_syscall(regs) : -1;
+	}
+	regs = (struct pt_regs *)bpf_task_pt_regs(p);
+	return regs && regs_in_syscall_btf(regs) ? regs_syscall_nr(regs) : -1;
+}
+
+static __always_inline int send_exit(struct task_struct *p, const bool legacy)
 {
 	struct exit_ctx x = { .tid = p->pid };
-	struct task_state *ts = bpf_task_storage_get(&states, p, 0, 0);
+	struct task_state *ts = state_of(p, x.tid, false, legacy);
 	struct exit_record *rec;
-	struct pt_regs *regs;
-	__u32 zero = 0, size, n;
+	__u32 zero = 0, size, n, i;
 	long nr;
 
 	if (!ts || ts->exited)
 		return 0;
+	if (legacy)
+		take_legacy_ticks(ts, x.tid);
 	/* exit and exit_group never return: count the one it is in. */
-	regs = (struct pt_regs *)bpf_task_pt_regs(p);
-	if (regs && ts->state == TARGET_ACTIVE && !stopped) {
-		nr = regs_syscall_nr(regs);
-		if ((nr == NR_EXIT || nr == NR_EXIT_GROUP) && regs_in_syscall_btf(regs) &&
-		    !task_in_compat_syscall(p) && specs[nr].traced) {
+	if (ts->state == TARGET_ACTIVE && !stopped) {
+		nr = exiting_syscall(p, legacy);
+		if ((nr == NR_EXIT || nr == NR_EXIT_GROUP) && !task_in_compat_syscall(p, false) &&
+		    specs[nr].traced) {
 			ts->stats[nr].calls++;
 			ts->seq++;
 		}
@@ -156,7 +207,7 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 	__sync_fetch_and_add(&targets_ended, 1);
 	rec = bpf_map_lookup_elem(&exit_scratch, &zero);
 	if (!rec)
-		return 0;
+		goto out;
 	x.ts = ts;
 	x.rec = rec;
 	rec->kind = RECORD_EXIT;
@@ -173,21 +224,48 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 	__builtin_memcpy(rec->mask_calls, ts->mask_calls, sizeof(rec->mask_calls));
 	__builtin_memcpy(rec->errnos, ts->errnos, sizeof(rec->errnos));
 	rec->errnos_lost = ts->errnos_lost;
-	bpf_loop(MAX_SYSCALLS, pack_entry, &x, 0);
+	if (!legacy)
+		bpf_loop(MAX_SYSCALLS, pack_entry, &x, 0);
+	else
+		for (i = 0; i < MAX_SYSCALLS; i++)
+			if (pack_entry(i, &x))
+				break;
 	n = rec->entries;
 	if (n > MAX_SYSCALLS)
 		n = MAX_SYSCALLS;
 	size = sizeof(*rec) - sizeof(rec->e) + n * sizeof(rec->e[0]);
 	if (size > sizeof(*rec))
-		return 0;
+		goto out;
 	if (bpf_ringbuf_output(&exits, rec, size,
 			       bpf_ringbuf_query(&exits, BPF_RB_AVAIL_DATA) >= EXITS_BYTES / 8 ?
 				       BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP))
 		count_lost(LOST_EXIT_RECORDS, x.calls);
 	/* After the record: user space files a thread's slots where its
 	 * record went. */
-	bpf_loop(ARG_SLOTS, send_slot, &x, 0);
+	if (!legacy)
+		bpf_loop(ARG_SLOTS, send_slot, &x, 0);
+	else
+		for (i = 0; i < ARG_SLOTS; i++)
+			send_slot(i, &x);
+out:
+	/* A legacy thread's state is no task's storage: it goes now. */
+	if (legacy) {
+		bpf_map_delete_elem(&thread_states, &x.tid);
+		bpf_map_delete_elem(&thread_ticks, &x.tid);
+	}
 	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(sched_process_exit, struct task_struct *p)
+{
+	return send_exit(p, false);
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(sched_process_exit_legacy, struct task_struct *p)
+{
+	return send_exit(p, true);
 }
 
 #endif

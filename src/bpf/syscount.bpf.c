@@ -63,6 +63,36 @@ struct {
 	__type(value, struct task_state);
 } states SEC(".maps");
 
+/* The legacy variant of each program, for kernels before 5.11, which have
+ * no task storage for them (nor bpf_loop, exchanges, bpf_task_pt_regs):
+ * a thread's state is here, keyed by its tid, made when it becomes a
+ * target and removed at its exit. User space loads one variant. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct task_state);
+} thread_states SEC(".maps");
+
+/* Legacy: a target thread's CPU ticks, apart from its state, since those
+ * kernels let a perf_event program use only preallocated hash maps. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 32768);
+	__type(key, __u32);
+	__type(value, struct tick_count);
+} thread_ticks SEC(".maps");
+
+/* Legacy: the keys being promoted right now, one mark each, so that one
+ * thread promotes a key (newer kernels exchange its `once` instead). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct arg_key);
+	__type(value, __u8);
+} promoting SEC(".maps");
+
 /* Argument keys: 200,000 paths seen twice each, with room for the rest. A
  * repeated key never needs room it does not have: it is promoted in place.
  * Allocated as used: preallocating cost every run ~12 ms of start-up and
@@ -222,9 +252,42 @@ static __always_inline bool path_goes_on(const char *p)
 	return c != 0;
 }
 
+static const struct task_state empty_state;
+static const struct tick_count no_ticks;
+
+/* The state of target thread `t` (`tid`), made if `create` and there is
+ * none; NULL if it is no target, or with no room. */
+static __always_inline struct task_state *state_of(struct task_struct *t, __u32 tid, bool create, const bool legacy)
+{
+	struct task_state *ts;
+
+	if (!legacy)
+		return bpf_task_storage_get(&states, t, 0, create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	if (!create)
+		return bpf_map_lookup_elem(&thread_states, &tid);
+	ts = bpf_map_lookup_or_try_init(&thread_states, &tid, &empty_state);
+	if (ts && bpf_map_update_elem(&thread_ticks, &tid, &no_ticks, BPF_ANY))
+		count_lost(LOST_NO_TASK_STORAGE, 1); /* counted, its CPU time unseen */
+	return ts;
+}
+
+/* The running task: a BTF pointer, or on legacy kernels (before 5.11) an
+ * address whose fields are read with probes. */
+static __always_inline struct task_struct *current_task(const bool legacy)
+{
+	return legacy ? (struct task_struct *)bpf_get_current_task() : bpf_get_current_task_btf();
+}
+
+/* Its blocked signals (the first 64). */
+static __always_inline __u64 blocked_signals(struct task_struct *t, const bool legacy)
+{
+	return legacy ? BPF_CORE_READ(t, blocked.sig[0]) : t->blocked.sig[0];
+}
+
+/* Read with probes: `t` may be a legacy kernel's current task. */
 static __always_inline void note_task(struct task_state *ts, struct task_struct *t, __u32 ppid)
 {
-	ts->tgid = t->tgid;
+	ts->tgid = BPF_CORE_READ(t, tgid);
 	ts->ppid = ppid;
 	ts->cgroup = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
 	/* A kernel thread has no mm: the reads give 0. */
@@ -235,13 +298,14 @@ static __always_inline void note_task(struct task_state *ts, struct task_struct 
 
 /* System-wide: a task not yet known becomes a target at its first syscall
  * (that call counts). NULL for sysdiet's own tasks, or with no room. */
-static __always_inline struct task_state *enrol(struct task_struct *t)
+static __always_inline struct task_state *enrol(struct task_struct *t, const bool legacy)
 {
+	__u64 id = bpf_get_current_pid_tgid();
 	struct task_state *ts;
 
-	if (t->tgid == self_tgid)
+	if (id >> 32 == self_tgid)
 		return NULL;
-	ts = bpf_task_storage_get(&states, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	ts = state_of(t, (__u32)id, true, legacy);
 	if (!ts) {
 		count_lost(LOST_NO_TASK_STORAGE, 1);
 		return NULL;
@@ -254,37 +318,63 @@ static __always_inline struct task_state *enrol(struct task_struct *t)
 #include "arguments.bpf.h"
 #include "samples.bpf.h"
 
-SEC("tp_btf/sys_exit")
-int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
+/* A legacy thread's ticks since its last syscall exit: those in the call
+ * that ends, returned, and those in user mode, added to its state. */
+static __always_inline __u64 take_legacy_ticks(struct task_state *ts, __u32 tid)
 {
-	struct task_struct *t = bpf_get_current_task_btf();
-	struct task_state *ts = bpf_task_storage_get(&states, t, 0, 0);
+	struct tick_count *tc = bpf_map_lookup_elem(&thread_ticks, &tid);
+	__u64 ticks;
+
+	if (!tc)
+		return 0;
+	ticks = tc->ticks;
+	if (ticks)
+		tc->ticks = 0;
+	if (tc->user_ticks) {
+		ts->user_ticks += tc->user_ticks;
+		tc->user_ticks = 0;
+	}
+	return ticks;
+}
+
+/* sys_exit, of either variant: `legacy` is a constant, so each keeps only
+ * its own code. */
+static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool legacy)
+{
+	struct task_struct *t = current_task(legacy);
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct task_state *ts = state_of(t, tid, false, legacy);
 	struct syscall_spec spec;
 	struct sys_val *sv;
 	struct call c = {};
-	__u64 ticks;
+	__u64 ticks = 0;
 	__u8 in_call;
 	long id;
 
 	if (!ts && system_wide && !stopped)
-		ts = enrol(t);
+		ts = enrol(t, legacy);
 	if (!ts || stopped)
 		return 0;
+	/* The time of the call that just ended is its own, counted or not:
+	 * taken here so that it never spills into the next one. A legacy
+	 * thread's ticks are taken in every state, as on_tick cannot tell. */
+	if (legacy)
+		ticks = take_legacy_ticks(ts, tid);
 	if (ts->state != TARGET_ACTIVE) {
 		if (ts->state == TARGET_FORKED)
 			ts->state = TARGET_ACTIVE;
 		return 0;
 	}
 	id = regs_syscall_nr(regs);
-	/* The time of the call that just ended is its own, counted or not:
-	 * taken here so that it never spills into the next one. */
-	ticks = ts->ticks;
-	if (ticks)
-		ts->ticks = 0;
+	if (!legacy) {
+		ticks = ts->ticks;
+		if (ticks)
+			ts->ticks = 0;
+	}
 	in_call = ts->in_call;
 	if (latency)
 		ts->in_call = 0;
-	if (task_in_compat_syscall(t)) {
+	if (task_in_compat_syscall(t, legacy)) {
 		count_lost(LOST_COMPAT, 1);
 		return 0;
 	}
@@ -321,14 +411,14 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		count_errno(ts, c.nr, -ret);
 	}
 	if (c.nr == NR_RT_SIGRETURN) {
-		ts->mask = t->blocked.sig[0];
+		ts->mask = blocked_signals(t, legacy);
 		ts->mask_known = 1;
 	}
 	switch (c.kind) {
 	case ARG_NONE:
 		break;
 	case ARG_SIGMASK: {
-		__u32 cls = classify_mask(ts, t, regs, ret);
+		__u32 cls = classify_mask(ts, t, regs, ret, legacy);
 
 		if (cls < MASK_CLASSES)
 			ts->mask_calls[cls]++;
@@ -352,7 +442,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 			count_lost(LOST_PATH_UNREADABLE, 1);
 			c.path_hash = PATH_HASH_UNREADABLE; /* counted together */
 		} else {
-			c.path_hash = path_hash(r, n - 1);
+			c.path_hash = legacy ? path_hash_legacy(r, n - 1) : path_hash(r, n - 1);
 			r->len = n;
 			/* A full buffer holds a 255-byte path, or the start of a
 			 * longer one: the byte after says which. A cut path is
@@ -392,17 +482,28 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	}
 	/* One call site: each inlined copy would be verified on its own. */
 	if (c.kind != ARG_NONE)
-		count_argument(ts, &c);
+		count_argument(ts, &c, legacy);
 	if (sample_stacks)
 		maybe_sample(ts, regs, &c);
 	return 0;
 }
 
-/* --latency only: stamps the call's start. */
-SEC("tp_btf/sys_enter")
-int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
-	struct task_state *ts = bpf_task_storage_get(&states, bpf_get_current_task_btf(), 0, 0);
+	return count_exit(regs, ret, false);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sys_exit_legacy, struct pt_regs *regs, long ret)
+{
+	return count_exit(regs, ret, true);
+}
+
+/* --latency only: stamps the call's start. */
+static __always_inline int stamp_entry(struct pt_regs *regs, long id, const bool legacy)
+{
+	struct task_state *ts = state_of(current_task(legacy), (__u32)bpf_get_current_pid_tgid(), false, legacy);
 
 	if (!ts)
 		return 0;
@@ -412,6 +513,18 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	ts->in_call = 1;
 	ts->start_ns = bpf_ktime_get_ns();
 	return 0;
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
+{
+	return stamp_entry(regs, id, false);
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(sys_enter_legacy, struct pt_regs *regs, long id)
+{
+	return stamp_entry(regs, id, true);
 }
 
 /* A CPU-clock tick on some CPU: charged to the syscall the traced thread
@@ -435,6 +548,30 @@ int on_tick(struct bpf_perf_event_data *ctx)
 	nr = u ? regs_running_syscall(u) : -1;
 	if (nr >= 0 && nr < MAX_SYSCALLS)
 		ts->ticks++;
+	return 0;
+}
+
+/* The same on legacy kernels, into the thread's tick_count: its state's
+ * map is no place for a perf_event program there, and bpf_task_pt_regs is
+ * not there (5.15). */
+SEC("perf_event")
+int on_tick_legacy(struct bpf_perf_event_data *ctx)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct tick_count *tc = bpf_map_lookup_elem(&thread_ticks, &tid);
+	struct pt_regs *u;
+	long nr;
+
+	if (!tc)
+		return 0;
+	if (perf_sample_in_user_mode(ctx)) {
+		tc->user_ticks++;
+		return 0;
+	}
+	u = task_user_regs((struct task_struct *)bpf_get_current_task());
+	nr = u ? regs_running_syscall(u) : -1;
+	if (nr >= 0 && nr < MAX_SYSCALLS)
+		tc->ticks++;
 	return 0;
 }
 

@@ -211,6 +211,13 @@ struct task_state {
 	struct arg_slot slots[ARG_SLOTS];
 };
 
+/* Legacy kernels (before 5.11): a thread's CPU ticks, kept apart from its
+ * task_state, charged to it at its next syscall exit. */
+struct tick_count {
+	__u64 ticks;      /* in the syscall in progress */
+	__u64 user_ticks;
+};
+
 /* What an exiting thread leaves: sent through the `exits` ring buffer, so
  * that no fixed table bounds how many processes a run can have. */
 struct exit_entry {

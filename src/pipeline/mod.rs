@@ -100,6 +100,7 @@ fn bpf_unavailable(e: &crate::error::Error) -> Option<String> {
     match e {
         Error::NoBpfRights => Some("no rights to load BPF".to_string()),
         Error::NoBtf(_) => Some("this kernel has no BTF".to_string()),
+        Error::KernelLacks { release, feature, since } => Some(format!("this kernel ({release}) has no {feature} (Linux {since})")),
         Error::Bpf(msg) => Some(format!("BPF did not load ({msg})")),
         _ => None,
     }

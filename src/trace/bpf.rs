@@ -10,6 +10,7 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags};
 
 use super::exits::{ExitReader, SweepMaps};
+use super::features::Variant;
 use super::filter::SyscallSet;
 use super::kernel_types;
 use super::perf::{self, PerfEventAttr, PERF_COUNT_SW_CPU_CLOCK, PERF_TYPE_SOFTWARE};
@@ -34,7 +35,7 @@ pub const MAX_SYSCALLS: usize = array_len(&unsafe { std::mem::zeroed::<skel::typ
 pub(super) const fn array_len<T, const N: usize>(_: &[T; N]) -> usize {
     N
 }
-use skel::types::{arg_kind, syscall_spec, target_state, task_state};
+use skel::types::{arg_kind, syscall_spec, target_state, task_state, tick_count};
 use skel::{SyscountSkel, SyscountSkelBuilder};
 
 /// What loading a skeleton needs first: the kernel's BTF (else a clear
@@ -86,6 +87,8 @@ pub struct BpfOptions {
 pub struct BpfTracer {
     pub(super) skel: SyscountSkel<'static>,
     pub(super) options: BpfOptions,
+    /// Where the targets' states are: task storage, or a map keyed by tid.
+    pub(super) variant: Variant,
     /// Path hash -> path, filled at readout; samples' keys resolve here.
     pub(super) path_of: super::exits::Paths,
     /// The files processes ran, by identity: kept across snapshots.
@@ -105,12 +108,13 @@ pub struct BpfTracer {
 pub struct LoadedTracer {
     skel: SyscountSkel<'static>,
     options: BpfOptions,
+    variant: Variant,
 }
 
 impl LoadedTracer {
     /// Attaches the programs. Nothing is counted until a target is added.
     pub fn attach(self) -> Result<BpfTracer> {
-        BpfTracer::attach(self.skel, self.options)
+        BpfTracer::attach(self.skel, self.options, self.variant)
     }
 }
 
@@ -122,14 +126,27 @@ impl BpfTracer {
     }
 
     /// Loads the programs without attaching them.
+    /// The variant the kernel's features call for; if the kernel refuses
+    /// the current one all the same (a distribution kernel with some of
+    /// the features backported, say), the legacy one.
     pub fn load_unattached(filter: &SyscallSet, options: BpfOptions) -> Result<LoadedTracer> {
+        let variant = Variant::for_this_kernel()?;
+        match Self::load_variant(filter, options, variant) {
+            Err(Error::Bpf(first)) if variant == Variant::Current => {
+                Self::load_variant(filter, options, Variant::Legacy).map_err(|_| Error::Bpf(first))
+            }
+            loaded => loaded,
+        }
+    }
+
+    fn load_variant(filter: &SyscallSet, options: BpfOptions, variant: Variant) -> Result<LoadedTracer> {
         let storage = object_storage()?;
         let types = if std::env::var_os("SYSDIET_KERNEL_BTF").is_none() { kernel_types::cut(OBJECT, &kernel_btf_path()) } else { None };
-        let skel = match (Self::load_skel(filter, &options, storage, types.as_ref().map(|t| t.path()).as_deref()), types) {
+        let skel = match (Self::load_skel(filter, &options, variant, storage, types.as_ref().map(|t| t.path()).as_deref()), types) {
             (Ok(skel), _) => skel,
             // Only the cut types' fault if the whole BTF loads: without
             // BPF rights, say, both fail and the file stays.
-            (Err(first), Some(types)) => match Self::load_skel(filter, &options, object_storage()?, None) {
+            (Err(first), Some(types)) => match Self::load_skel(filter, &options, variant, object_storage()?, None) {
                 Ok(skel) => {
                     types.set_aside();
                     skel
@@ -138,7 +155,7 @@ impl BpfTracer {
             },
             (Err(e), None) => return Err(e),
         };
-        Ok(LoadedTracer { skel, options })
+        Ok(LoadedTracer { skel, options, variant })
     }
 
     /// Opens and loads the programs, relocated against the cut kernel types
@@ -146,6 +163,7 @@ impl BpfTracer {
     fn load_skel(
         filter: &SyscallSet,
         options: &BpfOptions,
+        variant: Variant,
         storage: &'static mut MaybeUninit<libbpf_rs::OpenObject>,
         types: Option<&Path>,
     ) -> Result<SyscountSkel<'static>> {
@@ -179,25 +197,43 @@ impl BpfTracer {
             // Ring buffers are allocated whole at load: no 16 MiB for nothing.
             open.maps.samples.set_max_entries(perf::page_size() as u32).map_err(bpf_error)?;
         }
-        if options.keep_every_key {
+        let legacy = variant == Variant::Legacy;
+        if options.keep_every_key || legacy {
             // Every key goes to arg_stats at once: no first-sighting slots.
             open.maps.first_calls.set_max_entries(1).map_err(bpf_error)?;
         }
-        open.progs.sys_enter.set_autoload(options.latency);
-        open.progs.on_tick.set_autoload(!options.latency);
+        // One variant's programs, and the maps of its targets' states.
+        let p = &mut open.progs;
+        for (current, legacy_twin, wanted) in [
+            (&mut p.sys_exit, &mut p.sys_exit_legacy, true),
+            (&mut p.sys_enter, &mut p.sys_enter_legacy, options.latency),
+            (&mut p.on_tick, &mut p.on_tick_legacy, !options.latency),
+            (&mut p.sched_process_fork, &mut p.sched_process_fork_legacy, true),
+            (&mut p.sched_process_exec, &mut p.sched_process_exec_legacy, true),
+            (&mut p.signal_deliver, &mut p.signal_deliver_legacy, true),
+            (&mut p.sched_process_exit, &mut p.sched_process_exit_legacy, true),
+        ] {
+            current.set_autoload(wanted && !legacy);
+            legacy_twin.set_autoload(wanted && legacy);
+        }
+        open.maps.states.set_autocreate(!legacy).map_err(bpf_error)?;
+        for m in [&mut open.maps.thread_states, &mut open.maps.thread_ticks, &mut open.maps.promoting] {
+            m.set_autocreate(legacy).map_err(bpf_error)?;
+        }
         let m = &open.maps;
         let premade = super::premade::Premade::start(&[&m.arg_stats, &m.first_calls, &m.exits, &m.strings, &m.samples]);
         // libbpf parses the kernel's BTF now, not at load, so that the maps
         // are made meanwhile.
-        open.progs.sys_exit.set_attach_target(0, Some("sys_exit".into())).map_err(bpf_error)?;
+        let sys_exit = if legacy { &mut open.progs.sys_exit_legacy } else { &mut open.progs.sys_exit };
+        sys_exit.set_attach_target(0, Some("sys_exit".into())).map_err(bpf_error)?;
         premade.hand_over(open.open_object_mut().maps_mut());
         open.load().map_err(bpf_error)
     }
 
     /// Attaches the loaded programs and starts taking exited threads' counts.
-    fn attach(mut skel: SyscountSkel<'static>, options: BpfOptions) -> Result<BpfTracer> {
+    fn attach(mut skel: SyscountSkel<'static>, options: BpfOptions, variant: Variant) -> Result<BpfTracer> {
         skel.attach().map_err(bpf_error)?;
-        let ticks = if options.latency { Vec::new() } else { attach_ticks(&skel)? };
+        let ticks = if options.latency { Vec::new() } else { attach_ticks(&skel, variant)? };
         let handle = |m| libbpf_rs::MapHandle::try_from(m).map_err(bpf_error);
         let folded = std::sync::Arc::default();
         let exits = ExitReader::start(
@@ -210,6 +246,7 @@ impl BpfTracer {
         Ok(BpfTracer {
             skel,
             options,
+            variant,
             path_of: if options.system_wide { super::exits::Paths::forgetting() } else { Default::default() },
             exe_names: Default::default(),
             exits: Some(exits),
@@ -264,8 +301,17 @@ impl BpfTracer {
         put(&mut state, std::mem::offset_of!(task_state, ppid), &ppid.to_ne_bytes());
         let name: Vec<u8> = comm.bytes().take(15).collect();
         put(&mut state, std::mem::offset_of!(task_state, comm), &name);
-        let pidfd = crate::target::pidfd(tid).ok_or(Error::NoSuchProcess(tid))?;
-        self.skel.maps.states.update(&pidfd.as_raw_fd().to_ne_bytes(), &state, MapFlags::ANY).map_err(bpf_error)?;
+        match self.variant {
+            Variant::Current => {
+                let pidfd = crate::target::pidfd(tid).ok_or(Error::NoSuchProcess(tid))?;
+                self.skel.maps.states.update(&pidfd.as_raw_fd().to_ne_bytes(), &state, MapFlags::ANY).map_err(bpf_error)?;
+            }
+            Variant::Legacy => {
+                let m = &self.skel.maps;
+                m.thread_states.update(&tid.to_ne_bytes(), &state, MapFlags::ANY).map_err(bpf_error)?;
+                m.thread_ticks.update(&tid.to_ne_bytes(), &[0; std::mem::size_of::<tick_count>()], MapFlags::ANY).map_err(bpf_error)?;
+            }
+        }
         self.added.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
@@ -327,7 +373,8 @@ impl BpfTracer {
 
 /// One CPU-clock event per CPU runs `on_tick` at the tick rate; it charges
 /// the tick to the traced thread it interrupts, if any.
-fn attach_ticks(skel: &SyscountSkel<'static>) -> Result<Vec<(OwnedFd, Link)>> {
+fn attach_ticks(skel: &SyscountSkel<'static>, variant: Variant) -> Result<Vec<(OwnedFd, Link)>> {
+    let on_tick = if variant == Variant::Legacy { &skel.progs.on_tick_legacy } else { &skel.progs.on_tick };
     let attr = PerfEventAttr {
         kind: PERF_TYPE_SOFTWARE,
         size: std::mem::size_of::<PerfEventAttr>() as u32,
@@ -341,7 +388,7 @@ fn attach_ticks(skel: &SyscountSkel<'static>) -> Result<Vec<(OwnedFd, Link)>> {
             Some(libc::EACCES) | Some(libc::EPERM) => Error::NoBpfRights,
             _ => Error::Bpf(format!("perf_event_open (CPU-time ticks, CPU {cpu}): {e}")),
         })?;
-        let link = skel.progs.on_tick.attach_perf_event(fd.as_raw_fd()).map_err(bpf_error)?;
+        let link = on_tick.attach_perf_event(fd.as_raw_fd()).map_err(bpf_error)?;
         ticks.push((fd, link));
     }
     Ok(ticks)
@@ -411,6 +458,11 @@ pub(super) fn read_all<M: MapCore>(map: &M) -> Result<MapEntries> {
             )
         };
         let err = if ret < 0 { -ret } else { 0 };
+        if first && (err == ENOTSUPP || err == libc::EINVAL) {
+            // No batch reads of this map type on this kernel (arrays
+            // before 5.11, say).
+            return read_each(map, out);
+        }
         if err == libc::ENOSPC && count == 0 {
             // One bucket holds more than a batch: a bigger batch.
             batch *= 2;
@@ -429,6 +481,34 @@ pub(super) fn read_all<M: MapCore>(map: &M) -> Result<MapEntries> {
             return Ok(out);
         }
         first = false;
+    }
+}
+
+/// The kernel's "operation not supported" (not in libc: ENOTSUPP).
+const ENOTSUPP: i32 = 524;
+
+/// Every (key, value) of a map, a key at a time, into `out`.
+fn read_each<M: MapCore>(map: &M, mut out: MapEntries) -> Result<MapEntries> {
+    let fd = map.as_fd().as_raw_fd();
+    let mut key = vec![0u8; out.ks];
+    let mut next = vec![0u8; out.ks];
+    let mut value = vec![0u8; out.vs];
+    let mut first = true;
+    loop {
+        // SAFETY: key and next are key-sized; the first call has no key.
+        let ret = unsafe {
+            libbpf_sys::bpf_map_get_next_key(fd, if first { std::ptr::null() } else { key.as_ptr().cast() }, next.as_mut_ptr().cast())
+        };
+        if ret < 0 {
+            return Ok(out);
+        }
+        first = false;
+        std::mem::swap(&mut key, &mut next);
+        // SAFETY: value is the size of a value (every CPU's, for a per-CPU map).
+        if unsafe { libbpf_sys::bpf_map_lookup_elem(fd, key.as_ptr().cast(), value.as_mut_ptr().cast()) } == 0 {
+            out.keys.extend_from_slice(&key);
+            out.values.extend_from_slice(&value);
+        }
     }
 }
 

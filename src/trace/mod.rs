@@ -7,6 +7,7 @@
 pub mod bpf;
 pub mod calls;
 pub mod exits;
+pub mod features;
 pub mod filter;
 pub mod floor;
 pub mod fold;

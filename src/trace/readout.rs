@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use libbpf_rs::{MapCore, MapFlags};
 
+use super::features::Variant;
 use super::bpf::skel::types::{arg_key, arg_slot, arg_val, io_hist, lost_counter, once_summary, target_state, task_state};
 use super::bpf::{bpf_error, c_string, from_bytes, percpu_stride, read_all, BpfTracer, TICK_NS};
 use super::exits::{errnos_of, used, ExeNames, Paths, Record, ThreadCounts};
@@ -165,8 +166,13 @@ fn file_into(
 /// asked for: whether any is alive needs only the first.
 fn live_states(tracer: &BpfTracer) -> impl Iterator<Item = (u32, Box<task_state>)> + '_ {
     all_tids().filter_map(move |tid| {
-        let pidfd = crate::target::pidfd(tid)?;
-        let v = tracer.skel.maps.states.lookup(&pidfd.as_raw_fd().to_ne_bytes(), MapFlags::ANY).ok()??;
+        let v = match tracer.variant {
+            Variant::Current => {
+                let pidfd = crate::target::pidfd(tid)?;
+                tracer.skel.maps.states.lookup(&pidfd.as_raw_fd().to_ne_bytes(), MapFlags::ANY).ok()??
+            }
+            Variant::Legacy => tracer.skel.maps.thread_states.lookup(&tid.to_ne_bytes(), MapFlags::ANY).ok()??,
+        };
         let ts: Box<task_state> = Box::new(from_bytes(&v));
         (ts.exited == 0 && ts.state != target_state::TARGET_PENDING_EXEC.0).then_some((tid, ts))
     })

@@ -53,10 +53,23 @@ static __always_inline bool regs_in_syscall_btf(struct pt_regs *u)
 	return (long)u->orig_ax >= 0 && (long)u->ax == -ENOSYS;
 }
 
-/* Whether the task is in a syscall made through the i386 entry. */
-static __always_inline bool task_in_compat_syscall(struct task_struct *t)
+/* Whether the task is in a syscall made through the i386 entry; `probe`:
+ * `t` is no BTF pointer (a legacy kernel's current task). */
+static __always_inline bool task_in_compat_syscall(struct task_struct *t, const bool probe)
 {
-	return t->thread_info.status & TS_COMPAT;
+	return (probe ? BPF_CORE_READ(t, thread_info.status) : t->thread_info.status) & TS_COMPAT;
+}
+
+/* Where a task's user registers are saved, for kernels without
+ * bpf_task_pt_regs (5.15): at the top of its kernel stack, THREAD_SIZE
+ * (16 KiB, without KASAN, as distributions build) above its base. */
+#define THREAD_SIZE (4096 << 2)
+
+static __always_inline struct pt_regs *task_user_regs(struct task_struct *t)
+{
+	void *stack = BPF_CORE_READ(t, stack);
+
+	return stack ? (struct pt_regs *)(stack + THREAD_SIZE) - 1 : NULL;
 }
 
 /* Whether a perf event's sample interrupted user mode: the ring in the low
