@@ -4,11 +4,15 @@ mod common;
 use common::*;
 
 fn check(name: &str, args: &[&str], skip: &[&str]) {
+    check_env(name, args, skip, &[]);
+}
+
+fn check_env(name: &str, args: &[&str], skip: &[&str], env: &[(&str, &str)]) {
     let exe = victim(name);
     let mut argv = vec![exe.to_str().unwrap()];
     argv.extend_from_slice(args);
     let oracle = strace_counts(&[], &argv);
-    let (doc, out) = sysdiet_json(&[], &argv);
+    let (doc, out) = sysdiet_json_env(&[], &argv, env);
     assert!(out.status.success(), "{name}: sysdiet failed: {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(doc["lost"]["exit_records"], 0);
     assert_eq!(doc["lost"]["tasks_untraced"], 0);
@@ -155,4 +159,22 @@ fn a_process_left_running_is_counted_too() {
     let execve = left[0]["syscalls"].as_array().unwrap().iter().find(|s| s["name"] == "execve").expect("its execve");
     assert_eq!(execve["calls"], 1);
     assert!(procs.iter().any(|p| p["comm"] == "sleep" && p["exit"]["code"] == 0), "the other sleep ended: {procs:?}");
+}
+
+#[test]
+fn the_legacy_programs_count_as_strace_does() {
+    // The programs older kernels (5.8 to 5.16) run, loaded here on purpose.
+    if skip_without_bpf() {
+        return;
+    }
+    const LEGACY: &[(&str, &str)] = &[("SYSDIET_BPF_VARIANT", "legacy")];
+    let out = sysdiet().arg("__programs").envs(LEGACY.iter().copied()).output().unwrap();
+    let loaded = String::from_utf8_lossy(&out.stdout);
+    assert!(loaded.contains("sys_exit_legacy ") && !loaded.contains("sys_exit "), "{loaded}");
+    check_env("timeloop", &["localtime", "2000"], &[], LEGACY);
+    check_env("sigprocmask", &["3000"], &[], LEGACY);
+    check_env("openclose", &["/etc/passwd", "2000"], &[], LEGACY);
+    check_env("tinywrite", &["3000"], &[], LEGACY);
+    check_env("pipeline", &["500"], &[], LEGACY);
+    check_env("futimens", &["200"], &[], LEGACY);
 }

@@ -61,6 +61,11 @@ pub type Counts = BTreeMap<String, (u64, u64)>;
 /// Runs `argv` under `sysdiet run --json`, with TZ unset; returns the JSON
 /// document and the run's output.
 pub fn sysdiet_json(args: &[&str], argv: &[&str]) -> (serde_json::Value, Output) {
+    sysdiet_json_env(args, argv, &[])
+}
+
+/// The same, with these variables set for sysdiet.
+pub fn sysdiet_json_env(args: &[&str], argv: &[&str], env: &[(&str, &str)]) -> (serde_json::Value, Output) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("trace.json");
     // BPF unless the test names a backend: a fallback must not pass for it.
@@ -75,6 +80,7 @@ pub fn sysdiet_json(args: &[&str], argv: &[&str]) -> (serde_json::Value, Output)
         .arg("--")
         .args(argv)
         .env_remove("TZ")
+        .envs(env.iter().copied())
         // The same stdout strace's run gets: glibc probes a char device.
         .stdout(std::process::Stdio::null())
         .output()
