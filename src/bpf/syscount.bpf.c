@@ -434,6 +434,10 @@ static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool
 		struct path_record *r = p ? bpf_map_lookup_elem(&path_scratch, &zero) : NULL;
 		long n = r ? bpf_probe_read_user_str(r->path, PATH_LEN, p) : -1;
 
+		/* Older kernels (6.1 and 5.10, seen) read the empty path (fstat's "") as 0
+		 * bytes, not 1: a string still, its NUL written. */
+		if (n == 0)
+			n = 1;
 		/* The argument before the path of an *at call is its dirfd. */
 		c.fd = spec.arg > 0 ? (int)syscall_arg(regs, spec.arg - 1) : -1;
 		if (!p) {
