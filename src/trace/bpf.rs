@@ -496,9 +496,8 @@ fn read_each<M: MapCore>(map: &M, mut out: MapEntries) -> Result<MapEntries> {
     let mut first = true;
     loop {
         // SAFETY: key and next are key-sized; the first call has no key.
-        let ret = unsafe {
-            libbpf_sys::bpf_map_get_next_key(fd, if first { std::ptr::null() } else { key.as_ptr().cast() }, next.as_mut_ptr().cast())
-        };
+        let ret =
+            unsafe { libbpf_sys::bpf_map_get_next_key(fd, if first { std::ptr::null() } else { key.as_ptr().cast() }, next.as_mut_ptr().cast()) };
         if ret < 0 {
             return Ok(out);
         }

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use libbpf_rs::{MapCore, MapFlags};
 
-use super::features::Variant;
 use super::bpf::skel::types::{arg_key, arg_slot, arg_val, io_hist, lost_counter, once_summary, target_state, task_state};
 use super::bpf::{bpf_error, c_string, from_bytes, percpu_stride, read_all, BpfTracer, TICK_NS};
 use super::exits::{errnos_of, used, ExeNames, Paths, Record, ThreadCounts};
+use super::features::Variant;
 use super::fold::Fold;
 use crate::error::Result;
 use crate::linux::syscalls::{self, ArgKind};
