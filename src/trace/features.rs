@@ -25,8 +25,11 @@ impl Variant {
             Ok("current") => return Ok(Variant::Current),
             _ => {}
         }
-        // A probe that cannot tell (no rights, say) leaves it to the load,
-        // whose error says why.
+        // Probes that cannot tell (no rights: libbpf then says "no" to
+        // everything) leave it to the load, whose error says why.
+        if map_type(libbpf_sys::BPF_MAP_TYPE_ARRAY) != Some(true) {
+            return Ok(Variant::Current);
+        }
         let has = |probe: Option<bool>| probe.unwrap_or(true);
         if !has(map_type(libbpf_sys::BPF_MAP_TYPE_RINGBUF)) {
             return Err(Error::KernelLacks { release: release(), feature: "BPF ring buffer", since: "5.8" });
