@@ -533,25 +533,31 @@ int BPF_PROG(sys_enter_legacy, struct pt_regs *regs, long id)
 
 /* A CPU-clock tick on some CPU: charged to the syscall the traced thread
  * running there is in (paid at its exit), or to its user time. */
+static __always_inline void charge_tick(struct bpf_perf_event_data *ctx, struct task_struct *t,
+					__u64 *ticks, __u64 *user_ticks, const bool legacy)
+{
+	struct pt_regs *u;
+	long nr;
+
+	if (perf_sample_in_user_mode(ctx)) {
+		(*user_ticks)++;
+		return;
+	}
+	/* In the kernel: in a syscall if the saved user registers say so. */
+	u = legacy ? task_user_regs(t) : (struct pt_regs *)bpf_task_pt_regs(t);
+	nr = u ? regs_running_syscall(u) : -1;
+	if (nr >= 0 && nr < MAX_SYSCALLS)
+		(*ticks)++;
+}
+
 SEC("perf_event")
 int on_tick(struct bpf_perf_event_data *ctx)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
 	struct task_state *ts = bpf_task_storage_get(&states, t, 0, 0);
-	struct pt_regs *u;
-	long nr;
 
-	if (!ts || ts->state != TARGET_ACTIVE)
-		return 0;
-	if (perf_sample_in_user_mode(ctx)) {
-		ts->user_ticks++;
-		return 0;
-	}
-	/* In the kernel: in a syscall if the saved user registers say so. */
-	u = (struct pt_regs *)bpf_task_pt_regs(t);
-	nr = u ? regs_running_syscall(u) : -1;
-	if (nr >= 0 && nr < MAX_SYSCALLS)
-		ts->ticks++;
+	if (ts && ts->state == TARGET_ACTIVE)
+		charge_tick(ctx, t, &ts->ticks, &ts->user_ticks, false);
 	return 0;
 }
 
@@ -563,19 +569,9 @@ int on_tick_legacy(struct bpf_perf_event_data *ctx)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct tick_count *tc = bpf_map_lookup_elem(&thread_ticks, &tid);
-	struct pt_regs *u;
-	long nr;
 
-	if (!tc)
-		return 0;
-	if (perf_sample_in_user_mode(ctx)) {
-		tc->user_ticks++;
-		return 0;
-	}
-	u = task_user_regs((struct task_struct *)bpf_get_current_task());
-	nr = u ? regs_running_syscall(u) : -1;
-	if (nr >= 0 && nr < MAX_SYSCALLS)
-		tc->ticks++;
+	if (tc)
+		charge_tick(ctx, current_task(true), &tc->ticks, &tc->user_ticks, true);
 	return 0;
 }
 
