@@ -1,8 +1,9 @@
 //! Builds the BPF programs under src/bpf/ into skeletons (libbpf-cargo): the
 //! bpftop way. The kernel's types come from the committed
-//! src/bpf/vmlinux/x86/vmlinux.h (CO-RE relocates them to the running
-//! kernel at load, so a build host needs no BTF), or from
-//! $SYSDIET_VMLINUX_H. Also compiles the C loops `sysdiet bench` times.
+//! src/bpf/vmlinux/<arch>/vmlinux.h of the target architecture (CO-RE
+//! relocates them to the running kernel at load, so a build host needs no
+//! BTF), or from $SYSDIET_VMLINUX_H. Also compiles the C loops `sysdiet
+//! bench` times.
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -44,13 +45,17 @@ fn main() {
     println!("cargo:rerun-if-env-changed=SYSDIET_VMLINUX_H");
 }
 
-/// The committed vmlinux.h (`make vmlinux` dumps it anew from the running
-/// kernel), or $SYSDIET_VMLINUX_H.
-const VMLINUX_H: &str = "src/bpf/vmlinux/x86/vmlinux.h";
-
+/// The committed vmlinux.h of the target architecture (`make vmlinux`
+/// dumps it anew), or $SYSDIET_VMLINUX_H.
 fn write_vmlinux_h(dest: &Path) {
+    let arch = match env::var("CARGO_CFG_TARGET_ARCH").as_deref() {
+        Ok("x86_64") => "x86",
+        Ok("aarch64") => "arm64",
+        other => panic!("sysdiet's BPF programs are written for x86_64 and aarch64, not {other:?}"),
+    };
+    let committed = PathBuf::from(format!("src/bpf/vmlinux/{arch}/vmlinux.h"));
     let given = env::var_os("SYSDIET_VMLINUX_H").map(PathBuf::from);
-    let src = given.as_deref().unwrap_or(Path::new(VMLINUX_H));
+    let src = given.as_deref().unwrap_or(&committed);
     fs::copy(src, dest).unwrap_or_else(|e| panic!("copying {}: {e} (set SYSDIET_VMLINUX_H to a vmlinux.h, or run `make vmlinux`)", src.display()));
-    println!("cargo:rerun-if-changed={VMLINUX_H}");
+    println!("cargo:rerun-if-changed={}", committed.display());
 }

@@ -28,7 +28,8 @@ static __always_inline void take_sample(struct task_state *ts, struct pt_regs *r
 	e->path_hash = c->kind == ARG_NONE ? 0 : c->path_hash;
 	e->ip = REGS_IP(regs);
 	e->sp = sp;
-	e->bp = REGS_FP(regs);
+	e->fp = REGS_FP(regs);
+	e->lr = REGS_LR(regs);
 	for (i = 0; i < STACK_BYTES / 4096 + 1; i++) {
 		if (off > STACK_BYTES - 4096)
 			break;

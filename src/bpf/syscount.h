@@ -310,7 +310,8 @@ struct stack_sample {
 	__u64 path_hash;
 	__u64 ip;
 	__u64 sp;
-	__u64 bp;
+	__u64 fp;        /* the frame pointer register */
+	__u64 lr;        /* the link register (arm64); 0 on x86-64 */
 	__u32 stack_len; /* bytes copied from sp up */
 	__u32 _pad;
 	__u8 stack[STACK_BYTES];

@@ -2,6 +2,7 @@
 //! errno names, the host's clocksource, its processes and time zone. No
 //! tracing here; nothing above is imported.
 
+pub mod arch;
 pub mod cgroup;
 pub mod errno;
 pub mod host;

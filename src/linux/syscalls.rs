@@ -1,6 +1,9 @@
-//! What sysdiet knows about each x86_64 syscall: its name, strace's trace
+//! What sysdiet knows about each syscall of the architecture it is built
+//! for (x86-64 or arm64): its name, strace's trace
 //! classes (for `-e trace=%file` and friends) and which argument identifies a
 //! call (a path, an fd, an fd plus a byte count).
+
+use std::sync::LazyLock;
 
 #[path = "syscall_table.rs"]
 mod table;
@@ -94,22 +97,37 @@ impl SyscallInfo {
     }
 }
 
+/// A row of the tables: the syscall as the `syscalls` crate knows it.
+pub(crate) const fn s(sysno: syscalls::Sysno, classes: &'static [Class], arg: ArgKind) -> SyscallInfo {
+    SyscallInfo { nr: sysno.id() as u32, name: sysno.name(), classes, arg }
+}
+
+/// Both architectures' syscalls and this one's own, ordered by number.
+static TABLE: LazyLock<Vec<SyscallInfo>> = LazyLock::new(|| {
+    let mut t: Vec<SyscallInfo> = table::COMMON.iter().chain(crate::linux::arch::SYSCALLS).copied().collect();
+    t.sort_by_key(|s| s.nr);
+    t
+});
+
 /// Every syscall sysdiet knows, ordered by number.
 pub fn all() -> &'static [SyscallInfo] {
-    table::TABLE
+    &TABLE
 }
 
 pub fn by_nr(nr: u32) -> Option<&'static SyscallInfo> {
-    table::TABLE.binary_search_by_key(&nr, |s| s.nr).ok().map(|i| &table::TABLE[i])
+    TABLE.binary_search_by_key(&nr, |s| s.nr).ok().map(|i| &TABLE[i])
 }
 
 pub fn by_name(name: &str) -> Option<&'static SyscallInfo> {
-    table::TABLE.iter().find(|s| s.name == name)
+    TABLE.iter().find(|s| s.name == name)
 }
 
 /// The name of syscall `nr`, or `syscall_NNN` for one without a name (a
 /// newer kernel), as strace prints it.
 pub fn name(nr: u32) -> String {
+    if let Some(s) = by_nr(nr) {
+        return s.name.to_string();
+    }
     match syscalls::Sysno::new(nr as usize) {
         Some(s) => s.name().to_string(),
         None => format!("syscall_{nr}"),
@@ -127,11 +145,13 @@ mod tests {
 
     #[test]
     fn lookups_agree() {
-        assert_eq!(by_name("newfstatat").unwrap().nr, 262);
-        assert_eq!(by_nr(262).unwrap().name, "newfstatat");
+        let nr = if cfg!(target_arch = "x86_64") { 262 } else { 79 };
+        assert_eq!(by_name("newfstatat").unwrap().nr, nr);
+        assert_eq!(by_nr(nr).unwrap().name, "newfstatat");
+        assert_eq!(name(nr), "newfstatat");
         assert_eq!(name(1000), "syscall_1000");
-        assert_eq!(by_nr(262).unwrap().arg, ArgKind::Path(1));
-        assert!(by_nr(262).unwrap().in_class(Class::Fstat));
-        assert!(!by_nr(262).unwrap().in_class(Class::Stat));
+        assert_eq!(by_nr(nr).unwrap().arg, ArgKind::Path(1));
+        assert!(by_nr(nr).unwrap().in_class(Class::Fstat));
+        assert!(!by_nr(nr).unwrap().in_class(Class::Stat));
     }
 }

@@ -11,6 +11,8 @@ pub use histogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+use crate::linux::arch;
+
 /// Bumped whenever the JSON shape changes incompatibly (docs/json.md).
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -192,10 +194,10 @@ pub struct Lost {
     pub path_truncated: u64,
     /// Repeated paths whose string had no room: they show with no path (keys).
     pub path_strings: u64,
-    /// Calls made through the i386 entry (`int 0x80`, 32-bit programs): not
-    /// counted under x86_64 names.
+    /// Calls made through the 32-bit entry (i386's `int 0x80`, AArch32):
+    /// not counted under the native table's names.
     pub compat_syscalls: u64,
-    /// Calls with a number beyond the x86_64 table (x32).
+    /// Calls with a number beyond the native table (x32 on x86-64).
     pub syscall_nr_out_of_range: u64,
     /// Stack samples dropped because sysdiet read them too slowly (samples).
     #[serde(default)]
@@ -228,8 +230,8 @@ impl Lost {
             (("call with an unreadable path", "calls with unreadable paths"), self.path_unreadable),
             (("call with a path cut at 255 bytes", "calls with paths cut at 255 bytes"), self.path_truncated),
             (("repeated path without its string: table full", "repeated paths without their string: table full"), self.path_strings),
-            (("i386 (int 0x80) call not counted", "i386 (int 0x80) calls not counted"), self.compat_syscalls),
-            (("call with an unknown number (x32?) not counted", "calls with unknown numbers (x32?) not counted"), self.syscall_nr_out_of_range),
+            (arch::COMPAT_NOT_COUNTED, self.compat_syscalls),
+            (arch::UNKNOWN_NR_NOT_COUNTED, self.syscall_nr_out_of_range),
             (("stack sample dropped: ring buffer full", "stack samples dropped: ring buffer full"), self.samples_dropped),
             (("call without byte-count histograms: table full", "calls without byte-count histograms: table full"), self.histogram_table_full),
             (

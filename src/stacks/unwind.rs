@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::Unwinder as _;
 
 use super::images::{ImageId, Images};
@@ -45,7 +44,24 @@ pub struct UnwindFacts {
     pub unmapped_frames: u64,
 }
 
-type ImageUnwinder = UnwinderX86_64<Arc<[u8]>>;
+/// framehop's unwinder for the architecture, and its registers from a
+/// sample's.
+#[cfg(target_arch = "x86_64")]
+mod regs {
+    pub use framehop::x86_64::{CacheX86_64 as Cache, UnwinderX86_64 as ArchUnwinder};
+    pub fn of(s: &crate::trace::samples::StackSample) -> framehop::x86_64::UnwindRegsX86_64 {
+        framehop::x86_64::UnwindRegsX86_64::new(s.ip, s.sp, s.fp)
+    }
+}
+#[cfg(target_arch = "aarch64")]
+mod regs {
+    pub use framehop::aarch64::{CacheAarch64 as Cache, UnwinderAarch64 as ArchUnwinder};
+    pub fn of(s: &crate::trace::samples::StackSample) -> framehop::aarch64::UnwindRegsAarch64 {
+        framehop::aarch64::UnwindRegsAarch64::new(s.lr, s.sp, s.fp)
+    }
+}
+
+type ImageUnwinder = regs::ArchUnwinder<Arc<[u8]>>;
 
 #[derive(Default)]
 pub struct Unwinder {
@@ -54,7 +70,7 @@ pub struct Unwinder {
     /// (pid, epoch) -> its framehop unwinder, and how many of the epoch's
     /// mappings it holds.
     unwinders: HashMap<(u32, usize), (ImageUnwinder, usize)>,
-    cache: CacheX86_64,
+    cache: regs::Cache,
 }
 
 impl Unwinder {
@@ -78,7 +94,7 @@ impl Unwinder {
             facts.unmapped_frames = 1;
             return (RawStack { frames: vec![RawFrame { image: None, addr: s.ip, pid: s.tgid }], complete: false }, facts);
         };
-        let entry = unwinders.entry((s.tgid, epoch)).or_insert_with(|| (UnwinderX86_64::new(), 0));
+        let entry = unwinders.entry((s.tgid, epoch)).or_insert_with(|| (regs::ArchUnwinder::new(), 0));
         add_modules(images, entry, maps);
 
         let (sp, end) = (s.sp, s.sp + s.stack.len() as u64);
@@ -93,7 +109,7 @@ impl Unwinder {
         };
         let mut addrs = Vec::new();
         let mut complete = false;
-        let mut frames = entry.0.iter_frames(s.ip, UnwindRegsX86_64::new(s.ip, s.sp, s.bp), cache, &mut read);
+        let mut frames = entry.0.iter_frames(s.ip, regs::of(s), cache, &mut read);
         while addrs.len() < MAX_FRAMES {
             match frames.next() {
                 Ok(Some(f)) => addrs.push(f.address_for_lookup()),
@@ -122,7 +138,7 @@ impl Unwinder {
 }
 
 /// Gives the unwinder of an epoch the mappings it does not have yet.
-fn add_modules(images: &mut Images, entry: &mut (UnwinderX86_64<Arc<[u8]>>, usize), maps: &[Mapping]) {
+fn add_modules(images: &mut Images, entry: &mut (ImageUnwinder, usize), maps: &[Mapping]) {
     let (unwinder, added) = entry;
     for (i, m) in maps.iter().enumerate().skip(*added) {
         // A new mapping over an old one's range replaces it.

@@ -19,7 +19,10 @@ pub struct StackSample {
     pub path_hash: u64,
     pub ip: u64,
     pub sp: u64,
-    pub bp: u64,
+    /// The frame pointer (rbp, x29).
+    pub fp: u64,
+    /// The link register (x30 on arm64; 0 on x86-64).
+    pub lr: u64,
     /// The stack from `sp` upward.
     pub stack: Vec<u8>,
 }
@@ -47,7 +50,8 @@ impl StackSample {
             path_hash: u64_at(offset_of!(stack_sample, path_hash))?,
             ip: u64_at(offset_of!(stack_sample, ip))?,
             sp: u64_at(offset_of!(stack_sample, sp))?,
-            bp: u64_at(offset_of!(stack_sample, bp))?,
+            fp: u64_at(offset_of!(stack_sample, fp))?,
+            lr: u64_at(offset_of!(stack_sample, lr))?,
             stack: b.get(stack_at..stack_at + len)?.to_vec(),
         })
     }

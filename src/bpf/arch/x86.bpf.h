@@ -84,9 +84,11 @@ static __always_inline bool perf_sample_in_user_mode(struct bpf_perf_event_data 
 }
 
 /* What a stack sample needs to unwind from: the instruction pointer, the
- * stack pointer and the frame pointer. */
+ * stack pointer and the frame pointer; a call leaves its return address
+ * on the stack, in no link register. */
 #define REGS_IP(regs) ((regs)->ip)
 #define REGS_SP(regs) ((regs)->sp)
 #define REGS_FP(regs) ((regs)->bp)
+#define REGS_LR(regs) 0
 
 #endif

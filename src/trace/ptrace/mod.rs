@@ -319,7 +319,7 @@ impl Ptracer {
         match stop {
             SyscallStop::Entry { nr, args, compat } => {
                 if compat {
-                    // i386 numbers are not x86_64's: not counted as such.
+                    // The compat entry's numbers are not the native table's.
                     if t.counting {
                         self.lost.compat_syscalls += 1;
                     }
@@ -381,7 +381,7 @@ impl Ptracer {
     }
 
     fn sample(&mut self, tid: u32, tgid: u32, call: &Call, period: u64, now_ns: u64, sink: &mut dyn SampleSink) {
-        let Ok((ip, sp, bp)) = sys::user_regs(tid) else { return };
+        let Ok(sys::UserRegs { ip, sp, fp, lr }) = sys::user_regs(tid) else { return };
         if self.dirty_maps.insert(tgid, false) != Some(false) {
             // The mappings changed (or were never read): read them again,
             // as a new epoch starting just before this sample.
@@ -397,7 +397,7 @@ impl Ptracer {
         let n = sys::read(tid, sp, &mut stack);
         stack.truncate(n);
         let key = call.argument.as_ref().map_or(0, |a| self.key_id(a));
-        sink.sample(StackSample { tgid, tid, nr: call.nr, period, ns: call.ns, time_ns: now_ns, fd: 0, path_hash: key, ip, sp, bp, stack });
+        sink.sample(StackSample { tgid, tid, nr: call.nr, period, ns: call.ns, time_ns: now_ns, fd: 0, path_hash: key, ip, sp, fp, lr, stack });
     }
 
     fn key_id(&mut self, a: &Argument) -> u64 {

@@ -5,11 +5,12 @@
 
 use std::io;
 
+use crate::linux::arch;
+pub use crate::linux::arch::UserRegs;
+
 const PTRACE_GET_SYSCALL_INFO: libc::c_uint = 0x420e;
 const OP_ENTRY: u8 = 1;
 const OP_EXIT: u8 = 2;
-/// AUDIT_ARCH_X86_64; anything else is the i386 entry (`int 0x80`).
-const ARCH_X86_64: u32 = 0xc000_003e;
 
 /// struct ptrace_syscall_info (linux/ptrace.h), entry and exit halves.
 #[repr(C)]
@@ -40,16 +41,16 @@ pub fn syscall_stop(tid: u32) -> io::Result<SyscallStop> {
     }
     let d = info.data;
     Ok(match info.op {
-        OP_ENTRY => SyscallStop::Entry { nr: d[0], args: [d[1], d[2], d[3], d[4], d[5], d[6]], compat: info.arch != ARCH_X86_64 },
+        OP_ENTRY => SyscallStop::Entry { nr: d[0], args: [d[1], d[2], d[3], d[4], d[5], d[6]], compat: info.arch != arch::AUDIT_ARCH },
         OP_EXIT => SyscallStop::Exit { rval: d[0] as i64, is_error: d[1] & 0xff != 0 },
         _ => SyscallStop::Unknown,
     })
 }
 
-/// The user registers a stack is unwound from: ip, sp, bp.
-pub fn user_regs(tid: u32) -> io::Result<(u64, u64, u64)> {
+/// The user registers a stack is unwound from.
+pub fn user_regs(tid: u32) -> io::Result<UserRegs> {
     let regs = nix::sys::ptrace::getregs(nix::unistd::Pid::from_raw(tid as i32)).map_err(io::Error::from)?;
-    Ok((regs.rip, regs.rsp, regs.rbp))
+    Ok(arch::user_regs(&regs))
 }
 
 /// Copies up to `buf.len()` bytes from `addr` in `pid`; how many it could
