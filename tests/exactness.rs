@@ -16,6 +16,12 @@ fn check_env(name: &str, args: &[&str], skip: &[&str], env: &[(&str, &str)]) {
     assert!(out.status.success(), "{name}: sysdiet failed: {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(doc["lost"]["exit_records"], 0);
     assert_eq!(doc["lost"]["tasks_untraced"], 0);
+    // The document says which programs counted: the forced ones, if any.
+    let programs = doc["run"]["bpf_programs"].as_str();
+    match env.iter().find(|(k, _)| *k == "SYSDIET_BPF_VARIANT") {
+        Some((_, forced)) => assert_eq!(programs, Some(*forced)),
+        None => assert!(matches!(programs, Some("current" | "legacy")), "{programs:?}"),
+    }
     assert_same_counts(name, &oracle, &counts_of(&doc), skip);
 }
 

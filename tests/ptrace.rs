@@ -15,6 +15,7 @@ fn ptrace_counts(args: &[&str], argv: &[&str]) -> (serde_json::Value, Counts) {
     let (doc, out) = sysdiet_json(&all, argv);
     assert!(out.status.success(), "{argv:?}: {}", stderr_of(&out));
     assert_eq!(doc["run"]["backend"], "ptrace");
+    assert!(doc["run"].get("bpf_programs").is_none(), "ptrace names no BPF programs");
     let counts = counts_of(&doc);
     (doc, counts)
 }

@@ -45,6 +45,10 @@ pub struct RunInfo {
     /// The processes tracing started from: the command, or the attached pids.
     pub root_pids: Vec<u32>,
     pub backend: String,
+    /// Which BPF programs counted: "current" (Linux 5.17 and newer) or
+    /// "legacy" (5.8 to 5.16); absent without BPF.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bpf_programs: Option<String>,
     /// Why sysdiet chose this backend by itself (`--backend auto` when BPF
     /// could not load): "no rights to load BPF".
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -53,6 +53,7 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
         command: Vec::new(),
         root_pids: pids.to_vec(),
         backend: BACKEND.into(),
+        bpf_programs: Some(tracer.variant().name().into()),
         fallback: None,
         filter: opts.filter.expr.clone(),
         started_at,

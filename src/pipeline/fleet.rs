@@ -80,6 +80,7 @@ impl Host {
         let (since, since_unix) = self.reads.front().copied().unwrap_or((t0, unix_now()));
         let run = RunInfo {
             backend: BACKEND.into(),
+            bpf_programs: Some(self.tracer.variant().name().into()),
             filter: self.filter.clone(),
             started_at: since_unix,
             duration_ns: (t0 - since).as_nanos() as u64,

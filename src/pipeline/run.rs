@@ -81,6 +81,7 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
         command: command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
         root_pids: vec![pid],
         backend: BACKEND.into(),
+        bpf_programs: Some(tracer.variant().name().into()),
         fallback: None,
         filter: opts.filter.expr.clone(),
         started_at,

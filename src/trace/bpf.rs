@@ -111,6 +111,13 @@ pub struct LoadedTracer {
     variant: Variant,
 }
 
+impl BpfTracer {
+    /// Which variant of the programs this kernel runs.
+    pub fn variant(&self) -> Variant {
+        self.variant
+    }
+}
+
 impl LoadedTracer {
     /// Attaches the programs. Nothing is counted until a target is added.
     pub fn attach(self) -> Result<BpfTracer> {

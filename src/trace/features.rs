@@ -16,6 +16,14 @@ pub enum Variant {
 }
 
 impl Variant {
+    /// Its name in a run document (`run.bpf_programs`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Current => "current",
+            Variant::Legacy => "legacy",
+        }
+    }
+
     /// Which variant this kernel runs; an error naming what it lacks if it
     /// runs neither. SYSDIET_BPF_VARIANT=legacy (or current) picks one, so
     /// that the legacy programs are tested on any kernel.
