@@ -360,12 +360,17 @@ static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool
 	 * thread's ticks are taken in every state, as on_tick cannot tell. */
 	if (legacy)
 		ticks = take_legacy_ticks(ts, tid);
-	if (ts->state != TARGET_ACTIVE) {
-		if (ts->state == TARGET_FORKED)
-			ts->state = TARGET_ACTIVE;
-		return 0;
-	}
 	id = regs_syscall_nr(regs);
+	if (ts->state == TARGET_FORKED) {
+		ts->state = TARGET_ACTIVE;
+		/* On x86-64 a new task returns from its fork through this
+		 * tracepoint (the parent's call counts it); on arm64 it does
+		 * not, and its first exit is its own first call. */
+		if (ret == 0 && nr_is_fork(id))
+			return 0;
+	}
+	if (ts->state != TARGET_ACTIVE)
+		return 0;
 	if (!legacy) {
 		ticks = ts->ticks;
 		if (ticks)

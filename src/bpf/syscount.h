@@ -72,8 +72,8 @@ struct syscall_spec {
 enum target_state {
 	TARGET_PENDING_EXEC = 1, /* spawned, held: counts start at its execve */
 	TARGET_ACTIVE = 2,
-	TARGET_FORKED = 3,       /* new: its first exit is the return from the
-				    fork, which the parent's call counts */
+	TARGET_FORKED = 3,       /* new: its first exit may be the return from
+				    the fork, which the parent's call counts */
 };
 
 /* Things that went unseen, each counted in what it cost (calls, unless

@@ -66,6 +66,7 @@ pub fn sysdiet_json(args: &[&str], argv: &[&str]) -> (serde_json::Value, Output)
 
 /// The same, with these variables set for sysdiet.
 pub fn sysdiet_json_env(args: &[&str], argv: &[&str], env: &[(&str, &str)]) -> (serde_json::Value, Output) {
+    fixed_layout();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("trace.json");
     // BPF unless the test names a backend: a fallback must not pass for it.
@@ -98,8 +99,21 @@ pub fn counts_of(doc: &serde_json::Value) -> Counts {
         .collect()
 }
 
+/// The same address-space layout for every run of a victim: this thread's
+/// children start without ASLR (a personality is inherited). arm64's
+/// libraries align their segments to 64 KiB, and ld.so trims the slack
+/// with one munmap or two as the random base falls: a victim's munmap
+/// count would differ from run to run, whoever counts it.
+pub fn fixed_layout() {
+    // SAFETY: personality(0xffffffff) only reads the current persona.
+    let persona = unsafe { libc::personality(0xffff_ffff) };
+    // SAFETY: adds ADDR_NO_RANDOMIZE to it, for this thread's children.
+    unsafe { libc::personality((persona | libc::ADDR_NO_RANDOMIZE) as libc::c_ulong) };
+}
+
 /// `strace -f -c` on `argv` (TZ unset), parsed.
 pub fn strace_counts(args: &[&str], argv: &[&str]) -> Counts {
+    fixed_layout();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("strace.txt");
     let status = Command::new("strace")

@@ -19,6 +19,13 @@
 #define NR_PPOLL 73
 #define NR_EXECVEAT 281
 
+/* The calls that make a task (arm64 has no fork or vfork): a new task's
+ * return from one of them, with 0, is the parent's call, not its own. */
+static __always_inline bool nr_is_fork(long nr)
+{
+	return nr == 220 /* clone */ || nr == 435 /* clone3 */;
+}
+
 #ifndef ENOSYS
 #define ENOSYS 38
 #endif

@@ -19,6 +19,13 @@
 #define NR_PPOLL 271
 #define NR_EXECVEAT 322
 
+/* The calls that make a task: a new task's return from one of them, with
+ * 0, is the parent's call, not its own. */
+static __always_inline bool nr_is_fork(long nr)
+{
+	return nr == 56 /* clone */ || nr == 57 /* fork */ || nr == 58 /* vfork */ || nr == 435 /* clone3 */;
+}
+
 #ifndef ENOSYS
 #define ENOSYS 38
 #endif
