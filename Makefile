@@ -11,8 +11,13 @@ DEBS := build-essential clang llvm libelf-dev zlib1g-dev pkg-config strace util-
 # against, and the workloads' programs.
 BENCH_DEBS := strace linux-perf bpftrace bpftool sqlite3 python3 make eatmydata
 # Only for test-kernels: qemu boots Debian's kernels (virtme-ng, from PyPI,
-# with busybox for its initramfs) with this machine's root file system.
-KERNEL_DEBS := qemu-system-x86 busybox-static python3-pip
+# with busybox for its initramfs) with this machine's root file system, and
+# Debian's arm64 kernel with an arm64 one (debootstrap, its second stage run
+# by qemu-user-static).
+KERNEL_DEBS := qemu-system-x86 qemu-system-arm qemu-user-static debootstrap busybox-static python3-pip
+# Only for arm64 builds on an amd64 host (cross, deb ARCH=arm64): Debian's
+# cross gcc, and arm64's libelf and zlib (multiarch) for libbpf.
+CROSS_DEBS := gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-linux-gnu libelf-dev:arm64 zlib1g-dev:arm64
 
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 SYSDIET := target/release/sysdiet
@@ -24,7 +29,7 @@ BTF ?= /sys/kernel/btf/vmlinux
 APT_GET ?= apt-get
 EUID ?= $(shell id -u)
 
-.PHONY: all preflight need-root deps rust bench-deps build demo test test-kernels lint install deb vmlinux bench bench-workloads bench-savings bench-analyze fuzz schema clean
+.PHONY: all preflight need-root deps rust bench-deps build cross unknown-arch demo test test-kernels lint install deb vmlinux bench bench-workloads bench-savings bench-analyze fuzz schema clean
 
 all: build
 
@@ -36,9 +41,11 @@ preflight:
 need-root:
 	@[ "$(EUID)" = 0 ] || { echo "run this as root (sudo make $(MAKECMDGOALS)): it installs Debian packages and the tests load BPF programs" >&2; exit 1; }
 
-# $(call install,PACKAGES): apt-get install those not installed yet.
+# $(call install,PACKAGES): apt-get install those not installed yet (one
+# installed for two architectures, as make cross does, is asked by its
+# native name: dpkg finds the bare name ambiguous).
 define install
-	@missing=$$(for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	@missing=$$(for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || dpkg -s $$p:$(HOST_ARCH) >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		[ "$(EUID)" = 0 ] || { echo "missing Debian packages ($$missing): run as root (sudo make $(MAKECMDGOALS)) to install them" >&2; exit 1; }; \
 		echo "installing:" $$missing; \
@@ -68,6 +75,15 @@ bench-deps: deps
 build: deps
 	cargo build --release
 
+# The arm64 binary, built on this amd64 host: target/$(ARM64)/release/sysdiet.
+ARM64 := aarch64-unknown-linux-gnu
+CROSS_ENV := PKG_CONFIG_ALLOW_CROSS=1 PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig
+cross: deps
+	@dpkg --print-foreign-architectures | grep -qx arm64 || { [ "$(EUID)" = 0 ] || { echo "arm64 is not a dpkg architecture here: run as root (sudo make $(MAKECMDGOALS)) to add it" >&2; exit 1; }; dpkg --add-architecture arm64; }
+	$(call install,$(CROSS_DEBS))
+	@rustup target list --installed 2>/dev/null | grep -qx $(ARM64) || rustup target add $(ARM64)
+	$(CROSS_ENV) cargo build --release --target $(ARM64)
+
 $(DEMO): tests/victims/timeloop.c tests/victims/victim.h
 	@mkdir -p $(dir $@)
 	cc -O2 -g -o $@ $<
@@ -83,7 +99,7 @@ test: need-root deps
 
 # The kernel matrix: ci/kernels boots Debian 11's, 12's and 13's kernels in
 # qemu and runs the BPF tests inside each, then on this host's kernel.
-test-kernels: need-root deps
+test-kernels: need-root deps cross
 	$(call install,$(KERNEL_DEBS))
 	@command -v vng >/dev/null || python3 -m pip install --quiet virtme-ng
 	ci/kernels
@@ -101,13 +117,23 @@ install: build
 
 # A Debian package: the binary, its man pages and completions, the copyright
 # and a changelog, with the libraries it links declared (nothing of the
-# build is needed to run it). target/sysdiet_VERSION_ARCH.deb.
-DEB_ARCH = $(shell dpkg --print-architecture)
+# build is needed to run it). target/sysdiet_VERSION_ARCH.deb; ARCH=arm64
+# cross-builds it on an amd64 host (man pages and completions come from the
+# host's build: they are the same).
+HOST_ARCH := $(shell dpkg --print-architecture)
+ARCH ?= $(HOST_ARCH)
+DEB_ARCH = $(ARCH)
 DEB_ROOT := target/deb/root
-deb: build
+DEB_BUILD := $(if $(filter $(HOST_ARCH),$(ARCH)),build,$(if $(filter arm64,$(ARCH)),build cross,unknown-arch))
+DEB_BIN := $(if $(filter $(HOST_ARCH),$(ARCH)),$(SYSDIET),target/$(ARM64)/release/sysdiet)
+DEB_STRIP := $(if $(filter $(HOST_ARCH),$(ARCH)),strip,aarch64-linux-gnu-strip)
+unknown-arch:
+	@echo "make deb ARCH=$(ARCH): sysdiet builds for amd64 and arm64 (ARCH=arm64 on an amd64 host)" >&2; exit 1
+deb: $(DEB_BUILD)
 	rm -rf $(DEB_ROOT)
 	$(MAKE) -s install DESTDIR=$(CURDIR)/$(DEB_ROOT) PREFIX=/usr
-	strip --strip-debug $(DEB_ROOT)/usr/bin/sysdiet
+	install -m 755 $(DEB_BIN) $(DEB_ROOT)/usr/bin/sysdiet
+	$(DEB_STRIP) --strip-debug $(DEB_ROOT)/usr/bin/sysdiet
 	gzip -9n $(DEB_ROOT)/usr/share/man/man1/*.1
 	install -D -m 644 packaging/copyright $(DEB_ROOT)/usr/share/doc/sysdiet/copyright
 	gzip -9n < packaging/changelog > $(DEB_ROOT)/usr/share/doc/sysdiet/changelog.Debian.gz
@@ -125,10 +151,18 @@ lint: deps
 	cargo clippy --release --all-targets -- -D warnings
 
 # src/bpf/vmlinux/x86/vmlinux.h dumped anew from the running kernel's BTF
-# (only when a program needs a type the committed one lacks).
+# (only when a program needs a type the committed one lacks); with
+# ARCH=arm64, src/bpf/vmlinux/arm64/vmlinux.h from the BTF in Debian 12's
+# arm64 kernel image.
 vmlinux:
 	$(call install,bpftool)
+ifeq ($(ARCH),arm64)
+	@mkdir -p target
+	python3 ci/image-btf "$$(ls $$(ci/kernels --kernel debian12-arm64)/boot/vmlinuz-*)" target/arm64.btf
+	bpftool btf dump file target/arm64.btf format c > src/bpf/vmlinux/arm64/vmlinux.h
+else
 	bpftool btf dump file /sys/kernel/btf/vmlinux format c > src/bpf/vmlinux/x86/vmlinux.h
+endif
 
 # docs/schema/*.json, generated from the model types (tests/schema.rs
 # fails when they are stale).

@@ -55,3 +55,44 @@ fn the_kernel_matrix_refuses_an_unknown_argument_in_one_line() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(err.trim_end(), "ci/kernels: unknown argument --bogus (ci/kernels --help)");
 }
+
+#[test]
+fn the_kernel_matrix_names_the_kernels_it_knows() {
+    let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/ci/kernels")).args(["--kernel", "debian99"]).output().expect("ci/kernels runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(err.trim_end(), "ci/kernels: no kernel named debian99 (ci/kernels --help)");
+}
+
+#[test]
+fn a_deb_for_an_architecture_sysdiet_does_not_build_is_refused() {
+    let (code, line) = make(&["deb", "ARCH=s390x"]);
+    assert_eq!(code, Some(2));
+    assert_eq!(line, "make deb ARCH=s390x: sysdiet builds for amd64 and arm64 (ARCH=arm64 on an amd64 host)");
+}
+
+/// ci/image-btf finds the kernel's BTF inside an image's bytes (here the
+/// running kernel's own, between padding and a decoy header), and says so
+/// in one line when there is none.
+#[test]
+fn the_btf_of_a_kernel_image_is_cut_out_whole() {
+    let Ok(btf) = std::fs::read("/sys/kernel/btf/vmlinux") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("Image");
+    let mut bytes = vec![0u8; 4096];
+    bytes.extend_from_slice(&[0x9f, 0xeb, 1, 0, 24, 0, 0, 0]);
+    bytes.extend_from_slice(&btf);
+    bytes.extend(std::iter::repeat_n(0xffu8, 4096));
+    std::fs::write(&image, &bytes).unwrap();
+    let cut = dir.path().join("out.btf");
+    let tool = concat!(env!("CARGO_MANIFEST_DIR"), "/ci/image-btf");
+    let out = Command::new(tool).arg(&image).arg(&cut).output().expect("python3 runs ci/image-btf");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::read(&cut).unwrap() == btf, "the cut is not the kernel's BTF");
+
+    std::fs::write(&image, vec![0u8; 8192]).unwrap();
+    let out = Command::new(tool).arg(&image).arg(&cut).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim_end(), format!("ci/image-btf: no BTF in {} (a kernel built without CONFIG_DEBUG_INFO_BTF?)", image.display()));
+}
