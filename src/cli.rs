@@ -32,6 +32,10 @@ pub enum Command {
     Run {
         #[command(flatten)]
         report: ReportArgs,
+        /// Judge the run against a TOML budget of calls (total, per syscall, per path) and findings;
+        /// exit 3 when it breaks (docs/ci.md)
+        #[arg(long, value_name = "FILE")]
+        budget: Option<PathBuf>,
         /// The command and its arguments
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
         command: Vec<OsString>,
@@ -92,6 +96,38 @@ pub enum Command {
     Compare {
         #[command(flatten)]
         args: CompareArgs,
+        #[command(flatten)]
+        out: OutputArgs,
+    },
+    /// What changed between two saved runs (run --json documents or strace logs), and limits for CI
+    #[command(after_help = "Examples:\n  sysdiet diff base.json new.json\n  \
+                            sysdiet diff --max-increase 10% --fail-on-new-findings main.json branch.json\n  \
+                            sysdiet diff --markdown -o comment.md base.strace new.strace\n  \
+                            sysdiet diff --ignore /usr/lib/* --ignore clock_gettime base.json new.json\n\n\
+                            BASE and NEW: what sysdiet run --json wrote, or a log of strace -f -o FILE.\n\
+                            Exit status 3 when a limit broke (each said in one line), 0 otherwise.")]
+    Diff {
+        /// The baseline
+        #[arg(value_name = "BASE")]
+        base: PathBuf,
+        /// The run judged against it
+        #[arg(value_name = "NEW")]
+        new: PathBuf,
+        /// A limit: no syscall's calls, nor the total, may grow by more than PCT (10%)
+        #[arg(long, value_name = "PCT", value_parser = sysdiet::compare::gate::parse_percent)]
+        max_increase: Option<f64>,
+        /// Rows with fewer calls than N on both sides are not judged
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        min_calls: u64,
+        /// A limit: NEW may have no finding BASE has not
+        #[arg(long)]
+        fail_on_new_findings: bool,
+        /// Leave a syscall (a name) or a path (a glob with a /) out of both sides; repeatable
+        #[arg(long, value_name = "SYSCALL|PATH-GLOB")]
+        ignore: Vec<String>,
+        /// Write the diff as Markdown (a pull-request comment)
+        #[arg(long, conflicts_with = "json")]
+        markdown: bool,
         #[command(flatten)]
         out: OutputArgs,
     },

@@ -8,8 +8,9 @@ mod commands;
 
 use cli::{BackendArg, Cli, Command, ReportArgs, WeightArg};
 use commands::{add_exports, attach::attach, main_output, run::run};
+use sysdiet::compare::gate::{Ignore, Limits};
 use sysdiet::pipeline::{Backend, TraceOptions};
-use sysdiet::report::export::{FlameGraphExporter, FoldedExporter, SvgExporter};
+use sysdiet::report::export::{FlameGraphExporter, FoldedExporter, MarkdownExporter, SvgExporter};
 use sysdiet::report::{Destination, Outputs, Weight};
 use sysdiet::trace::bpf::{BpfOptions, BpfTracer};
 use sysdiet::trace::filter::SyscallSet;
@@ -35,9 +36,11 @@ fn dispatch(cli: Cli, started: Instant) -> Result<i32> {
     // cannot be written fails now, not after the traced command.
     match cli.command {
         // A bad filter is refused before any report file is created.
-        Command::Run { report, command } => {
+        Command::Run { report, budget, command } => {
+            // A bad budget is refused before anything runs.
+            let budget = budget.as_deref().map(sysdiet::compare::budget::Budget::read).transpose()?;
             let (opts, outputs) = (options(&report)?, trace_outputs(&report)?);
-            run(&command, &opts, outputs, started)
+            run(&command, &opts, budget.as_ref(), outputs, started)
         }
         Command::Attach { pids, duration, report } => {
             let (opts, outputs) = (options(&report)?, trace_outputs(&report)?);
@@ -89,6 +92,17 @@ fn dispatch(cli: Cli, started: Instant) -> Result<i32> {
             commands::top::top(start_host(&host, span)?, interval, iterations, json)
         }
         Command::Serve { host, listen, interval, bpf_stats } => commands::serve::serve(&listen, interval, bpf_stats, || start_host(&host, 1)),
+        Command::Diff { base, new, max_increase, min_calls, fail_on_new_findings, ignore, markdown, out } => {
+            let mut outputs = Outputs::default();
+            let to = Destination::from_arg(out.output.as_deref(), Destination::Stdout);
+            if markdown {
+                outputs.add(MarkdownExporter, &to)?;
+            } else {
+                outputs = main_output(&out, Destination::Stdout, false)?;
+            }
+            let limits = Limits { max_increase_pct: max_increase, min_calls, fail_on_new_findings };
+            commands::diff::diff(&base, &new, &Ignore::new(&ignore)?, &limits, outputs)
+        }
         Command::Check { args } => commands::check::check(args.sample, main_output(&args.out, Destination::Stdout, false)?),
     }
 }

@@ -8,6 +8,6 @@ use sysdiet::Result;
 
 pub fn analyze(files: &[PathBuf], opts: &TraceOptions, mut outputs: Outputs) -> Result<i32> {
     let analyzed = sysdiet::pipeline::analyze(files, opts)?;
-    outputs.write(&Document::Run { trace: &analyzed.trace, findings: &analyzed.findings })?;
+    outputs.write(&Document::Run { trace: &analyzed.trace, findings: &analyzed.findings, budget: None })?;
     Ok(analyzed.status)
 }

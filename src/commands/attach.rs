@@ -14,6 +14,6 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, mut
         eprintln!("sysdiet: {note}");
     }
     let traced = sysdiet::pipeline::attach(&pids, duration, opts, started)?;
-    outputs.write(&Document::Run { trace: &traced.trace, findings: &traced.findings })?;
+    outputs.write(&Document::Run { trace: &traced.trace, findings: &traced.findings, budget: None })?;
     Ok(traced.status)
 }

@@ -6,6 +6,7 @@ pub mod attach;
 pub mod bench;
 pub mod check;
 pub mod compare;
+pub mod diff;
 pub mod run;
 pub mod serve;
 pub mod top;

@@ -15,9 +15,32 @@ use crate::model::{Argument, Trace};
 pub struct Counted {
     /// Calls per syscall.
     pub syscalls: BTreeMap<String, u64>,
+    /// Failed calls per syscall, for those that failed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub errors: BTreeMap<String, u64>,
+    /// Processes traced.
+    #[serde(default)]
+    pub processes: u64,
     /// Calls per (syscall, argument), for arguments seen more than once.
     pub arguments: Vec<ArgumentCount>,
+    /// Calls per (syscall, responsible function), from the call sites'
+    /// shares (estimates when stacks were sampled).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sites: Vec<SiteCount>,
     pub findings: Vec<FindingSummary>,
+}
+
+/// The calls of one syscall one function of the program made.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct SiteCount {
+    pub syscall: String,
+    /// The responsible frame's function (`use_localtime`), or the innermost
+    /// named frame when none in the program's own code is known.
+    pub function: String,
+    /// Where it is, as the report prints it (`timeloop.c:9`), if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub place: Option<String>,
+    pub calls: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
@@ -42,10 +65,16 @@ pub struct FindingSummary {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Diff {
     pub total: Change,
+    /// Processes traced on each side (for calls per process).
+    #[serde(default)]
+    pub processes: Change,
     /// Syscalls whose count changed, the largest change first.
     pub syscalls: Vec<SyscallChange>,
     /// Repeated arguments whose count changed, the largest change first.
     pub arguments: Vec<ArgumentChange>,
+    /// Call sites whose count changed, the largest change first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sites: Vec<SiteChange>,
     /// Findings gone, new, or changed, keyed by (rule, program).
     pub findings: Vec<FindingChange>,
     /// The variant made the same syscalls as the baseline (every count
@@ -64,11 +93,27 @@ impl Change {
     pub fn size(&self) -> u64 {
         self.baseline.abs_diff(self.variant)
     }
+
+    /// The change in percent of the baseline; None from nothing.
+    pub fn percent(&self) -> Option<f64> {
+        (self.baseline > 0).then(|| (self.variant as f64 - self.baseline as f64) * 100.0 / self.baseline as f64)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct SyscallChange {
     pub syscall: String,
+    pub calls: Change,
+    #[serde(default)]
+    pub errors: Change,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct SiteChange {
+    pub syscall: String,
+    pub function: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub place: Option<String>,
     pub calls: Change,
 }
 
@@ -92,6 +137,21 @@ pub struct FindingChange {
 impl Counted {
     pub fn of(trace: &Trace, findings: &[Finding]) -> Counted {
         let syscalls = trace.syscalls.iter().map(|s| (s.name.clone(), s.calls)).collect();
+        let errors = trace.syscalls.iter().filter(|s| s.errors > 0).map(|s| (s.name.clone(), s.errors)).collect();
+        let mut sites: BTreeMap<(String, String), (Option<String>, u64)> = BTreeMap::new();
+        for s in &trace.syscalls {
+            for share in &s.sites {
+                let Some(site) = trace.call_site(share) else { continue };
+                let frame = site.responsible_frame().or_else(|| site.frames.iter().find(|f| f.function.is_some()));
+                let Some(frame) = frame else { continue };
+                let place = frame.file.as_ref().map(|f| {
+                    let base = f.rsplit('/').next().unwrap_or(f);
+                    frame.line.map_or(base.to_string(), |l| format!("{base}:{l}"))
+                });
+                let e = sites.entry((s.name.clone(), frame.public_name())).or_insert((place, 0));
+                e.1 += share.calls;
+            }
+        }
         let mut arguments: BTreeMap<(String, Argument), u64> = BTreeMap::new();
         for a in trace.arguments.iter().filter(|a| a.calls > 1) {
             *arguments.entry((a.syscall.clone(), a.argument.clone())).or_default() += a.calls;
@@ -99,7 +159,10 @@ impl Counted {
         let program = |pid: Option<u32>| pid.and_then(|p| trace.processes.iter().find(|x| x.pid == p)).map(|p| p.comm.clone()).unwrap_or_default();
         Counted {
             syscalls,
+            errors,
+            processes: trace.process_count() as u64,
             arguments: arguments.into_iter().map(|((syscall, argument), calls)| ArgumentCount { syscall, argument, calls }).collect(),
+            sites: sites.into_iter().map(|((syscall, function), (place, calls))| SiteCount { syscall, function, place, calls }).collect(),
             findings: findings
                 .iter()
                 .map(|f| FindingSummary {
@@ -130,7 +193,33 @@ fn changes<K: Ord + Clone>(a: &BTreeMap<K, u64>, b: &BTreeMap<K, u64>) -> Vec<(K
 
 pub fn diff(base: &Counted, variant: &Counted) -> Diff {
     let total = Change { baseline: base.syscalls.values().sum(), variant: variant.syscalls.values().sum() };
-    let syscalls = changes(&base.syscalls, &variant.syscalls).into_iter().map(|(syscall, calls)| SyscallChange { syscall, calls }).collect();
+    let errors_of = |c: &Counted, s: &str| c.errors.get(s).copied().unwrap_or(0);
+    let syscalls = changes(&base.syscalls, &variant.syscalls)
+        .into_iter()
+        .map(|(syscall, calls)| {
+            let errors = Change { baseline: errors_of(base, &syscall), variant: errors_of(variant, &syscall) };
+            SyscallChange { syscall, calls, errors }
+        })
+        .collect();
+    let by_site =
+        |c: &Counted| -> BTreeMap<(String, String), u64> { c.sites.iter().map(|s| ((s.syscall.clone(), s.function.clone()), s.calls)).collect() };
+    let place_of = |k: &(String, String)| {
+        [variant, base].iter().find_map(|c| c.sites.iter().find(|s| s.syscall == k.0 && s.function == k.1).and_then(|s| s.place.clone()))
+    };
+    // Sites share out exact counts by samples: for a syscall whose count
+    // did not change, a change of shares is the sampling's, not the program's.
+    let changed: Vec<&str> = base
+        .syscalls
+        .keys()
+        .chain(variant.syscalls.keys())
+        .map(String::as_str)
+        .filter(|s| base.syscalls.get(*s) != variant.syscalls.get(*s))
+        .collect();
+    let sites = changes(&by_site(base), &by_site(variant))
+        .into_iter()
+        .filter(|(k, _)| changed.contains(&k.0.as_str()))
+        .map(|(k, calls)| SiteChange { place: place_of(&k), syscall: k.0, function: k.1, calls })
+        .collect();
     let by_argument = |c: &Counted| -> BTreeMap<(String, Argument), u64> {
         c.arguments.iter().map(|a| ((a.syscall.clone(), a.argument.clone()), a.calls)).collect()
     };
@@ -164,7 +253,8 @@ pub fn diff(base: &Counted, variant: &Counted) -> Diff {
     // Findings may still differ: a rule reads the environment sysdiet
     // gave the command, which a wrapper can change before the program runs.
     let no_effect = close(&total) && changes(&base.syscalls, &variant.syscalls).iter().all(|(_, c)| close(c));
-    Diff { total, syscalls, arguments, findings, no_effect }
+    let processes = Change { baseline: base.processes, variant: variant.processes };
+    Diff { total, processes, syscalls, arguments, sites, findings, no_effect }
 }
 
 #[cfg(test)]
@@ -218,7 +308,10 @@ mod tests {
         };
         let d = diff(&a, &b);
         assert_eq!(d.total, Change { baseline: 1005, variant: 8 });
-        assert_eq!(d.syscalls, vec![SyscallChange { syscall: "newfstatat".into(), calls: Change { baseline: 1000, variant: 3 } }]);
+        assert_eq!(
+            d.syscalls,
+            vec![SyscallChange { syscall: "newfstatat".into(), calls: Change { baseline: 1000, variant: 3 }, errors: Change::default() }]
+        );
         assert_eq!(d.arguments.len(), 1, "/x did not change");
         assert_eq!(d.arguments[0].argument, path("/etc/localtime"));
         assert_eq!(d.arguments[0].calls, Change { baseline: 998, variant: 0 });

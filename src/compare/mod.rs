@@ -3,7 +3,10 @@
 //! after warm-ups, and measures each run; then traces one run of each to
 //! say which syscalls and findings the change removed.
 
+pub mod budget;
 mod diff;
+pub mod gate;
+mod saved;
 mod timing;
 
 use std::ffi::OsString;
@@ -13,7 +16,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::pipeline::{trace_command, TraceOptions};
 use crate::stats::{self, Summary};
-pub use diff::{diff, ArgumentChange, ArgumentCount, Change, Counted, Diff, FindingChange, FindingSummary, SyscallChange};
+pub use diff::{diff, ArgumentChange, ArgumentCount, Change, Counted, Diff, FindingChange, FindingSummary, SiteChange, SiteCount, SyscallChange};
+pub use saved::{diff_runs, MachineDependent, RunDiff};
 pub use timing::RunTiming;
 
 /// One thing to run: the baseline or a variant.

@@ -123,7 +123,7 @@ fn diff(out: &mut String, c: &Comparison) {
 }
 
 /// `gone in B: [tz-unset] ...`, `new in B: ...`, `changed in B: [rule] x → y`.
-fn finding_change(f: &FindingChange, label: &str) -> String {
+pub(super) fn finding_change(f: &FindingChange, label: &str) -> String {
     let program = if f.program.is_empty() { String::new() } else { format!(" ({})", escaped(&f.program)) };
     match (&f.baseline, &f.variant) {
         (Some(a), None) => format!("gone in {label}: [{}]{program} {a}", f.rule),

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 
 use super::folded::Weight;
 use crate::bench::Measurements;
-use crate::compare::Comparison;
+use crate::compare::budget::BudgetResult;
+use crate::compare::{Comparison, RunDiff};
 use crate::diagnose::host::HostAudit;
 use crate::diagnose::Finding;
 use crate::error::{Error, Result};
@@ -22,8 +23,12 @@ pub enum Document<'a> {
     Run {
         trace: &'a Trace,
         findings: &'a [Finding],
+        /// `run --budget`: the budget and what the run broke of it.
+        budget: Option<&'a BudgetResult>,
     },
     Compare(&'a Comparison),
+    /// Two saved runs compared (`diff`).
+    Diff(&'a RunDiff),
     Bench(&'a Measurements),
     Check(&'a HostAudit),
     /// One window of `top` or `serve`: a trace with a row per program.
@@ -38,6 +43,7 @@ impl Document<'_> {
         match self {
             Document::Run { .. } => "a trace",
             Document::Compare(_) => "a comparison",
+            Document::Diff(_) => "a diff",
             Document::Bench(_) => "a bench",
             Document::Check(_) => "a host check",
             Document::Window { .. } => "a window of the host",
@@ -69,8 +75,15 @@ impl Exporter for TextExporter {
     }
     fn serialize(&self, doc: &Document) -> Result<Vec<u8>> {
         Ok(match doc {
-            Document::Run { trace, findings } => super::text::render(trace, findings, self.per_thread),
+            Document::Run { trace, findings, budget } => {
+                let mut text = super::text::render(trace, findings, self.per_thread);
+                if let Some(b) = budget {
+                    text.push_str(&super::diff::budget(b));
+                }
+                text
+            }
             Document::Compare(c) => super::compare::render(c),
+            Document::Diff(d) => super::diff::render(d),
             Document::Bench(m) => super::bench::render(m),
             Document::Check(a) => super::check::render(a),
             Document::Window { window, findings } => {
@@ -102,6 +115,7 @@ impl Exporter for MarkdownExporter {
     fn serialize(&self, doc: &Document) -> Result<Vec<u8>> {
         match doc {
             Document::Compare(c) => Ok(super::compare::markdown(c).into_bytes()),
+            Document::Diff(d) => Ok(super::diff::markdown(d).into_bytes()),
             Document::Bench(m) => Ok(super::bench::markdown(m).into_bytes()),
             _ => Err(unsupported(self, doc)),
         }

@@ -16,6 +16,9 @@ pub struct RunDocument {
     /// What the rules found, most saving first.
     #[serde(default)]
     pub findings: Vec<Finding>,
+    /// `run --budget`: the budget and what the run broke of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::compare::budget::BudgetResult>,
 }
 
 /// What `top --json` and `serve`'s /window.json write: one window of the
@@ -51,15 +54,24 @@ pub fn render(doc: &Document) -> String {
         findings: &'a [Finding],
         #[serde(skip_serializing_if = "Option::is_none")]
         programs: Option<Vec<crate::model::window::ProgramRow>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        budget: Option<&'a crate::compare::budget::BudgetResult>,
     }
     let mut s = match *doc {
-        Document::Run { trace, findings } => serde_json::to_string_pretty(&Borrowed { version: SCHEMA_VERSION, trace, findings, programs: None }),
+        Document::Run { trace, findings, budget } => {
+            serde_json::to_string_pretty(&Borrowed { version: SCHEMA_VERSION, trace, findings, programs: None, budget })
+        }
         Document::Compare(c) => serde_json::to_string_pretty(&Versioned { version: SCHEMA_VERSION, result: c }),
+        Document::Diff(d) => serde_json::to_string_pretty(&Versioned { version: SCHEMA_VERSION, result: d }),
         Document::Bench(m) => serde_json::to_string_pretty(&Versioned { version: SCHEMA_VERSION, result: m }),
         Document::Check(a) => serde_json::to_string_pretty(&Versioned { version: SCHEMA_VERSION, result: a }),
-        Document::Window { window, findings } => {
-            serde_json::to_string_pretty(&Borrowed { version: SCHEMA_VERSION, trace: &window.trace, findings, programs: Some(window.program_rows()) })
-        }
+        Document::Window { window, findings } => serde_json::to_string_pretty(&Borrowed {
+            version: SCHEMA_VERSION,
+            trace: &window.trace,
+            findings,
+            programs: Some(window.program_rows()),
+            budget: None,
+        }),
     }
     .expect("the model always serializes");
     s.push('\n');
@@ -73,6 +85,7 @@ pub fn schemas() -> Vec<(&'static str, String)> {
     vec![
         ("run", pretty(schemars::schema_for!(RunDocument))),
         ("compare", pretty(schemars::schema_for!(Versioned<crate::compare::Comparison>))),
+        ("diff", pretty(schemars::schema_for!(Versioned<crate::compare::RunDiff>))),
         ("bench", pretty(schemars::schema_for!(Versioned<crate::bench::Measurements>))),
         ("check", pretty(schemars::schema_for!(Versioned<crate::diagnose::host::HostAudit>))),
         ("window", pretty(schemars::schema_for!(WindowDocument))),

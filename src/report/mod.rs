@@ -5,6 +5,7 @@ pub mod bench;
 pub mod callsites;
 pub mod check;
 pub mod compare;
+pub mod diff;
 pub mod export;
 pub mod findings;
 pub mod flamegraph;

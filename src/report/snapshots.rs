@@ -55,6 +55,7 @@ fn comparison() -> Comparison {
         syscalls: [("newfstatat".to_string(), 200_003), ("write".to_string(), 10)].into(),
         arguments: vec![path(199_999)],
         findings: vec![finding("199,999 × newfstatat(\"/etc/localtime\")")],
+        ..Default::default()
     };
     let b_counts = Counted { syscalls: [("newfstatat".to_string(), 4), ("write".to_string(), 10)].into(), ..Default::default() };
     let d = diff(&a_counts, &b_counts);
