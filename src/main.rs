@@ -40,7 +40,9 @@ fn dispatch(cli: Cli, started: Instant) -> Result<i32> {
             // A bad budget is refused before anything runs.
             let budget = budget.as_deref().map(sysdiet::compare::budget::Budget::read).transpose()?;
             let (opts, outputs) = (options(&report)?, trace_outputs(&report)?);
-            run(&command, &opts, budget.as_ref(), outputs, started)
+            // Said on stderr too when the report is not: a CI log shows why.
+            let budget = budget.as_ref().map(|b| (b, report.out.json || report.out.output.is_some()));
+            run(&command, &opts, budget, outputs, started)
         }
         Command::Attach { pids, duration, report } => {
             let (opts, outputs) = (options(&report)?, trace_outputs(&report)?);

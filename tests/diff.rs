@@ -183,3 +183,49 @@ fn a_budget_fails_the_zone_file_loop_only_with_tz_unset() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(stderr_of(&out).trim_end(), format!("sysdiet: {}: no such file (check the path)", dir.path().join("none.toml").display()));
 }
+
+/// docs/ci.md's plain shell job, run as written: a clean run keeps the
+/// budget and leaves its document; a run that stats the zone file on every
+/// call breaks the budget and the diff against the first, writes the
+/// Markdown comment, and fails the job with status 3.
+#[test]
+fn the_shell_job_of_docs_ci_works_as_written() {
+    if skip_without_bpf() {
+        return;
+    }
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/ci.md")).unwrap();
+    let section = &doc[doc.find("## A plain shell job").expect("the section")..];
+    let start = section.find("```sh\n").expect("its sh block") + "```sh\n".len();
+    let recipe = &section[start..start + section[start..].find("```").unwrap()];
+
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("job.sh"), recipe).unwrap();
+    std::fs::write(d.join("syscalls.toml"), "[calls]\nnewfstatat = 100\n").unwrap();
+    std::fs::write(d.join("run-tests"), format!("#!/bin/sh\nexec {} localtime 2000 > /dev/null\n", victim("timeloop").display())).unwrap();
+    std::fs::set_permissions(d.join("run-tests"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_sysdiet")).parent().unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let job = |tz: Option<&str>| {
+        let mut c = Command::new("bash");
+        c.arg("job.sh").current_dir(d).env("PATH", &path).env_remove("TZ").env_remove("LD_LIBRARY_PATH");
+        if let Some(tz) = tz {
+            c.env("TZ", tz);
+        }
+        c.output().unwrap()
+    };
+
+    let out = job(Some(":/etc/localtime"));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(d.join("new.json").exists() && !d.join("diff.md").exists());
+    std::fs::rename(d.join("new.json"), d.join("main.json")).unwrap();
+
+    let out = job(None);
+    assert_eq!(out.status.code(), Some(BREACH), "{}", stderr_of(&out));
+    assert!(stderr_of(&out).lines().any(|l| l.starts_with("BUDGET BROKEN (syscalls.toml, newfstatat = 100): ")), "{}", stderr_of(&out));
+    let said = stdout_of(&out);
+    assert!(said.lines().any(|l| l.starts_with("LIMIT BROKEN (--max-increase 10%): newfstatat: ")), "{said}");
+    assert!(said.lines().any(|l| l.starts_with("LIMIT BROKEN (--fail-on-new-findings): new finding [tz-unset]")), "{said}");
+    let comment = std::fs::read_to_string(d.join("diff.md")).unwrap();
+    assert!(comment.contains("| `newfstatat` |") && comment.contains("tz-unset"), "{comment}");
+}

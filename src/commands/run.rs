@@ -11,12 +11,16 @@ use sysdiet::Result;
 
 /// Runs `command` traced, writes the report, and returns the status
 /// sysdiet should exit with: the command's own, or, when that is 0 and the
-/// run broke its budget, BREACH_STATUS.
-pub fn run(command: &[OsString], opts: &TraceOptions, budget: Option<&Budget>, mut outputs: Outputs, started: Instant) -> Result<i32> {
+/// run broke its budget, BREACH_STATUS. The budget's verdict goes to
+/// stderr as well when the flag beside it says the report goes elsewhere.
+pub fn run(command: &[OsString], opts: &TraceOptions, budget: Option<(&Budget, bool)>, mut outputs: Outputs, started: Instant) -> Result<i32> {
     let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
     let traced = trace_command(command, &env, opts, started)?;
-    let judged = budget.map(|b| b.check(&traced.trace, &traced.findings));
+    let judged = budget.map(|(b, _)| b.check(&traced.trace, &traced.findings));
     outputs.write(&Document::Run { trace: &traced.trace, findings: &traced.findings, budget: judged.as_ref() })?;
+    if let (Some(j), Some((_, true))) = (&judged, budget) {
+        eprint!("{}", sysdiet::report::diff::budget(j));
+    }
     let broke = judged.is_some_and(|j| !j.breaches.is_empty());
     Ok(if traced.status == 0 && broke { BREACH_STATUS } else { traced.status })
 }
