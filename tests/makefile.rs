@@ -96,3 +96,11 @@ fn the_btf_of_a_kernel_image_is_cut_out_whole() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.trim_end(), format!("ci/image-btf: no BTF in {} (a kernel built without CONFIG_DEBUG_INFO_BTF?)", image.display()));
 }
+
+#[test]
+fn the_kernel_matrix_names_the_checks_it_knows() {
+    let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/ci/kernels")).args(["--checks", "load,bogus"]).output().expect("ci/kernels runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(err.trim_end(), "ci/kernels: no check named bogus (ci/kernels --help)");
+}
