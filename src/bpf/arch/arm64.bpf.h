@@ -26,9 +26,6 @@ static __always_inline bool nr_is_fork(long nr)
 	return nr == 220 /* clone */ || nr == 435 /* clone3 */;
 }
 
-#ifndef ENOSYS
-#define ENOSYS 38
-#endif
 #define TIF_32BIT 22 /* thread_info.flags: an AArch32 task */
 
 /* The syscall number in a syscall tracepoint's registers (-1, NO_SYSCALL:
