@@ -2,6 +2,8 @@
 //! printed one after another (a table, or JSON) for scripts.
 
 use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
@@ -26,7 +28,13 @@ pub fn top(host: Host, interval: Duration, iterations: Option<u64>, json: bool) 
 }
 
 /// Windows printed one after another until `iterations` (or forever).
+/// Ctrl-C (or SIGTERM) ends the window under way early: it is printed,
+/// and the status is 128 + the signal.
 fn batch(mut host: Host, interval: Duration, iterations: Option<u64>, json: bool) -> Result<i32> {
+    let stop = Arc::new(AtomicUsize::new(0));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_usize(sig, Arc::clone(&stop), sig as usize)?;
+    }
     let mut out = std::io::stdout().lock();
     eprintln!("sysdiet top: counting every task's syscalls, a window every {}", sysdiet::human::duration(interval.as_nanos() as u64));
     let mut next = Instant::now() + interval;
@@ -34,7 +42,9 @@ fn batch(mut host: Host, interval: Duration, iterations: Option<u64>, json: bool
         if iterations.is_some_and(|n| i >= n) {
             break;
         }
-        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        while stop.load(Ordering::Relaxed) == 0 && Instant::now() < next {
+            std::thread::sleep(next.saturating_duration_since(Instant::now()).min(Duration::from_millis(50)));
+        }
         next += interval;
         let w = host.window()?;
         let doc = Document::Window { window: &w.window, findings: &w.findings };
@@ -44,6 +54,9 @@ fn batch(mut host: Host, interval: Duration, iterations: Option<u64>, json: bool
             out.write_all(b"\n")?;
         }
         out.flush()?;
+        if stop.load(Ordering::Relaxed) != 0 {
+            return Ok(128 + stop.load(Ordering::Relaxed) as i32);
+        }
     }
     Ok(0)
 }
