@@ -18,7 +18,7 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
 
     let known: Vec<u32> = threads.iter().flatten().map(|&(tid, _)| tid).collect();
     let mappings = watch_mappings(opts, known.clone());
-    let (tracer, why, syscall_ns) = super::load_bpf(opts)?;
+    let (tracer, why, syscall_ns) = super::load_bpf(opts, true)?;
     let Some(mut tracer) = tracer else {
         return super::ptraced::attach(pids, duration, opts, started, why);
     };

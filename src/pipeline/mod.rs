@@ -66,11 +66,12 @@ pub const BACKEND: &str = "bpf";
 /// Loads the BPF tracer, or says why ptrace will count instead (None, with
 /// the reason, when `--backend auto` cannot use BPF here); and what one
 /// syscall costs on this host untraced (`linux::syscall_cost_ns`).
-fn load_bpf(opts: &TraceOptions) -> Result<(Option<BpfTracer>, Option<String>, u64)> {
+/// `arms_running_threads`: see BpfOptions (attach).
+fn load_bpf(opts: &TraceOptions, arms_running_threads: bool) -> Result<(Option<BpfTracer>, Option<String>, u64)> {
     if opts.backend == Backend::Ptrace {
         return Ok((None, None, crate::linux::syscall_cost_ns()));
     }
-    let (tracer, syscall_ns) = load_measuring(&opts.filter, opts.bpf());
+    let (tracer, syscall_ns) = load_measuring(&opts.filter, BpfOptions { arms_running_threads, ..opts.bpf() });
     match tracer {
         Ok(t) => Ok((Some(t), None, syscall_ns)),
         Err(e) if opts.backend == Backend::Auto => {

@@ -27,7 +27,7 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
     let held = spawn::spawn_held(&program, command, env, opts.quiet)?;
     let comm = program.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let mappings = watch_mappings(opts, vec![held.pid()]);
-    let (tracer, why, syscall_ns) = super::load_bpf(opts)?;
+    let (tracer, why, syscall_ns) = super::load_bpf(opts, false)?;
     let Some(mut tracer) = tracer else {
         return super::ptraced::trace_held(held, command, env, opts, rx, started, why);
     };

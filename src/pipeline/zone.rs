@@ -26,7 +26,7 @@ pub fn zone_lookups(processes: &[RunningProcess], d: Duration) -> Result<(u64, H
     let mut tracer = BpfTracer::load(
         &SyscallSet::parse(&format!("trace={ZONE_LOOKUPS}"))?,
         // A process that looks the zone file up once counts too.
-        BpfOptions { keep_every_key: true, ..Default::default() },
+        BpfOptions { keep_every_key: true, arms_running_threads: true, ..Default::default() },
     )?;
     for p in processes.iter().filter(|p| p.tz.is_none()) {
         match target::live_threads(p.pid).and_then(|threads| arm_threads(&tracer, p.pid, threads)) {

@@ -111,6 +111,19 @@ pub fn pidfd(tid: u32) -> Option<OwnedFd> {
     None
 }
 
+/// Whether this kernel gives a thread its own pidfd (PIDFD_THREAD, 6.9):
+/// asked of the calling thread itself.
+pub fn thread_pidfds() -> bool {
+    // SAFETY: gettid takes nothing; pidfd_open returns a new fd we own, or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::gettid(), PIDFD_THREAD) } as i32;
+    if fd < 0 {
+        return false;
+    }
+    // SAFETY: fd is fresh and ours.
+    drop(unsafe { OwnedFd::from_raw_fd(fd) });
+    true
+}
+
 /// /proc/PID/stat read: the command name, and the fields after it (the
 /// name may hold spaces and parentheses, so it is cut at the last ")").
 /// `fields[0]` is the state, `[1]` the parent, `[6]` the flags.
@@ -233,6 +246,14 @@ pub fn env_var_of(pid: u32, name: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn threads_have_pidfds_from_linux_6_9() {
+        let release = nix::sys::utsname::uname().unwrap().release().to_string_lossy().into_owned();
+        let mut v = release.split(|c: char| !c.is_ascii_digit()).filter_map(|n| n.parse::<u32>().ok());
+        let (major, minor) = (v.next().unwrap(), v.next().unwrap());
+        assert_eq!(super::thread_pidfds(), (major, minor) >= (6, 9), "Linux {release}");
+    }
+
     use super::*;
 
     #[test]

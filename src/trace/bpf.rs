@@ -82,6 +82,11 @@ pub struct BpfOptions {
     /// Every task on the host (but sysdiet's own) is a target from its
     /// first syscall on: sysdiet top / serve.
     pub system_wide: bool,
+    /// Threads already running are made targets from user space (attach,
+    /// check --sample): the current programs key a thread's state by a
+    /// pidfd of it, which kernels before 6.9 give only to a process's
+    /// leader; there the legacy programs (keyed by tid) count instead.
+    pub arms_running_threads: bool,
 }
 
 pub struct BpfTracer {
@@ -137,7 +142,10 @@ impl BpfTracer {
     /// the current one all the same (a distribution kernel with some of
     /// the features backported, say), the legacy one.
     pub fn load_unattached(filter: &SyscallSet, options: BpfOptions) -> Result<LoadedTracer> {
-        let variant = Variant::for_this_kernel()?;
+        let variant = match Variant::for_this_kernel()? {
+            Variant::Current if options.arms_running_threads && !crate::target::thread_pidfds() => Variant::Legacy,
+            v => v,
+        };
         match Self::load_variant(filter, options, variant) {
             Err(Error::Bpf(first)) if variant == Variant::Current => {
                 Self::load_variant(filter, options, Variant::Legacy).map_err(|_| Error::Bpf(first))
