@@ -194,7 +194,7 @@ fn changes<K: Ord + Clone>(a: &BTreeMap<K, u64>, b: &BTreeMap<K, u64>) -> Vec<(K
 pub fn diff(base: &Counted, variant: &Counted) -> Diff {
     let total = Change { baseline: base.syscalls.values().sum(), variant: variant.syscalls.values().sum() };
     let errors_of = |c: &Counted, s: &str| c.errors.get(s).copied().unwrap_or(0);
-    let syscalls = changes(&base.syscalls, &variant.syscalls)
+    let syscalls: Vec<SyscallChange> = changes(&base.syscalls, &variant.syscalls)
         .into_iter()
         .map(|(syscall, calls)| {
             let errors = Change { baseline: errors_of(base, &syscall), variant: errors_of(variant, &syscall) };
@@ -208,16 +208,9 @@ pub fn diff(base: &Counted, variant: &Counted) -> Diff {
     };
     // Sites share out exact counts by samples: for a syscall whose count
     // did not change, a change of shares is the sampling's, not the program's.
-    let changed: Vec<&str> = base
-        .syscalls
-        .keys()
-        .chain(variant.syscalls.keys())
-        .map(String::as_str)
-        .filter(|s| base.syscalls.get(*s) != variant.syscalls.get(*s))
-        .collect();
     let sites = changes(&by_site(base), &by_site(variant))
         .into_iter()
-        .filter(|(k, _)| changed.contains(&k.0.as_str()))
+        .filter(|(k, _)| syscalls.iter().any(|s| s.syscall == k.0))
         .map(|(k, calls)| SiteChange { place: place_of(&k), syscall: k.0, function: k.1, calls })
         .collect();
     let by_argument = |c: &Counted| -> BTreeMap<(String, Argument), u64> {
@@ -252,7 +245,7 @@ pub fn diff(base: &Counted, variant: &Counted) -> Diff {
     let close = |c: &Change| c.size() * 100 <= c.baseline.max(c.variant);
     // Findings may still differ: a rule reads the environment sysdiet
     // gave the command, which a wrapper can change before the program runs.
-    let no_effect = close(&total) && changes(&base.syscalls, &variant.syscalls).iter().all(|(_, c)| close(c));
+    let no_effect = close(&total) && syscalls.iter().all(|s| close(&s.calls));
     let processes = Change { baseline: base.processes, variant: variant.processes };
     Diff { total, processes, syscalls, arguments, sites, findings, no_effect }
 }

@@ -60,10 +60,6 @@ impl Ignore {
         Ok(ignore)
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.names.is_empty() && self.globs.is_empty()
-    }
-
     fn path(&self, path: &str) -> bool {
         self.globs.iter().any(|g| g.is_match(path))
     }
