@@ -2,6 +2,7 @@
 //! the limits given. A run is what `run --json` wrote, or a strace log
 //! (read as `analyze` reads it).
 
+use std::io::Read;
 use std::path::Path;
 
 use sysdiet::compare::diff_runs;
@@ -25,14 +26,19 @@ pub fn diff(base: &Path, new: &Path, ignore: &Ignore, limits: &Limits, mut outpu
 /// A saved run: a sysdiet JSON document of a trace, or a strace log.
 fn load(path: &Path) -> Result<(Trace, Vec<Finding>)> {
     let fail = |why: String| Error::Log { path: path.display().to_string(), why };
-    let bytes = std::fs::read(path).map_err(|e| match e.kind() {
+    let io = |e: std::io::Error| match e.kind() {
         std::io::ErrorKind::NotFound => fail("no such file (check the path)".into()),
         _ => fail(e.to_string()),
-    })?;
-    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+    };
+    // Its first character tells: a log (which may be gigabytes) is left
+    // to analyze's streaming reader, not read here too.
+    let file = std::io::BufReader::new(std::fs::File::open(path).map_err(io)?);
+    let first = file.bytes().map_while(std::io::Result::ok).find(|b| !b.is_ascii_whitespace());
+    if first != Some(b'{') {
         let analyzed = sysdiet::pipeline::analyze(&[path.to_path_buf()], &TraceOptions { stacks: true, ..Default::default() })?;
         return Ok((analyzed.trace, analyzed.findings));
     }
+    let bytes = std::fs::read(path).map_err(io)?;
     let give = "give what sysdiet run --json wrote, or a strace -f -o log";
     let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| fail(format!("not valid JSON ({e}): {give}")))?;
     match value.get("version").and_then(|v| v.as_u64()) {
