@@ -10,17 +10,22 @@ use std::process::{Command, Output};
 /// Exit status of a broken limit (docs, README).
 const BREACH: i32 = 3;
 
+/// `c` with TZ unset, or set to `tz`.
+fn with_tz<'a>(c: &'a mut Command, tz: Option<&str>) -> &'a mut Command {
+    c.env_remove("TZ");
+    if let Some(tz) = tz {
+        c.env("TZ", tz);
+    }
+    c
+}
+
 /// `sysdiet run --json -o DIR/NAME.json` of timeloop localtime 2000, with
 /// TZ set or not.
 fn saved_run(dir: &Path, name: &str, tz: Option<&str>) -> PathBuf {
     let json = dir.join(format!("{name}.json"));
     let mut c = sysdiet();
     c.args(["run", "--backend", "bpf", "--json", "-o"]).arg(&json).arg("--").arg(victim("timeloop")).args(["localtime", "2000"]);
-    c.env_remove("TZ").stdout(std::process::Stdio::null());
-    if let Some(tz) = tz {
-        c.env("TZ", tz);
-    }
-    let out = c.output().unwrap();
+    let out = with_tz(&mut c, tz).stdout(std::process::Stdio::null()).output().unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
     json
 }
@@ -30,11 +35,7 @@ fn strace_log(dir: &Path, name: &str, tz: Option<&str>) -> PathBuf {
     let log = dir.join(format!("{name}.strace"));
     let mut c = Command::new("strace");
     c.args(["-f", "-qq", "-o"]).arg(&log).arg(victim("timeloop")).args(["localtime", "2000"]);
-    c.env_remove("TZ").stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
-    if let Some(tz) = tz {
-        c.env("TZ", tz);
-    }
-    assert!(c.status().unwrap().success());
+    assert!(with_tz(&mut c, tz).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).status().unwrap().success());
     log
 }
 
@@ -151,11 +152,7 @@ fn a_budget_fails_the_zone_file_loop_only_with_tz_unset() {
     let run = |tz: Option<&str>| {
         let mut c = sysdiet();
         c.arg("run").arg("--budget").arg(&budget).arg("--").arg(victim("timeloop")).args(["localtime", "2000"]);
-        c.env_remove("TZ").stdout(std::process::Stdio::null());
-        if let Some(tz) = tz {
-            c.env("TZ", tz);
-        }
-        c.output().unwrap()
+        with_tz(&mut c, tz).stdout(std::process::Stdio::null()).output().unwrap()
     };
     let out = run(None);
     assert_eq!(out.status.code(), Some(BREACH));
@@ -208,11 +205,8 @@ fn the_shell_job_of_docs_ci_works_as_written() {
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
     let job = |tz: Option<&str>| {
         let mut c = Command::new("bash");
-        c.arg("job.sh").current_dir(d).env("PATH", &path).env_remove("TZ").env_remove("LD_LIBRARY_PATH");
-        if let Some(tz) = tz {
-            c.env("TZ", tz);
-        }
-        c.output().unwrap()
+        c.arg("job.sh").current_dir(d).env("PATH", &path).env_remove("LD_LIBRARY_PATH");
+        with_tz(&mut c, tz).output().unwrap()
     };
 
     let out = job(Some(":/etc/localtime"));

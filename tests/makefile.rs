@@ -48,20 +48,24 @@ fn a_rust_too_old_names_the_way_out() {
     );
 }
 
+/// `ci/kernels ARGS`: (exit code, stderr without its last newline).
+fn kernels(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/ci/kernels")).args(args).output().expect("ci/kernels runs");
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).trim_end().to_string())
+}
+
 #[test]
 fn the_kernel_matrix_refuses_an_unknown_argument_in_one_line() {
-    let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/ci/kernels")).arg("--bogus").output().expect("ci/kernels runs");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2));
-    assert_eq!(err.trim_end(), "ci/kernels: unknown argument --bogus (ci/kernels --help)");
+    let (code, err) = kernels(&["--bogus"]);
+    assert_eq!(code, Some(2));
+    assert_eq!(err, "ci/kernels: unknown argument --bogus (ci/kernels --help)");
 }
 
 #[test]
 fn the_kernel_matrix_names_the_kernels_it_knows() {
-    let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/ci/kernels")).args(["--kernel", "debian99"]).output().expect("ci/kernels runs");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2));
-    assert_eq!(err.trim_end(), "ci/kernels: no kernel named debian99 (ci/kernels --help)");
+    let (code, err) = kernels(&["--kernel", "debian99"]);
+    assert_eq!(code, Some(2));
+    assert_eq!(err, "ci/kernels: no kernel named debian99 (ci/kernels --help)");
 }
 
 #[test]
@@ -99,8 +103,7 @@ fn the_btf_of_a_kernel_image_is_cut_out_whole() {
 
 #[test]
 fn the_kernel_matrix_names_the_checks_it_knows() {
-    let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/ci/kernels")).args(["--checks", "load,bogus"]).output().expect("ci/kernels runs");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2));
-    assert_eq!(err.trim_end(), "ci/kernels: no check named bogus (ci/kernels --help)");
+    let (code, err) = kernels(&["--checks", "load,bogus"]);
+    assert_eq!(code, Some(2));
+    assert_eq!(err, "ci/kernels: no check named bogus (ci/kernels --help)");
 }
