@@ -101,7 +101,7 @@ int BPF_PROG(sched_process_exec_legacy, struct task_struct *p, pid_t old_pid, st
 /* A handler runs with another mask: the one last seen is stale. */
 static __always_inline int forget_mask(const bool legacy)
 {
-	struct task_state *ts = state_of(current_task(legacy), (__u32)bpf_get_current_pid_tgid(), false, legacy);
+	struct task_state *ts = state_of(current_task(legacy), legacy_tid(legacy), false, legacy);
 
 	if (ts)
 		ts->mask_known = 0;

@@ -255,8 +255,9 @@ static __always_inline bool path_goes_on(const char *p)
 static const struct task_state empty_state;
 static const struct tick_count no_ticks;
 
-/* The state of target thread `t` (`tid`), made if `create` and there is
- * none; NULL if it is no target, or with no room. */
+/* The state of target thread `t` (`tid`: read by the legacy variant only),
+ * made if `create` and there is none; NULL if it is no target, or with no
+ * room. */
 static __always_inline struct task_state *state_of(struct task_struct *t, __u32 tid, bool create, const bool legacy)
 {
 	struct task_state *ts;
@@ -276,6 +277,14 @@ static __always_inline struct task_state *state_of(struct task_struct *t, __u32 
 static __always_inline struct task_struct *current_task(const bool legacy)
 {
 	return legacy ? (struct task_struct *)bpf_get_current_task() : bpf_get_current_task_btf();
+}
+
+/* The running thread's id where the legacy variant keys its maps by it;
+ * 0 for the current one, which would pay a helper call on every syscall
+ * for nothing. */
+static __always_inline __u32 legacy_tid(const bool legacy)
+{
+	return legacy ? (__u32)bpf_get_current_pid_tgid() : 0;
 }
 
 /* Its blocked signals (the first 64). */
@@ -342,7 +351,7 @@ static __always_inline __u64 take_legacy_ticks(struct task_state *ts, __u32 tid)
 static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool legacy)
 {
 	struct task_struct *t = current_task(legacy);
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u32 tid = legacy_tid(legacy);
 	struct task_state *ts = state_of(t, tid, false, legacy);
 	struct syscall_spec spec;
 	struct sys_val *sv;
@@ -512,7 +521,7 @@ int BPF_PROG(sys_exit_legacy, struct pt_regs *regs, long ret)
 /* --latency only: stamps the call's start. */
 static __always_inline int stamp_entry(struct pt_regs *regs, long id, const bool legacy)
 {
-	struct task_state *ts = state_of(current_task(legacy), (__u32)bpf_get_current_pid_tgid(), false, legacy);
+	struct task_state *ts = state_of(current_task(legacy), legacy_tid(legacy), false, legacy);
 
 	if (!ts)
 		return 0;
