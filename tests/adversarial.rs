@@ -185,8 +185,11 @@ fn attach_shows_the_exit_of_the_process_it_watched_end() {
     let out = sysdiet().args(["attach", "--no-stacks", "-p"]).arg(target.id().to_string()).output().unwrap();
     assert_eq!(target.wait().unwrap().code(), Some(7));
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    let header = stderr_of(&out).lines().nth(1).unwrap_or_default().to_string();
-    assert!(header.contains(" · exit 7 · "), "{header}");
+    let err = stderr_of(&out);
+    assert!(err.starts_with("sysdiet: attached to pid "), "{err}");
+    // The report's header: the line after the command's.
+    let header = err.lines().nth(2).unwrap_or_default();
+    assert!(header.contains(" · exit 7 · "), "{err}");
 }
 
 #[test]

@@ -241,11 +241,12 @@ fn attach_ends_when_the_process_exits() {
     if skip_without_bpf() {
         return;
     }
-    let exe = victim("statloop");
-    let mut target = std::process::Command::new(&exe).args(["/etc/passwd", "1000000"]).spawn().unwrap();
-    let out = sysdiet().args(["attach", "-p", &target.id().to_string(), "-o", "/dev/null"]).output().unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
-    assert!(target.wait().unwrap().success());
+    let (doc, err) = attach_to_gated(1, 1000, &[]);
+    let pid = doc["run"]["root_pids"][0].as_u64().unwrap();
+    assert!(err.starts_with(&format!("sysdiet: attached to pid {pid} (2 threads): tracing until it exits, or Ctrl-C\n")), "{err}");
+    // Every call made after the attach, exactly.
+    assert_eq!(counts_of(&doc)["newfstatat"].0, 1000, "{doc}");
+    assert_eq!(doc["run"]["interrupted"], false);
 }
 
 #[test]
@@ -394,15 +395,14 @@ fn attach_covers_every_running_thread() {
     if skip_without_bpf() {
         return;
     }
-    let target = Running(std::process::Command::new(victim("threads")).args(["2", "100000000"]).spawn().unwrap());
-    let doc = attach_for_300ms(target.0.id());
-    let busy = doc["processes"][0]["threads"]
+    let (doc, _) = attach_to_gated(3, 500, &["--duration", "1h"]);
+    let stats: Vec<u64> = doc["processes"][0]["threads"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|t| t["syscalls"].as_array().unwrap().iter().any(|s| s["name"] == "newfstatat" && s["calls"].as_u64() > Some(10)))
-        .count();
-    assert_eq!(busy, 2, "both worker threads counted: {doc}");
+        .filter_map(|t| t["syscalls"].as_array().unwrap().iter().find(|s| s["name"] == "newfstatat")?["calls"].as_u64())
+        .collect();
+    assert_eq!(stats, [500, 500, 500], "each worker thread counted exactly: {doc}");
 }
 
 /// The SigIgn mask of `grep` run under sysdiet, sysdiet itself started with

@@ -4,7 +4,7 @@
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::{finish, start_stacks, unix_now, watch_mappings, TraceOptions, Traced, BACKEND};
+use super::{finish, say_attached, start_stacks, unix_now, watch_mappings, TraceOptions, Traced, BACKEND};
 use crate::error::{Error, Result};
 use crate::model::RunInfo;
 use crate::target::{self, Event};
@@ -38,6 +38,7 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
     let started_at = unix_now();
     let t0 = Instant::now();
     target::watch_pids(pids, tx.clone())?;
+    say_attached(pids, armed.len(), duration);
     if let Some(d) = duration {
         target::watch_timeout(d, tx);
     }

@@ -83,6 +83,17 @@ fn load_bpf(opts: &TraceOptions, arms_running_threads: bool) -> Result<(Option<B
     }
 }
 
+/// Says on stderr that tracing has begun, as strace's "Process N
+/// attached" does: from here on every call of `pids` is counted.
+fn say_attached(pids: &[u32], threads: usize, duration: Option<std::time::Duration>) {
+    let list = pids.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+    let which = if pids.len() == 1 { format!("pid {list}") } else { format!("pids {list}") };
+    let until = if pids.len() == 1 { "until it exits" } else { "until they exit" };
+    let limit = duration.map(|d| format!(", for at most {}", crate::human::duration(d.as_nanos() as u64))).unwrap_or_default();
+    let s = if threads == 1 { "" } else { "s" };
+    eprintln!("sysdiet: attached to {which} ({threads} thread{s}): tracing {until}{limit}, or Ctrl-C");
+}
+
 /// Loads the tracer while a syscall's untraced cost is measured on the
 /// other CPU (a few ms of start-up, no longer in series with the load),
 /// and attaches it once that is done: the probes slow every task's

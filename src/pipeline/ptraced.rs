@@ -76,6 +76,7 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
     let (tx, rx) = mpsc::channel();
     target::watch_signals(tx.clone())?;
     let mut tracer = Ptracer::attach(&threads, opts.filter.clone())?;
+    super::say_attached(pids, threads.iter().map(|(_, t)| t.len()).sum(), duration);
     let setup_ns = started.elapsed().as_nanos() as u64;
     let started_at = unix_now();
     let t0 = Instant::now();

@@ -203,6 +203,42 @@ pub fn attach_for_300ms(pid: u32) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
 }
 
+/// `sysdiet attach -p PID --json ARGS` to `gated THREADS N` (every thread
+/// started, none at work), which is let go once sysdiet says it attached:
+/// the JSON document and sysdiet's stderr. Every call of the work falls
+/// inside the trace, whatever the machine's speed (a TCG guest's too).
+pub fn attach_to_gated(threads: u32, n: u32, args: &[&str]) -> (serde_json::Value, String) {
+    use std::io::{BufRead, Read};
+    use std::process::Stdio;
+    let mut target =
+        Running(Command::new(victim("gated")).args([threads.to_string(), n.to_string()]).stdin(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap());
+    let pid = target.0.id();
+    let tasks = || std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count());
+    for _ in 0..60_000 {
+        if tasks() == threads as usize + 1 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(tasks(), threads as usize + 1, "gated started its threads");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("a.json");
+    let mut attach = sysdiet().args(["attach", "-p", &pid.to_string(), "--json", "-o"]).arg(&json).args(args).stderr(Stdio::piped()).spawn().unwrap();
+    let mut err = std::io::BufReader::new(attach.stderr.take().unwrap());
+    let mut said = String::new();
+    while !said.contains("sysdiet: attached to") {
+        let before = said.len();
+        err.read_line(&mut said).unwrap();
+        assert!(said.len() > before, "sysdiet ended before it attached: {said}");
+    }
+    drop(target.0.stdin.take());
+    err.read_to_string(&mut said).unwrap();
+    let status = attach.wait().unwrap();
+    assert!(status.success(), "{said}");
+    assert!(target.0.wait().unwrap().success());
+    (serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap(), said)
+}
+
 /// What a finished command wrote on stderr.
 pub fn stderr_of(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
