@@ -229,8 +229,11 @@ fn attach_counts_a_running_process_until_duration() {
     }
     let mut target = Running(std::process::Command::new(victim("statloop")).args(["/etc/passwd", "100000000"]).spawn().unwrap());
     let doc = attach_for_300ms(target.0.id());
-    assert!(doc["syscalls"][0]["calls"].as_u64().unwrap() > 100, "{doc}");
+    // Some calls, however slow the machine: a TCG guest stats about 300
+    // times a second (the exact counts are attach_to_gated's tests').
+    assert!(doc["syscalls"][0]["calls"].as_u64().unwrap() > 0, "{doc}");
     assert_eq!(doc["syscalls"][0]["name"], "newfstatat");
+    assert_eq!(doc["run"]["interrupted"], false, "--duration ran out: not an interruption");
     assert_eq!(doc["run"]["root_pids"][0], target.0.id());
     // Detaching left the target running, untouched.
     assert!(target.0.try_wait().unwrap().is_none(), "target still runs");
