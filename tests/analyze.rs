@@ -206,3 +206,22 @@ fn names_from_the_log_are_escaped() {
     assert!(!out.stdout.contains(&0x1b), "no raw escape reaches the terminal");
     assert!(String::from_utf8_lossy(&out.stdout).contains("\\x1b"), "shown escaped");
 }
+
+/// The loader's LD_LIBRARY_PATH search, read from a log: with `-v`, the
+/// log holds each execve's environment, and the finding names the
+/// variable, as run does; the same lookups are not repeated-path's too.
+#[test]
+fn a_log_with_environments_names_ld_library_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("trace.log");
+    let script = "for i in $(seq 50); do LD_LIBRARY_PATH=/opt/a:/opt/b /bin/true; done";
+    let out = strace(&["-f", "-v", "-o", log.to_str().unwrap()], &["sh", "-c", script]);
+    assert!(out.status.success());
+    let doc = analyze_json(&[log.to_str().unwrap()]);
+    let ids: Vec<&str> = doc["findings"].as_array().unwrap().iter().map(|f| f["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.iter().filter(|i| **i == "library-search").count(), 1, "{ids:?}");
+    assert!(!ids.contains(&"repeated-path") && !ids.contains(&"failing-calls"), "{ids:?}");
+    let f = doc["findings"].as_array().unwrap().iter().find(|f| f["id"] == "library-search").unwrap();
+    assert!(f["what"].as_str().unwrap().ends_with("LD_LIBRARY_PATH=\"/opt/a:/opt/b\""), "{f}");
+    assert_eq!(f["processes"].as_array().unwrap().len(), 50);
+}

@@ -517,3 +517,50 @@ fn facts_come_from_the_target() {
         assert!(text.contains("PYTHONUNBUFFERED is set inside the command (a script exports it)"), "{text}");
     }
 }
+
+/// `sysdiet run --json ARGS -- sh -c SCRIPT` with `env` added: the
+/// findings.
+fn shell_findings(args: &[&str], script: &str, env: &[(&str, &str)]) -> Vec<Value> {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("t.json");
+    let out = sysdiet().args(["run", "--json", "-o"]).arg(&json).args(args).args(["--", "sh", "-c", script]).envs(env.iter().copied()).output().unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    doc["findings"].as_array().cloned().unwrap_or_default()
+}
+
+/// The loader trying each LD_LIBRARY_PATH directory (and its hwcaps
+/// subdirectories) for every library, in each of 200 short processes: one
+/// finding that names the variable, counted as strace counts one
+/// process's failures, times 200. Without the variable: nothing, and the
+/// same misses are not failing-calls' too.
+#[test]
+fn library_search_names_ld_library_path() {
+    if skip_without_bpf() {
+        return;
+    }
+    let llp = "/opt/a:/opt/b:/opt/c:/opt/d";
+    let one = strace_counts(&[], &["env", &format!("LD_LIBRARY_PATH={llp}"), "/bin/true"]);
+    let untouched = strace_counts(&[], &["env", "/bin/true"]);
+    let misses = |c: &Counts| c.get("openat").map_or(0, |x| x.1) + c.get("newfstatat").map_or(0, |x| x.1);
+    // env's own lookups are the same either way: the difference is true's.
+    let per_process = misses(&one) - misses(&untouched);
+    assert!(per_process >= 8, "{one:?}");
+    let f = shell_findings(&[], &format!("for i in $(seq 200); do LD_LIBRARY_PATH={llp} /bin/true; done"), &[]);
+    let s = only(&f, "library-search");
+    assert!(s["what"].as_str().unwrap().ends_with(&format!("× openat/newfstatat failing with ENOENT: LD_LIBRARY_PATH=\"{llp}\"")), "{s}");
+    assert_eq!(s["evidence"]["calls"].as_u64().unwrap(), 200 * per_process, "{s}");
+    assert_eq!((s["program"].as_str(), s["processes"].as_array().unwrap().len()), (Some("true"), 200));
+    assert!(fixes(s).contains("unset LD_LIBRARY_PATH") && fixes(s).contains("RUNPATH"), "{s}");
+    assert!(!ids(&f).contains(&"failing-calls"), "the search is one finding, not two: {:?}", ids(&f));
+    assert!(s["prove"].is_null(), "set inside the script: compare cannot unset it");
+
+    let f = shell_findings(&[], "for i in $(seq 200); do /bin/true; done", &[]);
+    assert!(!ids(&f).contains(&"library-search") && !ids(&f).contains(&"failing-calls"), "{:?}", ids(&f));
+
+    // Given from outside, compare can take it away.
+    let f = shell_findings(&[], "for i in $(seq 200); do /bin/true; done", &[("LD_LIBRARY_PATH", "/opt/a:")]);
+    let s = only(&f, "library-search");
+    assert!(s["prove"].as_str().unwrap().starts_with("sysdiet compare --unset-env LD_LIBRARY_PATH -- sh -c "), "{s}");
+    assert!(fixes(s).contains("empty entry"), "{s}");
+}

@@ -41,7 +41,9 @@ fn is_normal(syscall: &str, errno: &str) -> bool {
 pub fn check(trace: &Trace) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut failed_again: HashMap<(u32, u32), Vec<&ArgumentStats>> = HashMap::new();
-    for a in trace.arguments.iter().filter(|a| a.errors >= 2) {
+    // The loader's search of LD_LIBRARY_PATH is library-search's.
+    let searched = |a: &ArgumentStats| matches!(&a.argument, Argument::Path { path: Some(p), .. } if super::library_search::searched(trace, a.pid, p));
+    for a in trace.arguments.iter().filter(|a| a.errors >= 2 && !searched(a)) {
         failed_again.entry((a.pid, a.nr)).or_default().push(a);
     }
     for p in &trace.processes {

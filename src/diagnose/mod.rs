@@ -12,6 +12,7 @@ mod descriptor_sweep;
 mod failing_calls;
 mod flush_per_record;
 mod identity_calls;
+mod library_search;
 mod memory_churn;
 mod repeated_path;
 mod signal_dispositions;
@@ -48,6 +49,7 @@ pub const RULES: &[Rule] = &[
     Rule { id: descriptor_sweep::ID, check: descriptor_sweep::check, reads_arguments: false },
     Rule { id: signal_dispositions::ID, check: signal_dispositions::check, reads_arguments: false },
     Rule { id: flush_per_record::ID, check: flush_per_record::check, reads_arguments: true },
+    Rule { id: library_search::ID, check: library_search::check, reads_arguments: true },
 ];
 
 /// The rules whose findings may be missing when argument stats were lost.

@@ -48,6 +48,10 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         if path.is_empty() || !(lookup || open) || a.calls < 2 || (lookup && path == "/etc/localtime" && tz_unset()) {
             continue;
         }
+        // The loader's search of LD_LIBRARY_PATH is library-search's.
+        if a.errors > 0 && super::library_search::searched(trace, a.pid, path) {
+            continue;
+        }
         if !path.starts_with('/') && (dirfd.is_some() || changes_directory(trace, a.pid)) {
             continue; // a relative name under a moving directory: other files each time
         }

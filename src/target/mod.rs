@@ -190,7 +190,8 @@ pub fn parent_of(pid: u32) -> u32 {
 
 /// `TZ` from a live process's environment as it started: None when unset.
 /// Environment variables whose effect rules know: output buffering, the
-/// allocator's thresholds, where zone files live.
+/// allocator's thresholds, where zone files live, where the loader
+/// looks for libraries.
 pub const KNOBS: &[&str] = &[
     "PYTHONUNBUFFERED",
     "_STDBUF_I",
@@ -201,6 +202,7 @@ pub const KNOBS: &[&str] = &[
     "MALLOC_TOP_PAD_",
     "GLIBC_TUNABLES",
     "TZDIR",
+    "LD_LIBRARY_PATH",
 ];
 
 /// The facts rules need about a command started with `env`.
