@@ -225,3 +225,19 @@ fn a_log_with_environments_names_ld_library_path() {
     assert!(f["what"].as_str().unwrap().ends_with("LD_LIBRARY_PATH=\"/opt/a:/opt/b\""), "{f}");
     assert_eq!(f["processes"].as_array().unwrap().len(), 50);
 }
+
+/// A log without times of a short start-up (an interpreter importing a
+/// few modules: about 2,000 calls, a hundred of them its isatty checks)
+/// has no finding worth a report; --all shows the small ones.
+#[test]
+fn a_short_start_up_without_times_reports_nothing_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("python.log");
+    let out = strace(&["-f", "-o", log.to_str().unwrap()], &["python3", "-c", "import json, email, http.client, asyncio"]);
+    assert!(out.status.success());
+    let doc = analyze_json(&[log.to_str().unwrap()]);
+    assert_eq!(doc["run"]["time"]["kind"], "unmeasured");
+    assert_eq!(doc["findings"].as_array().unwrap().len(), 0, "{}", doc["findings"]);
+    let all = analyze_json(&["--all", log.to_str().unwrap()]);
+    assert!(!all["findings"].as_array().unwrap().is_empty(), "--all shows the small ones");
+}

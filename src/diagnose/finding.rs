@@ -131,6 +131,11 @@ impl Evidence {
 pub const MIN_CALLS: u64 = 100;
 /// ... nor is a saving under this share of the run's time.
 pub const MIN_SHARE: f64 = 0.01;
+/// Without times (a strace log without -T), fewer calls than this are not
+/// worth a report by default, whatever their share: a short start-up (an
+/// interpreter's, a shell's) makes a few thousand calls in all, so its
+/// routine ones are a few percent of them, and cost under a millisecond.
+pub const UNTIMED_MIN_CALLS: u64 = 1_000;
 
 impl Finding {
     /// A few calls, or a saving well under 1% of the run: shown only with
@@ -139,7 +144,7 @@ impl Finding {
     pub fn is_small(&self) -> bool {
         let e = &self.evidence;
         if e.untimed {
-            return e.calls < MIN_CALLS || e.share_of_calls < MIN_SHARE;
+            return e.calls < UNTIMED_MIN_CALLS || e.share_of_calls < MIN_SHARE;
         }
         let saving = self.saving_ns + e.time_slack_ns();
         let time_share = if e.run_ns > 0 { saving as f64 / e.run_ns as f64 } else { 0.0 };
@@ -212,6 +217,11 @@ mod tests {
         let logged = |share| Finding { evidence: Evidence { run_includes_tracer: true, ..f(1000, 1_000, share).evidence }, ..f(1000, 1_000, share) };
         assert!(!logged(0.5).is_small());
         assert!(logged(0.001).is_small());
+        // No times: by calls, and a short start-up's few hundred are small.
+        let untimed = |calls, share| Finding { evidence: Evidence { untimed: true, ..f(calls, 0, share).evidence }, ..f(calls, 0, share) };
+        assert!(untimed(300, 0.15).is_small());
+        assert!(!untimed(1_000, 0.15).is_small());
+        assert!(untimed(100_000, 0.005).is_small());
     }
 
     #[test]
