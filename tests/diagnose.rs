@@ -564,3 +564,20 @@ fn library_search_names_ld_library_path() {
     assert!(s["prove"].as_str().unwrap().starts_with("sysdiet compare --unset-env LD_LIBRARY_PATH -- sh -c "), "{s}");
     assert!(fixes(s).contains("empty entry"), "{s}");
 }
+
+/// A line per item on a pipe, from tools doing work per item, is their
+/// output, not waste: du -a (a stat and a write per file), ls -lR (two ACL
+/// questions per directory), and cat passing on what arrives as it
+/// arrives. A shell loop that only echoes is still tiny-io.
+#[test]
+fn line_per_item_output_is_not_waste() {
+    if skip_without_bpf() {
+        return;
+    }
+    for script in ["du -a /usr/share/doc | cat > /dev/null", "ls -lR /usr/share/doc | cat > /dev/null", "du -a /usr/share | head -c 100000 > /dev/null"] {
+        let f = shell_findings(&[], script, &[]);
+        assert!(f.is_empty(), "{script}: {:?}", f.iter().map(|f| f["what"].as_str().unwrap()).collect::<Vec<_>>());
+    }
+    let f = shell_findings(&[], "i=0; while [ $i -lt 5000 ]; do echo $i; i=$((i+1)); done | cat > /dev/null", &[]);
+    assert!(ids(&f).contains(&"tiny-io"), "{:?}", ids(&f));
+}

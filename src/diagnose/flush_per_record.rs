@@ -4,7 +4,7 @@
 //! line-buffered stdio stream). A full buffer writes the same bytes in a
 //! few large calls.
 
-use super::{prove, python_unbuffered, Evidence, Finding, Fix};
+use super::{output_per_item, prove, python_unbuffered, relays, Evidence, Finding, Fix};
 use crate::human::{bytes, thousands};
 use crate::model::{Argument, Trace};
 
@@ -21,6 +21,7 @@ const BLOCK: u64 = 65536;
 
 pub fn check(trace: &Trace) -> Vec<Finding> {
     let mut out = Vec::new();
+    let relays = relays(trace);
     for a in &trace.arguments {
         let Argument::Fd { fd } = a.argument else { continue };
         // Positioned writes (pwrite64) put pages where a database or an
@@ -30,8 +31,11 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         }
         let Some(moved) = a.typical_bytes() else { continue };
         let evidence = Evidence::new(trace, &a.syscall, a.calls, a.total_ns);
-        if moved <= TINY || moved > RECORD || evidence.per_second < MIN_RATE {
+        if moved <= TINY || moved > RECORD || evidence.per_second < MIN_RATE || output_per_item(trace, a) {
             continue;
+        }
+        if relays.get(&a.pid).is_some_and(|&reads| reads >= a.calls) {
+            continue; // a relay: the records are its writer's
         }
         let mut fixes = vec![
             Fix::code(

@@ -84,6 +84,46 @@ fn environment_of(trace: &Trace, pid: Option<u32>) -> &Environment {
     pid.and_then(|p| trace.process(p)).and_then(|p| p.environment.as_ref()).unwrap_or(&trace.run.environment)
 }
 
+/// Output per item of work, not waste: a tool that prints a line for each
+/// item it handles (du -a, git log, a dry run's file list) writes to its
+/// standard output or error once per item, between at least two calls of
+/// the item's own work, and full buffering would save a few percent; a
+/// program that flushes every record makes the writes most of its calls.
+/// Not when the environment turned buffering off (PYTHONUNBUFFERED,
+/// stdbuf's _STDBUF_O/_STDBUF_E): that is a knob to undo.
+fn output_per_item(trace: &Trace, a: &crate::model::ArgumentStats) -> bool {
+    let crate::model::Argument::Fd { fd: fd @ (1 | 2) } = a.argument else { return false };
+    if !(a.syscall.contains("write") || a.syscall.starts_with("send")) {
+        return false;
+    }
+    let knobs = &environment_of(trace, Some(a.pid)).knobs;
+    let forced = knobs.contains_key(if fd == 1 { "_STDBUF_O" } else { "_STDBUF_E" }) || python_unbuffered(trace, a).is_some();
+    let calls: u64 = trace.process(a.pid).map_or(0, |p| p.syscalls.iter().map(|s| s.calls).sum());
+    !forced && a.calls * 3 <= calls
+}
+
+/// A read that asked for more than `few` bytes and got at most that took
+/// what its writer had sent: the pace is the writer's (a pipe from a
+/// program writing lines), not the reader's.
+fn paced_by_its_writer(a: &crate::model::ArgumentStats, few: u64) -> bool {
+    let writing = a.syscall.contains("write") || a.syscall.starts_with("send");
+    !writing && a.typical_request().is_some_and(|asked| asked > few)
+}
+
+/// Per process, its reads that came back short of what they asked for:
+/// a relay (cat, tee, a pager) writes those bytes on as they come, so its
+/// small writes are its writer's, and so is the fix.
+fn relays(trace: &Trace) -> std::collections::HashMap<u32, u64> {
+    let mut short: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
+    for a in &trace.arguments {
+        let got = a.typical_bytes().unwrap_or(u64::MAX);
+        if paced_by_its_writer(a, got) {
+            *short.entry(a.pid).or_default() += a.calls;
+        }
+    }
+    short
+}
+
 /// The fix for writes that PYTHONUNBUFFERED (or `python -u`) made
 /// unbuffered, when it applies to `a`'s process and writes: the fix, and
 /// the `compare` option that proves it when the variable came from outside

@@ -2,7 +2,7 @@
 //! output (a write per line or per field), byte-at-a-time reads from a
 //! pipe. Buffering turns thousands of syscalls into a few.
 
-use super::{environment_of, prove, python_unbuffered, Evidence, Finding, Fix};
+use super::{environment_of, output_per_item, paced_by_its_writer, prove, python_unbuffered, relays, Evidence, Finding, Fix};
 use crate::human::{bytes, thousands};
 use crate::model::{Argument, Trace};
 
@@ -13,14 +13,18 @@ const TINY: u64 = 64;
 
 pub fn check(trace: &Trace) -> Vec<Finding> {
     let mut out = Vec::new();
+    let relays = relays(trace);
     for a in &trace.arguments {
         let Argument::Fd { fd } = a.argument else { continue };
         let knobs = &environment_of(trace, Some(a.pid)).knobs;
         let Some(moved) = a.typical_bytes() else { continue };
-        if a.calls < 2 || moved > TINY {
+        if a.calls < 2 || moved > TINY || output_per_item(trace, a) || paced_by_its_writer(a, TINY) {
             continue;
         }
         let writing = a.syscall.contains("write") || a.syscall.starts_with("send");
+        if writing && relays.get(&a.pid).is_some_and(|&reads| reads >= a.calls) {
+            continue; // a relay: the fix is in the program that writes to it
+        }
         let mut fixes = vec![Fix::code(if writing {
             "buffer the output (stdio with a full buffer, setvbuf, a BufWriter) and write in blocks"
         } else {
