@@ -523,7 +523,8 @@ fn facts_come_from_the_target() {
 fn shell_findings(args: &[&str], script: &str, env: &[(&str, &str)]) -> Vec<Value> {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("t.json");
-    let out = sysdiet().args(["run", "--json", "-o"]).arg(&json).args(args).args(["--", "sh", "-c", script]).envs(env.iter().copied()).output().unwrap();
+    let out =
+        sysdiet().args(["run", "--json", "-o"]).arg(&json).args(args).args(["--", "sh", "-c", script]).envs(env.iter().copied()).output().unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     doc["findings"].as_array().cloned().unwrap_or_default()
@@ -574,7 +575,9 @@ fn line_per_item_output_is_not_waste() {
     if skip_without_bpf() {
         return;
     }
-    for script in ["du -a /usr/share/doc | cat > /dev/null", "ls -lR /usr/share/doc | cat > /dev/null", "du -a /usr/share | head -c 100000 > /dev/null"] {
+    for script in
+        ["du -a /usr/share/doc | cat > /dev/null", "ls -lR /usr/share/doc | cat > /dev/null", "du -a /usr/share | head -c 100000 > /dev/null"]
+    {
         let f = shell_findings(&[], script, &[]);
         assert!(f.is_empty(), "{script}: {:?}", f.iter().map(|f| f["what"].as_str().unwrap()).collect::<Vec<_>>());
     }

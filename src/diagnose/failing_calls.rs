@@ -42,7 +42,8 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut failed_again: HashMap<(u32, u32), Vec<&ArgumentStats>> = HashMap::new();
     // The loader's search of LD_LIBRARY_PATH is library-search's.
-    let searched = |a: &ArgumentStats| matches!(&a.argument, Argument::Path { path: Some(p), .. } if super::library_search::searched(trace, a.pid, p));
+    let searched =
+        |a: &ArgumentStats| matches!(&a.argument, Argument::Path { path: Some(p), .. } if super::library_search::searched(trace, a.pid, p));
     // An xattr call's key has no attribute name: ls -l asks each directory
     // for its access and its default ACL, two questions, not one twice.
     let again = |a: &ArgumentStats| a.errors >= if a.syscall.ends_with("xattr") { 3 } else { 2 };

@@ -60,8 +60,7 @@ fn finding(trace: &Trace, p: &Process) -> Option<Finding> {
     // A path seen once in a process is counted, not kept: most of the
     // search's lookups are, so the process's failed lookups count them.
     let failed = |s: &crate::model::SyscallStats| s.errnos.get("ENOENT").copied().unwrap_or(0);
-    let search: Vec<_> =
-        SEARCH_CALLS.iter().filter_map(|name| p.syscalls.iter().find(|s| s.name == *name)).filter(|s| failed(s) > 0).collect();
+    let search: Vec<_> = SEARCH_CALLS.iter().filter_map(|name| p.syscalls.iter().find(|s| s.name == *name)).filter(|s| failed(s) > 0).collect();
     let calls: u64 = search.iter().map(|s| failed(s)).sum();
     let named_calls: u64 = named.iter().map(|(_, n)| n).sum();
     if calls < 2 {
@@ -70,7 +69,8 @@ fn finding(trace: &Trace, p: &Process) -> Option<Finding> {
     let kernel_ns: u64 = search.iter().map(|s| s.total_ns * failed(s) / s.calls.max(1)).sum();
     let syscalls: Vec<&str> = search.iter().map(|s| s.name.as_str()).collect();
     // A library's path says more than a directory's.
-    let example = named.iter().max_by_key(|(path, n)| (path.contains(".so"), *n, std::cmp::Reverse(*path))).map(|(path, _)| *path).unwrap_or_default();
+    let example =
+        named.iter().max_by_key(|(path, n)| (path.contains(".so"), *n, std::cmp::Reverse(*path))).map(|(path, _)| *path).unwrap_or_default();
     let holding = libraries_elsewhere(trace, p, &entries);
     let dirs: Vec<String> = entries.iter().filter(|e| !e.is_empty()).map(|e| quoted(e)).collect();
     let empty = entries.iter().any(String::is_empty);

@@ -210,8 +210,9 @@ pub fn attach_for_300ms(pid: u32) -> serde_json::Value {
 pub fn attach_to_gated(threads: u32, n: u32, args: &[&str]) -> (serde_json::Value, String) {
     use std::io::{BufRead, Read};
     use std::process::Stdio;
-    let mut target =
-        Running(Command::new(victim("gated")).args([threads.to_string(), n.to_string()]).stdin(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap());
+    let mut target = Running(
+        Command::new(victim("gated")).args([threads.to_string(), n.to_string()]).stdin(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap(),
+    );
     let pid = target.0.id();
     let tasks = || std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count());
     for _ in 0..60_000 {
