@@ -19,7 +19,7 @@ pub const VARIABLE: &str = "LD_LIBRARY_PATH";
 /// the directory to skip it for the next library when it is missing.
 const SEARCH_CALLS: &[&str] = &["openat", "open", "newfstatat", "stat", "stat64", "fstatat64"];
 
-/// Whether `path`, which process `p` looked for in vain, lies in a
+/// Whether `path`, which process `pid` looked for in vain, lies in a
 /// directory of its LD_LIBRARY_PATH (or, for an empty entry, is relative).
 pub fn searched(trace: &Trace, pid: u32, path: &str) -> bool {
     search_path(trace, pid).is_some_and(|entries| in_entries(&entries, path))
@@ -27,13 +27,14 @@ pub fn searched(trace: &Trace, pid: u32, path: &str) -> bool {
 
 fn search_path(trace: &Trace, pid: u32) -> Option<Vec<String>> {
     let value = environment_of(trace, Some(pid)).knobs.get(VARIABLE)?;
-    Some(value.split(':').map(|e| e.trim_end_matches('/').to_string()).collect())
+    // "/" stays itself; only an empty entry means the current directory.
+    Some(value.split(':').map(|e| if e.is_empty() { String::new() } else { format!("{}/", e.trim_end_matches('/')) }).collect())
 }
 
 fn in_entries(entries: &[String], path: &str) -> bool {
     entries.iter().any(|e| match e.as_str() {
         "" => !path.starts_with('/'),
-        dir => path.strip_prefix(dir).is_some_and(|rest| rest.is_empty() || rest.starts_with('/')),
+        dir => path.starts_with(dir) || path == dir.trim_end_matches('/'),
     })
 }
 
@@ -72,7 +73,7 @@ fn finding(trace: &Trace, p: &Process) -> Option<Finding> {
     let example =
         named.iter().max_by_key(|(path, n)| (path.contains(".so"), *n, std::cmp::Reverse(*path))).map(|(path, _)| *path).unwrap_or_default();
     let holding = libraries_elsewhere(trace, p, &entries);
-    let dirs: Vec<String> = entries.iter().filter(|e| !e.is_empty()).map(|e| quoted(e)).collect();
+    let dirs: Vec<String> = entries.iter().filter(|e| !e.is_empty()).map(|e| quoted(if e.len() > 1 { e.trim_end_matches('/') } else { e })).collect();
     let empty = entries.iter().any(String::is_empty);
     let mut why = format!(
         "the dynamic loader looks for each library in every directory of {VARIABLE} ({}{}), and in their glibc-hwcaps, tls and \
@@ -175,5 +176,8 @@ mod tests {
         // A directory named like an entry's prefix is not in it.
         assert!(check(&searching(Some("/opt/d/x"))).is_empty());
         assert!(check(&searching(Some("/opt"))).len() == 1);
+        assert!(check(&searching(Some("/opt/d/"))).len() == 1, "a trailing slash is the same directory");
+        assert!(check(&searching(Some("/"))).len() == 1, "the root holds every path; it is not the current directory");
+        assert!(!searched(&searching(Some("/")), 7, "libc.so.6"));
     }
 }
