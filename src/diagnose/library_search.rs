@@ -8,7 +8,7 @@
 
 use super::{environment_of, prove, Evidence, Finding, Fix};
 use crate::human::{quoted, thousands};
-use crate::model::{Argument, Process, Trace};
+use crate::model::{Argument, ArgumentStats, Process, Trace};
 
 pub const ID: &str = "library-search";
 
@@ -22,36 +22,40 @@ const SEARCH_CALLS: &[&str] = &["openat", "open", "newfstatat", "stat", "stat64"
 /// Whether `path`, which process `pid` looked for in vain, lies in a
 /// directory of its LD_LIBRARY_PATH (or, for an empty entry, is relative).
 pub fn searched(trace: &Trace, pid: u32, path: &str) -> bool {
-    search_path(trace, pid).is_some_and(|entries| in_entries(&entries, path))
+    search_path(trace, pid).is_some_and(|value| in_search_path(value, path))
 }
 
-fn search_path(trace: &Trace, pid: u32) -> Option<Vec<String>> {
-    let value = environment_of(trace, Some(pid)).knobs.get(VARIABLE)?;
-    // "/" stays itself; only an empty entry means the current directory.
-    Some(value.split(':').map(|e| if e.is_empty() { String::new() } else { format!("{}/", e.trim_end_matches('/')) }).collect())
+fn search_path(trace: &Trace, pid: u32) -> Option<&str> {
+    environment_of(trace, Some(pid)).knobs.get(VARIABLE).map(String::as_str)
 }
 
-fn in_entries(entries: &[String], path: &str) -> bool {
-    entries.iter().any(|e| match e.as_str() {
-        "" => !path.starts_with('/'),
-        dir => path.starts_with(dir) || path == dir.trim_end_matches('/'),
+/// Whether `path` lies in a directory of `value` (a colon-separated
+/// list), read as the loader reads it: "/" is the root, only an empty
+/// entry is the current directory. Asked for every failed lookup of the
+/// process by other rules: no allocation.
+fn in_search_path(value: &str, path: &str) -> bool {
+    value.split(':').any(|entry| match entry.trim_end_matches('/') {
+        "" if entry.is_empty() => !path.starts_with('/'),
+        "" => path.starts_with('/'),
+        dir => path.strip_prefix(dir).is_some_and(|rest| rest.is_empty() || rest.starts_with('/')),
     })
 }
 
 pub fn check(trace: &Trace) -> Vec<Finding> {
-    trace.processes.iter().filter_map(|p| finding(trace, p)).collect()
+    // Per process, its own rows: a filter of the whole list per process
+    // is quadratic (see Trace::arguments_by_pid).
+    let by_pid = trace.arguments_by_pid();
+    trace.processes.iter().filter_map(|p| finding(trace, p, by_pid.get(&p.pid).map_or(&[][..], Vec::as_slice))).collect()
 }
 
-fn finding(trace: &Trace, p: &Process) -> Option<Finding> {
-    let entries = search_path(trace, p.pid)?;
-    let value = environment_of(trace, Some(p.pid)).knobs.get(VARIABLE)?;
+fn finding(trace: &Trace, p: &Process, arguments: &[&ArgumentStats]) -> Option<Finding> {
+    let value = search_path(trace, p.pid)?;
     // The failed lookups that name those directories: the search itself.
-    let named: Vec<(&str, u64)> = trace
-        .arguments
+    let named: Vec<(&str, u64)> = arguments
         .iter()
-        .filter(|a| a.pid == p.pid && a.errors > 0 && SEARCH_CALLS.contains(&a.syscall.as_str()))
+        .filter(|a| a.errors > 0 && SEARCH_CALLS.contains(&a.syscall.as_str()))
         .filter_map(|a| match &a.argument {
-            Argument::Path { path: Some(path), .. } if in_entries(&entries, path) => Some((path.as_str(), a.errors)),
+            Argument::Path { path: Some(path), .. } if in_search_path(value, path) => Some((path.as_str(), a.errors)),
             _ => None,
         })
         .collect();
@@ -72,9 +76,10 @@ fn finding(trace: &Trace, p: &Process) -> Option<Finding> {
     // A library's path says more than a directory's.
     let example =
         named.iter().max_by_key(|(path, n)| (path.contains(".so"), *n, std::cmp::Reverse(*path))).map(|(path, _)| *path).unwrap_or_default();
-    let holding = libraries_elsewhere(trace, p, &entries);
-    let dirs: Vec<String> = entries.iter().filter(|e| !e.is_empty()).map(|e| quoted(if e.len() > 1 { e.trim_end_matches('/') } else { e })).collect();
-    let empty = entries.iter().any(String::is_empty);
+    let holding = libraries_elsewhere(trace, p, value);
+    let dirs: Vec<String> =
+        value.split(':').filter(|e| !e.is_empty()).map(|e| quoted(Some(e.trim_end_matches('/')).filter(|d| !d.is_empty()).unwrap_or("/"))).collect();
+    let empty = value.split(':').any(str::is_empty);
     let mut why = format!(
         "the dynamic loader looks for each library in every directory of {VARIABLE} ({}{}), and in their glibc-hwcaps, tls and \
          platform subdirectories, before it asks ld.so.cache; {} of these failed lookups were kept by name, all in those directories ({} …)",
@@ -114,7 +119,7 @@ fn finding(trace: &Trace, p: &Process) -> Option<Finding> {
 
 /// The directories outside the search path that the process's libraries
 /// were mapped from, as its call sites show them.
-fn libraries_elsewhere(trace: &Trace, p: &Process, entries: &[String]) -> Vec<String> {
+fn libraries_elsewhere(trace: &Trace, p: &Process, value: &str) -> Vec<String> {
     let mut dirs: Vec<String> = p
         .syscalls
         .iter()
@@ -122,7 +127,7 @@ fn libraries_elsewhere(trace: &Trace, p: &Process, entries: &[String]) -> Vec<St
         .filter_map(|share| trace.call_sites.get(share.site))
         .flat_map(|site| &site.frames)
         .map(|f| f.module.as_str())
-        .filter(|m| m.contains(".so") && !in_entries(entries, m))
+        .filter(|m| m.contains(".so") && !in_search_path(value, m))
         .filter_map(|m| m.rsplit_once('/').map(|(dir, _)| dir.to_string()))
         .filter(|d| !d.is_empty())
         .collect();
