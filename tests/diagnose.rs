@@ -584,3 +584,134 @@ fn line_per_item_output_is_not_waste() {
     let f = shell_findings(&[], "i=0; while [ $i -lt 5000 ]; do echo $i; i=$((i+1)); done | cat > /dev/null", &[]);
     assert!(ids(&f).contains(&"tiny-io"), "{:?}", ids(&f));
 }
+
+/// `strace -ff` of `argv` run in `dir` with `env`: one line per call (a
+/// file per thread, so that no call is split by another's).
+fn strace_lines(dir: &std::path::Path, argv: &[&str], env: &[(&str, &str)]) -> Vec<String> {
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("strace");
+    let status = std::process::Command::new("strace")
+        .args(["-ff", "-qq", "-o"])
+        .arg(&log)
+        .arg("--")
+        .args(argv)
+        .current_dir(dir)
+        .env_remove("LD_LIBRARY_PATH")
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("strace runs (install it: `make deps`)");
+    assert!(status.success());
+    let files = std::fs::read_dir(logs.path()).unwrap().map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap());
+    files.flat_map(|text| text.lines().map(String::from).collect::<Vec<_>>()).collect()
+}
+
+/// The findings of `sysdiet run --json -- ARGV`, run in `dir` with `env`.
+fn findings_in(dir: &std::path::Path, argv: &[&str], env: &[(&str, &str)]) -> Vec<Value> {
+    let json = dir.join("t.json");
+    let out = sysdiet()
+        .args(["run", "--json", "-o"])
+        .arg(&json)
+        .arg("--")
+        .args(argv)
+        .current_dir(dir)
+        .env_remove("LD_LIBRARY_PATH")
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    doc["findings"].as_array().cloned().unwrap_or_default()
+}
+
+/// Debian's node requiring 300 packages from ten directories below their
+/// node_modules: one module-search finding, as many calls as strace sees
+/// failing on those ten node_modules, with node's own remedies. Required
+/// from beside node_modules: no walk, nothing reported.
+#[test]
+fn module_search_names_nodes_remedies() {
+    if skip_without_bpf() {
+        return;
+    }
+    let node = which("node").expect("node is installed (make deps installs Debian's nodejs)");
+    let node = node.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    for i in 0..300 {
+        let pkg = root.join(format!("node_modules/pkg{i}"));
+        std::fs::create_dir_all(&pkg).unwrap();
+        std::fs::write(pkg.join("index.js"), format!("module.exports = {i};\n")).unwrap();
+    }
+    let app = "let s = 0;\nfor (let i = 0; i < 300; i++) s += require('pkg' + i);\nconsole.log(s);\n";
+    let deep = root.join("a/b/c/d/e/f/g/h/i/j");
+    std::fs::create_dir_all(&deep).unwrap();
+    std::fs::write(deep.join("app.js"), app).unwrap();
+    std::fs::write(root.join("app.js"), app).unwrap();
+    let script = deep.join("app.js");
+    let argv = [node, script.to_str().unwrap()];
+
+    let missing = strace_lines(&root, &argv, &[])
+        .iter()
+        .filter(|l| l.contains("/node_modules\", ") && l.contains("= -1 ENOENT") && !l.contains("/node_modules/"))
+        .count() as u64;
+    assert_eq!(missing, 3000, "ten directories asked for node_modules per package");
+    let f = findings_in(&root, &argv, &[]);
+    let m = only(&f, "module-search");
+    assert!(m["what"].as_str().unwrap().ends_with("failing with ENOENT: node_modules looked for in 10 directories, 300 times each"), "{m}");
+    assert_eq!(m["evidence"]["calls"].as_u64(), Some(missing), "{m}");
+    let found = format!("found in \"{}/node_modules\"", root.display());
+    assert!(m["why"].as_str().unwrap().contains(&found) && m["why"].as_str().unwrap().contains("NODE_PATH does not"), "{m}");
+    assert!(fixes(m).contains("bundle") && fixes(m).contains("require.resolve"), "{m}");
+    assert!(!ids(&f).contains(&"failing-calls") && !ids(&f).contains(&"repeated-path"), "one finding: {:?}", ids(&f));
+
+    let f = findings_in(&root, &[node, root.join("app.js").to_str().unwrap()], &[]);
+    assert!(!ids(&f).contains(&"module-search") && !ids(&f).contains(&"failing-calls"), "{:?}", ids(&f));
+}
+
+/// Debian's python3 importing 200 modules from the last of 13 PYTHONPATH
+/// directories: one module-search finding, as many calls as strace sees
+/// stat'ing the directories walked, and the reordered PYTHONPATH to prove
+/// it. The modules' directory alone on PYTHONPATH: nothing.
+#[test]
+fn module_search_names_a_long_pythonpath() {
+    if skip_without_bpf() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let mut entries: Vec<String> = (1..=12).map(|i| format!("{}/p{i}", root.display())).collect();
+    let last = format!("{}/last", root.display());
+    entries.push(last.clone());
+    for e in &entries {
+        std::fs::create_dir(e).unwrap();
+    }
+    for i in 0..200 {
+        // Modules of a real size: a read per file, not tiny I/O.
+        std::fs::write(format!("{last}/mod{i}.py"), format!("\"\"\"{}\"\"\"\nx = {i}\n", "A module of the test. ".repeat(20))).unwrap();
+    }
+    std::fs::write(root.join("app.py"), "import importlib\nprint(sum(importlib.import_module('mod%d' % i).x for i in range(200)))\n").unwrap();
+    let python_path = entries.join(":");
+    let env = [("PYTHONPATH", python_path.as_str()), ("PYTHONDONTWRITEBYTECODE", "1")];
+    let argv = ["/usr/bin/python3", "app.py"];
+
+    // The walk: the script's directory, then PYTHONPATH's.
+    let walked: Vec<String> = std::iter::once(root.display().to_string()).chain(entries.iter().cloned()).collect();
+    let stats = strace_lines(&root, &argv, &env)
+        .iter()
+        .filter(|l| l.contains("newfstatat(AT_FDCWD, \"") && !l.contains("= -1 "))
+        .filter(|l| walked.iter().any(|d| l.contains(&format!("\"{d}\", "))))
+        .count() as u64;
+    assert!(stats >= 13 * 200, "{stats}");
+    let f = findings_in(&root, &argv, &env);
+    let m = only(&f, "module-search");
+    assert!(m["what"].as_str().unwrap().contains("× newfstatat of 14 sys.path directories, about "), "{m}");
+    assert_eq!(m["evidence"]["calls"].as_u64(), Some(stats), "{m}");
+    assert!(m["why"].as_str().unwrap().contains(&format!("found in \"{last}\"")), "{m}");
+    let reordered = format!("PYTHONPATH={last}:{}", entries[..12].join(":"));
+    assert!(m["prove"].as_str().unwrap().starts_with(&format!("sysdiet compare --env {reordered} -- /usr/bin/python3 app.py")), "{m}");
+    assert!(!ids(&f).contains(&"repeated-path"), "one finding: {:?}", ids(&f));
+
+    let f = findings_in(&root, &argv, &[("PYTHONPATH", last.as_str()), ("PYTHONDONTWRITEBYTECODE", "1")]);
+    assert!(!ids(&f).contains(&"module-search") && !ids(&f).contains(&"repeated-path"), "{:?}", ids(&f));
+}

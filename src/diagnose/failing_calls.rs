@@ -41,13 +41,30 @@ fn is_normal(syscall: &str, errno: &str) -> bool {
 pub fn check(trace: &Trace) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut failed_again: HashMap<(u32, u32), Vec<&ArgumentStats>> = HashMap::new();
-    // The loader's search of LD_LIBRARY_PATH is library-search's.
-    let searched =
-        |a: &ArgumentStats| matches!(&a.argument, Argument::Path { path: Some(p), .. } if super::library_search::searched(trace, a.pid, p));
+    // The loader's search of LD_LIBRARY_PATH is library-search's, a module
+    // loader's walk module-search's.
+    let walked = super::module_search::steps(trace);
+    let searched = |a: &ArgumentStats| {
+        matches!(&a.argument, Argument::Path { path: Some(p), .. }
+            if super::library_search::searched(trace, a.pid, p) || walked.contains(&(a.pid, p.as_str())))
+    };
     // An xattr call's key has no attribute name: ls -l asks each directory
     // for its access and its default ACL, two questions, not one twice.
     let again = |a: &ArgumentStats| a.errors >= if a.syscall.ends_with("xattr") { 3 } else { 2 };
-    for a in trace.arguments.iter().filter(|a| again(a) && !searched(a)) {
+    // An fd closed about as often as it was asked about is a new file at
+    // each question: Python's open() asks each file it opens whether it
+    // is a terminal, and the number comes back for the next one.
+    let mut closes: HashMap<(u32, i64), u64> = HashMap::new();
+    for a in trace.arguments.iter().filter(|a| a.syscall == "close") {
+        if let Argument::Fd { fd } = a.argument {
+            *closes.entry((a.pid, fd)).or_default() += a.calls - a.errors;
+        }
+    }
+    let reused = |a: &ArgumentStats| match a.argument {
+        Argument::Fd { fd } => closes.get(&(a.pid, fd)).is_some_and(|&c| c * 2 >= a.errors),
+        _ => false,
+    };
+    for a in trace.arguments.iter().filter(|a| again(a) && !searched(a) && !reused(a)) {
         failed_again.entry((a.pid, a.nr)).or_default().push(a);
     }
     for p in &trace.processes {
@@ -112,6 +129,19 @@ mod tests {
         let f = check(&t);
         assert_eq!(f[0].what, "1,000 × ioctl(fd 3) failing with ENOTTY");
         assert!(f[0].fixes[0].text.contains("isatty"));
+    }
+
+    #[test]
+    fn an_fd_closed_between_questions_is_a_new_file_each_time() {
+        // Python's open() asks each file it opens whether it is a terminal.
+        let mut t = trace(1_000_000_000, &[("ioctl", 300, 30_000), ("close", 300, 30_000)]);
+        t.processes[0].syscalls[0].errnos.insert("ENOTTY".into(), 300);
+        argument(&mut t, "ioctl", Argument::Fd { fd: 3 }, 300, 30_000).errors = 300;
+        argument(&mut t, "close", Argument::Fd { fd: 3 }, 300, 30_000);
+        assert!(check(&t).is_empty());
+        // Closed once at the end: the same file asked about 300 times.
+        t.arguments.last_mut().unwrap().calls = 1;
+        assert_eq!(check(&t).len(), 1);
     }
 
     #[test]

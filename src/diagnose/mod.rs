@@ -14,6 +14,7 @@ mod flush_per_record;
 mod identity_calls;
 mod library_search;
 mod memory_churn;
+mod module_search;
 mod repeated_path;
 mod signal_dispositions;
 mod signal_mask;
@@ -50,6 +51,7 @@ pub const RULES: &[Rule] = &[
     Rule { id: signal_dispositions::ID, check: signal_dispositions::check, reads_arguments: false },
     Rule { id: flush_per_record::ID, check: flush_per_record::check, reads_arguments: true },
     Rule { id: library_search::ID, check: library_search::check, reads_arguments: true },
+    Rule { id: module_search::ID, check: module_search::check, reads_arguments: true },
 ];
 
 /// The rules whose findings may be missing when argument stats were lost.

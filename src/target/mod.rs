@@ -203,6 +203,8 @@ pub const KNOBS: &[&str] = &[
     "GLIBC_TUNABLES",
     "TZDIR",
     "LD_LIBRARY_PATH",
+    "PYTHONPATH",
+    "NODE_OPTIONS",
 ];
 
 /// The facts rules need about a command started with `env`.
