@@ -715,3 +715,28 @@ fn module_search_names_a_long_pythonpath() {
     let f = findings_in(&root, &argv, &[("PYTHONPATH", last.as_str()), ("PYTHONDONTWRITEBYTECODE", "1")]);
     assert!(!ids(&f).contains(&"module-search") && !ids(&f).contains(&"repeated-path"), "{:?}", ids(&f));
 }
+
+/// Debian's python3 logging 5,000 records to a file: a getpid per record,
+/// told as such, with logging's own switch; with it off, no getpid left.
+#[test]
+fn a_pid_per_python_log_record() {
+    if skip_without_bpf() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = |processes: &str| {
+        format!(
+            "import logging\nlogging.logProcesses = {processes}\nlogging.basicConfig(filename='app.log', level=logging.INFO)\n\
+             log = logging.getLogger('app')\nfor i in range(5000):\n    log.info('request %d served', i)\n"
+        )
+    };
+    std::fs::write(dir.path().join("on.py"), script("True")).unwrap();
+    std::fs::write(dir.path().join("off.py"), script("False")).unwrap();
+    let f = findings_in(dir.path(), &["/usr/bin/python3", "on.py"], &[]);
+    let i = only(&f, "identity-calls");
+    assert!(i["what"].as_str().unwrap().starts_with("5,000 × getpid"), "{i}");
+    assert!(i["why"].as_str().unwrap().starts_with("a getpid for about every write (5,000 and 5,0"), "{i}");
+    assert!(fixes(i).contains("logging.logProcesses = False"), "{i}");
+    let f = findings_in(dir.path(), &["/usr/bin/python3", "off.py"], &[]);
+    assert!(!ids(&f).contains(&"identity-calls"), "{:?}", ids(&f));
+}

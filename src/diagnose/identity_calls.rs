@@ -8,6 +8,11 @@ use crate::model::Trace;
 
 pub const ID: &str = "identity-calls";
 
+/// A getpid per write, this many times or more, is a pid per record.
+const PER_RECORD_MIN: u64 = 1_000;
+
+const WRITES: &[&str] = &["write", "writev", "pwrite64", "sendto", "sendmsg"];
+
 const IDENTITY: &[&str] = &["getpid", "gettid", "getppid", "getuid", "geteuid", "getgid", "getegid", "getpgrp", "getsid"];
 
 pub fn check(trace: &Trace) -> Vec<Finding> {
@@ -20,15 +25,37 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         }
         let ns: u64 = ids.iter().map(|s| s.total_ns).sum();
         let what: Vec<String> = ids.iter().map(|s| format!("{} × {}", thousands(s.calls), s.name)).collect();
+        let sites: Vec<_> = ids.iter().flat_map(|s| s.sites.clone()).collect();
+        let mut why = String::from("the process asks for its own identity again and again; the answer does not change while it runs");
+        let mut fixes = vec![Fix::code("ask once and keep the answer (refresh a cached pid after fork())")];
+        let getpid = p.syscalls.iter().find(|s| s.name == "getpid").map_or(0, |s| s.calls);
+        let writes: u64 = p.syscalls.iter().filter(|s| WRITES.contains(&s.name.as_str())).map(|s| s.calls).sum();
+        if getpid >= PER_RECORD_MIN && writes * 2 >= getpid && writes <= getpid * 2 {
+            why = format!(
+                "a getpid for about every write ({} and {}): a logger stamping each record with the pid; glibc stopped \
+                 caching the pid in 2.25, so each one is a syscall",
+                thousands(getpid),
+                thousands(writes)
+            );
+            if super::runs_python(trace, &sites) {
+                fixes.insert(
+                    0,
+                    Fix::code(
+                        "Python's logging asks os.getpid() for every record (LogRecord.process): set logging.logProcesses = False \
+                         where no format shows %(process)d",
+                    ),
+                );
+            }
+        }
         out.push(Finding {
             id: ID.into(),
             what: what.join(", "),
             pid: Some(p.pid),
             evidence: Evidence::new(trace, &ids[0].name, calls, ns),
-            sites: ids.iter().flat_map(|s| s.sites.clone()).collect(),
+            sites,
             saving_ns: ns,
-            why: "the process asks for its own identity again and again; the answer does not change while it runs".into(),
-            fixes: vec![Fix::code("ask once and keep the answer (refresh a cached pid after fork())")],
+            why,
+            fixes,
             ..Default::default()
         });
     }
@@ -45,6 +72,20 @@ mod tests {
         let f = check(&trace(1_000_000_000, &[("getpid", 100_000, 10_000_000), ("getuid", 5, 50)]));
         assert_eq!(f[0].what, "100,000 × getpid, 5 × getuid");
         assert_eq!(f[0].saving_ns, 10_000_050);
+    }
+
+    #[test]
+    fn a_pid_per_log_record() {
+        let mut t = trace(1_000_000_000, &[("getpid", 10_000, 1_000_000), ("write", 10_000, 9_000_000)]);
+        let f = check(&t);
+        assert!(f[0].why.starts_with("a getpid for about every write (10,000 and 10,000)"), "{}", f[0].why);
+        assert!(!f[0].fixes[0].text.contains("logProcesses"), "no Python frames");
+        let s = site(&mut t, &["__getpid", "PyOS_getpid", "_PyEval_EvalFrameDefault"]);
+        t.processes[0].syscalls[0].sites = s;
+        assert!(check(&t)[0].fixes[0].text.contains("logging.logProcesses = False"));
+        // Writes ten times as many as the pids: not one per record.
+        let f = check(&trace(1_000_000_000, &[("getpid", 10_000, 1_000_000), ("write", 100_000, 9_000_000)]));
+        assert!(f[0].why.starts_with("the process asks"));
     }
 
     #[test]

@@ -164,6 +164,18 @@ fn python_writes(trace: &Trace, shares: &[SiteShare]) -> bool {
         )
 }
 
+/// Whether CPython made the calls: a frame in its C API, or in code of
+/// the interpreter's own file (`libpython3.11.so`, or a `python3.11`
+/// built without it), whose unexported functions have no names.
+fn runs_python(trace: &Trace, shares: &[SiteShare]) -> bool {
+    let interpreter = |module: &str| {
+        let file = module.rsplit('/').next().unwrap_or(module);
+        let rest = file.strip_prefix("lib").unwrap_or(file);
+        rest.strip_prefix("python").is_some_and(|v| v.starts_with(|c: char| c.is_ascii_digit()))
+    };
+    sites_of(trace, shares).flat_map(|s| &s.frames).any(|f| f.function.as_deref().is_some_and(is_python_api) || interpreter(&f.module))
+}
+
 /// CPython's C API: `PyFile_WriteObject`, `_PyEval_EvalFrameDefault`; not
 /// `Pythagoras`.
 fn is_python_api(name: &str) -> bool {
