@@ -608,10 +608,16 @@ fn strace_lines(dir: &std::path::Path, argv: &[&str], env: &[(&str, &str)]) -> V
 
 /// The findings of `sysdiet run --json -- ARGV`, run in `dir` with `env`.
 fn findings_in(dir: &std::path::Path, argv: &[&str], env: &[(&str, &str)]) -> Vec<Value> {
+    findings_in_with(&[], dir, argv, env)
+}
+
+/// The same, with more options for sysdiet (`--all`).
+fn findings_in_with(options: &[&str], dir: &std::path::Path, argv: &[&str], env: &[(&str, &str)]) -> Vec<Value> {
     let json = dir.join("t.json");
     let out = sysdiet()
         .args(["run", "--json", "-o"])
         .arg(&json)
+        .args(options)
         .arg("--")
         .args(argv)
         .current_dir(dir)
@@ -739,4 +745,37 @@ fn a_pid_per_python_log_record() {
     assert!(fixes(i).contains("logging.logProcesses = False"), "{i}");
     let f = findings_in(dir.path(), &["/usr/bin/python3", "off.py"], &[]);
     assert!(!ids(&f).contains(&"identity-calls"), "{:?}", ids(&f));
+}
+
+/// Spawners that put every signal back to its default in each child
+/// before its exec (node's libuv, CPython's subprocess): one finding for
+/// the parent, "in N children of". A shell's loop of the same children:
+/// none. Worth a fraction of a percent beside the spawns, so --all.
+#[test]
+fn a_signal_reset_in_each_spawned_child() {
+    if skip_without_bpf() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let node = which("node").expect("node is installed (make deps installs Debian's nodejs)");
+    std::fs::write(
+        dir.path().join("spawn.js"),
+        "const { spawnSync } = require('child_process');\nfor (let i = 0; i < 50; i++) spawnSync('/bin/true');\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("spawn.py"), "import subprocess\nfor i in range(50):\n    subprocess.run(['/bin/true'])\n").unwrap();
+    for (argv, parent) in [([node.to_str().unwrap(), "spawn.js"], "node"), (["/usr/bin/python3", "spawn.py"], "python3")] {
+        let f = findings_in_with(&["--all"], dir.path(), &argv, &[]);
+        // node's own handler set and restored around each spawnSync may be a second.
+        let children = |x: &&Value| x["id"] == "signal-disposition-churn" && x["what"].as_str().unwrap().contains(" children of ");
+        let found: Vec<&Value> = f.iter().filter(children).collect();
+        assert_eq!(found.len(), 1, "{:?}", ids(&f));
+        let s = found[0];
+        assert!(s["what"].as_str().unwrap().ends_with(&format!("× rt_sigaction in 50 children of {parent}, before their exec")), "{s}");
+        let per_child = s["evidence"]["calls"].as_u64().unwrap() / 50;
+        assert!((16..=128).contains(&per_child), "{s}");
+        assert!(fixes(s).contains("start fewer processes"), "{s}");
+    }
+    let f = findings_in_with(&["--all"], dir.path(), &["sh", "-c", "for i in $(seq 50); do /bin/true; done"], &[]);
+    assert!(!f.iter().any(|x| x["what"].as_str().unwrap().contains(" children of ")), "{:?}", ids(&f));
 }

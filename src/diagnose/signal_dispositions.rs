@@ -4,12 +4,16 @@
 //! and restoring a handler around every operation. In a process that
 //! starts others, many calls per child started are the dispositions gone
 //! through for each one (a shell's job-control handlers around each fork).
+//! In the children, many calls made before their exec by the parent's
+//! code are the spawn putting each signal back to its default in each
+//! child (libuv's uv_spawn, CPython's subprocess, glibc's posix_spawn):
+//! each child's few tens add up to the parent's.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::{Evidence, Finding, Fix};
 use crate::human::thousands;
-use crate::model::Trace;
+use crate::model::{callsite, Process, SiteShare, Trace};
 
 pub const ID: &str = "signal-disposition-churn";
 
@@ -17,6 +21,8 @@ pub const ID: &str = "signal-disposition-churn";
 const SET_UP: u64 = 128;
 /// Calls per child started that mean handlers are redone for each.
 const PER_CHILD: u64 = 16;
+/// Children enough for a reset in each to be the spawner's pattern.
+const MIN_CHILDREN: u64 = 10;
 
 pub fn check(trace: &Trace) -> Vec<Finding> {
     let mut out = Vec::new();
@@ -62,6 +68,83 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             ..Default::default()
         });
     }
+    out.extend(reset_in_each_child(trace));
+    out
+}
+
+/// Per parent, the rt_sigaction its children made before their exec, in
+/// the parent's code: the spawn resetting dispositions child by child.
+fn reset_in_each_child(trace: &Trace) -> Vec<Finding> {
+    let mut children: BTreeMap<u32, Vec<&Process>> = BTreeMap::new();
+    for c in trace.processes.iter().filter(|c| c.ppid != c.pid) {
+        children.entry(c.ppid).or_default().push(c);
+    }
+    let mut out = Vec::new();
+    for (ppid, kids) in children {
+        let Some(parent) = trace.process(ppid) else { continue };
+        // The parent's code: its executable and the modules of its sites.
+        let mut theirs: HashSet<&str> = parent.executable.iter().map(String::as_str).collect();
+        for share in parent.syscalls.iter().flat_map(|s| &s.sites) {
+            if let Some(site) = trace.call_site(share) {
+                theirs.extend(site.frames.iter().filter(|f| !f.in_c_runtime()).map(|f| f.module.as_str()));
+            }
+        }
+        let (mut calls, mut ns, mut n) = (0, 0, 0);
+        let mut sites: Vec<SiteShare> = Vec::new();
+        for c in kids {
+            let Some(s) = c.syscalls.iter().find(|s| s.name == "rt_sigaction") else { continue };
+            let before_exec: Vec<SiteShare> = s
+                .sites
+                .iter()
+                .filter(|share| {
+                    trace.call_site(share).is_some_and(|site| {
+                        site.frames.iter().any(|f| {
+                            f.function.as_deref() == Some("__spawni_child")
+                                || (!f.in_c_runtime() && c.executable.as_deref() != Some(f.module.as_str()) && theirs.contains(f.module.as_str()))
+                        })
+                    })
+                })
+                .cloned()
+                .collect();
+            let here: u64 = before_exec.iter().map(|x| x.calls).sum();
+            let many = c.folded.max(1);
+            if here >= PER_CHILD * many {
+                calls += here;
+                ns += before_exec.iter().map(|x| x.total_ns).sum::<u64>();
+                n += many;
+                callsite::merge_shares(&mut sites, &before_exec);
+            }
+        }
+        if n < MIN_CHILDREN {
+            continue;
+        }
+        sites.sort_by(|a, b| b.calls.cmp(&a.calls));
+        let spawner = sites
+            .first()
+            .and_then(|x| trace.call_site(x))
+            .and_then(|site| site.frames.iter().find(|f| !f.in_c_runtime() || f.function.as_deref() == Some("__spawni_child")))
+            .and_then(|f| f.function.clone());
+        out.push(Finding {
+            id: ID.into(),
+            what: format!("{} × rt_sigaction in {} children of {}, before their exec", thousands(calls), thousands(n), parent.comm),
+            pid: Some(ppid),
+            evidence: Evidence::new(trace, "rt_sigaction", calls, ns),
+            sites,
+            saving_ns: ns,
+            why: format!(
+                "about {} rt_sigaction calls in each child between its fork and its exec{}: the spawn puts each signal's \
+                 disposition back to its default, one call or two per signal, for every child",
+                thousands(calls / n),
+                spawner.map(|f| format!(", made by {f} in the parent's code")).unwrap_or_default()
+            ),
+            fixes: vec![Fix::code(
+                "start fewer processes: batch the work into one child, or keep a worker process and hand it the work; \
+                 every spawner resets the dispositions for each child (libuv's uv_spawn about 30 calls, CPython's subprocess 63, \
+                 glibc's posix_spawn 64 to 128)",
+            )],
+            ..Default::default()
+        });
+    }
     out
 }
 
@@ -83,6 +166,35 @@ mod tests {
     fn a_start_up_is_not_churn() {
         // CPython's start-up: 66 calls.
         assert!(check(&trace(100_000_000, &[("rt_sigaction", 66, 100_000)])).is_empty());
+    }
+
+    #[test]
+    fn a_reset_before_exec_in_every_child() {
+        let mut t = trace(100_000_000, &[("wait4", 20, 1_000)]);
+        t.processes[0].comm = "node".into();
+        t.processes[0].executable = Some("/usr/bin/node".into());
+        let spawning = site(&mut t, &["__libc_sigaction", "uv__process_child_init", "uv_spawn"]);
+        for f in &mut t.call_sites[spawning[0].site].frames[1..] {
+            f.module = "/usr/bin/node".into();
+        }
+        let own = site(&mut t, &["__libc_sigaction", "main"]);
+        for f in &mut t.call_sites[own[0].site].frames[1..] {
+            f.module = "/usr/bin/true".into();
+        }
+        let child = |pid, shares: &[SiteShare]| {
+            let sites = shares.iter().map(|x| SiteShare { calls: 30, total_ns: 3_000, ..x.clone() }).collect();
+            let s = crate::model::SyscallStats { name: "rt_sigaction".into(), calls: 30, total_ns: 3_000, sites, ..Default::default() };
+            Process { pid, ppid: 7, comm: "true".into(), executable: Some("/usr/bin/true".into()), syscalls: vec![s], ..Default::default() }
+        };
+        t.processes.extend((100..112).map(|pid| child(pid, &spawning)));
+        let f = check(&t);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].what, "360 × rt_sigaction in 12 children of node, before their exec");
+        assert!(f[0].why.contains("about 30 rt_sigaction calls in each child") && f[0].why.contains("uv__process_child_init"), "{}", f[0].why);
+        // The same calls made by the children's own program: their start-up.
+        t.processes.truncate(1);
+        t.processes.extend((100..112).map(|pid| child(pid, &own)));
+        assert!(check(&t).is_empty());
     }
 
     #[test]
