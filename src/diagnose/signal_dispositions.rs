@@ -118,7 +118,7 @@ fn reset_in_each_child(trace: &Trace) -> Vec<Finding> {
         if n < MIN_CHILDREN {
             continue;
         }
-        sites.sort_by(|a, b| b.calls.cmp(&a.calls));
+        sites.sort_by_key(|x| std::cmp::Reverse(x.calls));
         let spawner = sites
             .first()
             .and_then(|x| trace.call_site(x))
