@@ -779,3 +779,25 @@ fn a_signal_reset_in_each_spawned_child() {
     let f = findings_in_with(&["--all"], dir.path(), &["sh", "-c", "for i in $(seq 50); do /bin/true; done"], &[]);
     assert!(!f.iter().any(|x| x["what"].as_str().unwrap().contains(" children of ")), "{:?}", ids(&f));
 }
+
+/// Real event loops with timers every 10 ms, node's libuv and Python's
+/// asyncio: each wake is followed by one more look that does not wait,
+/// as many zero-timeout polls as waiting ones. Not busy polling.
+#[test]
+fn an_event_loop_with_timers_is_not_busy_polling() {
+    if skip_without_bpf() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let node = which("node").expect("node is installed (make deps installs Debian's nodejs)");
+    std::fs::write(dir.path().join("timers.js"), "let n = 0;\nconst t = setInterval(() => { if (++n == 100) clearInterval(t); }, 10);\n").unwrap();
+    std::fs::write(
+        dir.path().join("timers.py"),
+        "import asyncio\nasync def tick():\n    for i in range(100):\n        await asyncio.sleep(0.01)\nasyncio.run(tick())\n",
+    )
+    .unwrap();
+    for argv in [[node.to_str().unwrap(), "timers.js"], ["/usr/bin/python3", "timers.py"]] {
+        let f = findings_in_with(&["--all"], dir.path(), &argv, &[]);
+        assert!(!ids(&f).contains(&"busy-poll"), "{argv:?}: {:?}", f.iter().map(|x| &x["what"]).collect::<Vec<_>>());
+    }
+}

@@ -1,6 +1,11 @@
 //! busy-poll: poll/ppoll/select/epoll_wait with a zero timeout at a high
 //! rate (asking "anything yet?" in a loop instead of waiting), and
-//! sched_yield spins. Each burns a syscall and a CPU for nothing.
+//! sched_yield spins. Each burns a syscall and a CPU for nothing. An
+//! event loop that looks once more without waiting after each wake
+//! (libuv, asyncio: about one zero-timeout call per waiting one) is not
+//! spinning.
+
+use std::collections::HashMap;
 
 use super::{Evidence, Finding, Fix};
 use crate::human::thousands;
@@ -8,10 +13,24 @@ use crate::model::{Argument, Timeout, Trace};
 
 pub const ID: &str = "busy-poll";
 
+/// Zero-timeout calls per waiting one above which a loop spins: an event
+/// loop's look before it waits makes about one.
+const SPIN_RATIO: u64 = 4;
+
 pub fn check(trace: &Trace) -> Vec<Finding> {
     let mut out = Vec::new();
+    // Per process, its polls that waited (a timeout, or none).
+    let mut waited: HashMap<u32, u64> = HashMap::new();
+    for a in &trace.arguments {
+        if matches!(a.argument, Argument::Timeout { timeout: Timeout::Finite | Timeout::None }) {
+            *waited.entry(a.pid).or_default() += a.calls;
+        }
+    }
     for a in &trace.arguments {
         if a.argument != (Argument::Timeout { timeout: Timeout::Zero }) || a.calls < 2 {
+            continue;
+        }
+        if a.calls < SPIN_RATIO * waited.get(&a.pid).copied().unwrap_or(0) {
             continue;
         }
         out.push(Finding {
@@ -65,6 +84,17 @@ mod tests {
         assert_eq!(f.len(), 2);
         assert_eq!(f[0].what, "50,000 × poll(timeout 0)");
         assert_eq!(f[1].what, "9,000 × sched_yield");
+    }
+
+    #[test]
+    fn an_event_loop_looking_once_more_before_it_waits_is_not_spinning() {
+        // node's libuv with a 10 ms timer: 591 looks, 502 waits.
+        let mut t = trace(1_000_000_000, &[("epoll_pwait", 1_093, 5_000_000)]);
+        argument(&mut t, "epoll_pwait", Argument::Timeout { timeout: Timeout::Zero }, 591, 500_000);
+        argument(&mut t, "epoll_pwait", Argument::Timeout { timeout: Timeout::Finite }, 502, 4_500_000);
+        assert!(check(&t).is_empty());
+        t.arguments[0].calls = 2_008;
+        assert_eq!(check(&t).len(), 1, "four looks per wait: a spin");
     }
 
     #[test]
