@@ -67,8 +67,12 @@ fn serve_feeds_a_real_prometheus_the_rate_and_the_finding() {
     let prometheus = which("prometheus").expect("prometheus is installed (make deps installs Debian's `prometheus`)");
     let dir = tempfile::tempdir().unwrap();
     let (ours, theirs) = (free_port(), free_port());
-    let serve =
+    let mut serve =
         Running(sysdiet().args(["serve", "--listen", &format!("127.0.0.1:{ours}"), "--interval", "1s"]).stderr(Stdio::piped()).spawn().unwrap());
+    // Counting starts before this line: the victim is seen from its exec.
+    let mut line = String::new();
+    BufReader::new(serve.0.stderr.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.starts_with("sysdiet: serving http://"), "{line}");
     let config = dir.path().join("prometheus.yml");
     std::fs::write(
         &config,
@@ -125,10 +129,10 @@ fn top_once_json_sees_a_victim_started_after_it_exactly() {
     for exe in &exes {
         std::fs::copy(victim("timeloop"), exe).unwrap();
     }
-    // A window longer than the victims take even on a loaded machine,
+    // A window longer than the victims take even in a guest under TCG,
     // ended by Ctrl-C once they are done: the window so far is printed.
     let mut top =
-        Running(sysdiet().args(["top", "--once", "--json", "--interval", "120s"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
+        Running(sysdiet().args(["top", "--once", "--json", "--interval", "1h"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
     // Counting starts before this line.
     let mut line = String::new();
     BufReader::new(top.0.stderr.take().unwrap()).read_line(&mut line).unwrap();

@@ -58,7 +58,14 @@ fn sigkill_at_any_moment_never_hurts_the_target() {
         seed ^= seed << 17;
         seed
     };
-    let (mut started, mut finished) = (0, 0);
+    // Kills fall anywhere from sysdiet's start to past the command's end:
+    // over twice what a whole run takes here (a guest under TCG takes
+    // seconds to load the BPF), and at least 150 ms.
+    let t0 = std::time::Instant::now();
+    let whole = sysdiet().args(["run", "--", "sh", "-c", &script]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).status();
+    assert_eq!(whole.unwrap().code(), Some(3), "an unkilled run passes the command's status on");
+    let span = (t0.elapsed() * 2).max(Duration::from_millis(150));
+    let (mut started, mut finished, mut killed) = (0, 0, 0);
     for _ in 0..KILLS {
         let mut sysdiet = sysdiet()
             .args(["run", "--", "sh", "-c", &script])
@@ -67,7 +74,7 @@ fn sigkill_at_any_moment_never_hurts_the_target() {
             .spawn()
             .unwrap();
         // Anywhere from during start-up to after the command's end.
-        let delay = Duration::from_micros(random() % 150_000);
+        let delay = Duration::from_micros(random() % span.as_micros() as u64);
         let t0 = std::time::Instant::now();
         let mut victim = None;
         while t0.elapsed() < delay {
@@ -87,6 +94,7 @@ fn sigkill_at_any_moment_never_hurts_the_target() {
             continue;
         }
         assert_eq!(status.signal(), Some(libc::SIGKILL));
+        killed += 1;
         // The victim, orphaned to us: it must run to its own end.
         let pid = nix::unistd::Pid::from_raw(victim as i32);
         loop {
@@ -110,8 +118,9 @@ fn sigkill_at_any_moment_never_hurts_the_target() {
     }
     // Reap any grandchildren orphaned to us on the way.
     while nix::sys::wait::waitpid(None, Some(nix::sys::wait::WaitPidFlag::WNOHANG)).is_ok_and(|s| s != nix::sys::wait::WaitStatus::StillAlive) {}
-    eprintln!("{started} of {KILLS} killed runs had started the command; {finished} finished by themselves");
+    eprintln!("{started} of {KILLS} killed runs had started the command, {killed} of them killed under way; {finished} finished by themselves");
     assert!(started > KILLS / 2, "most runs got as far as the command: {started}");
+    assert!(killed >= KILLS / 5, "kills while the command ran: {killed}");
     assert_eq!(finished, started);
     // The kernel drops a dead process's programs as its fds close.
     let mut left = our_programs();

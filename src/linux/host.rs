@@ -83,10 +83,25 @@ pub fn executable(pid: u32, exe: (u64, u32)) -> Option<String> {
     // The kernel's dev_t is major << 20 | minor; stat's is glibc's makedev.
     let (major, minor) = (exe.1 >> 20, exe.1 & 0xf_ffff);
     let (ino, dev) = (m.ino(), m.dev());
-    if ino != exe.0 || libc::major(dev) != major || libc::minor(dev) != minor {
+    if libc::major(dev) != major || libc::minor(dev) != minor {
+        return None;
+    }
+    // An overlay whose layers lie on other file systems numbers its own
+    // inodes, and stat shows the layer's: the device has to do.
+    if ino != exe.0 && !on_overlay(&link) {
         return None;
     }
     Some(fs::read_link(&link).ok()?.to_string_lossy().into_owned())
+}
+
+/// Whether `path` lies on an overlay file system (a container's root).
+fn on_overlay(path: &str) -> bool {
+    const OVERLAYFS_SUPER_MAGIC: i64 = 0x794c_7630;
+    let Ok(c) = std::ffi::CString::new(path) else { return false };
+    // SAFETY: statfs is plain data, for which all zeroes is a value.
+    let mut buf: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a statfs buffer of the right size.
+    unsafe { libc::statfs(c.as_ptr(), &mut buf) == 0 && buf.f_type as i64 == OVERLAYFS_SUPER_MAGIC }
 }
 
 /// The cached file `out`, made now by `make(tmp)` if there is none: `make`
