@@ -11,6 +11,7 @@ pub mod findings;
 pub mod flamegraph;
 pub mod folded;
 pub mod json;
+mod lost;
 pub mod plot;
 pub mod prometheus;
 pub mod text;

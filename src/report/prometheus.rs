@@ -168,8 +168,8 @@ impl Metrics {
         }
         self.shown = now;
         // Every counter has a series, zero ones too: one exists before anything is lost.
-        for (what, n) in t.lost.by_name() {
-            self.lost.get_or_create(&WhatLabels { what }).inc_by(n);
+        for (what, n) in t.lost.counters() {
+            self.lost.get_or_create(&WhatLabels { what: what.to_string() }).inc_by(n);
         }
         for (prog, ns, runs) in &own.bpf {
             let l = ProgLabels { prog: prog.clone() };

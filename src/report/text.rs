@@ -64,7 +64,7 @@ fn header(out: &mut String, trace: &Trace) {
         facts.push(format!("only -e {f}"));
     }
     let _ = writeln!(out, "  {}", facts.join(" · "));
-    let lost = trace.lost.nonzero();
+    let lost = super::lost::lost_lines(&trace.lost);
     if lost.is_empty() {
         let _ = writeln!(out, "  nothing lost: every syscall counted");
     } else {

@@ -148,7 +148,7 @@ pub fn cells(r: &TopRow, findings: &[Finding]) -> [String; 8] {
 pub fn summary(window: &Window, shown: usize) -> String {
     let t = &window.trace;
     let secs = (t.run.duration_ns as f64 / 1e9).max(1e-9);
-    let lost = t.lost.nonzero();
+    let lost = super::lost::lost_lines(&t.lost);
     let lost = if lost.is_empty() {
         String::new()
     } else {
