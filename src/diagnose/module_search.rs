@@ -37,6 +37,9 @@ struct Walk<'a> {
     steps: Vec<&'a ArgumentStats>,
     /// The directory the modules were found in, when the trace shows it.
     holder: Option<String>,
+    /// The modules found there that were looked up again (node's realpath,
+    /// Python's loader after its finder): the loader's too.
+    found: Vec<&'a ArgumentStats>,
     /// Longer than the layout every program of the runtime has (one level
     /// of source below its node_modules, Python's default sys.path): worth
     /// a finding. A short walk is still the loader's, not repeated-path's.
@@ -70,15 +73,19 @@ fn walks(trace: &Trace) -> Vec<Walk<'_>> {
             arguments.iter().copied().filter(|a| a.calls >= MIN_EACH && PATH_LOOKUPS.contains(&a.syscall.as_str()) && path_of(a).is_some()).collect();
         let node: Vec<&ArgumentStats> =
             lookups.iter().copied().filter(|a| a.errors * 2 >= a.calls && path_of(a).is_some_and(|p| p.ends_with("/node_modules"))).collect();
-        if !node.is_empty() {
-            let holder = holder(arguments, |p| p.find("/node_modules/").map(|i| &p[..i + "/node_modules".len()]));
+        // Packages found at the first node_modules asked are still looked
+        // up again for their real path: the loader's, with no walk.
+        let node_holder = holder(arguments, |p| p.find("/node_modules/").map(|i| &p[..i + "/node_modules".len()]));
+        let found = again_under(arguments, node_holder.as_deref(), |rest| rest.is_empty() || rest.starts_with('/'));
+        if !node.is_empty() || !found.is_empty() {
             let long = node.len() >= 2;
-            out.push(Walk { pid, loader: Loader::Node, steps: node, holder, long });
+            out.push(Walk { pid, loader: Loader::Node, steps: node, holder: node_holder, found, long });
         }
         if let Some((steps, long)) = python_steps(trace, pid, &lookups) {
             let dirs: HashSet<&str> = steps.iter().filter_map(|a| path_of(a)).collect();
             let holder = holder(arguments, |p| Some(parent(p)).filter(|d| dirs.contains(d)));
-            out.push(Walk { pid, loader: Loader::Python, steps, holder, long });
+            let found = again_under(arguments, holder.as_deref(), |rest| rest.rfind('/') == Some(0));
+            out.push(Walk { pid, loader: Loader::Python, steps, holder, found, long });
         }
     }
     out
@@ -131,10 +138,22 @@ fn python_layout(path: &str) -> bool {
         || name.strip_prefix("python").is_some_and(|v| v.starts_with(|c: char| c.is_ascii_digit()) && v.contains('.'))
 }
 
-/// The (process, path) pairs a walk holds: repeated-path and failing-calls
-/// leave them to this rule.
+/// The successful lookups made more than once of paths under `holder`
+/// whose rest (from the `/` after it) passes `under`.
+fn again_under<'a>(arguments: &[&'a ArgumentStats], holder: Option<&str>, under: impl Fn(&str) -> bool) -> Vec<&'a ArgumentStats> {
+    let Some(holder) = holder else { return Vec::new() };
+    arguments
+        .iter()
+        .copied()
+        .filter(|a| a.errors == 0 && a.calls >= 2 && PATH_LOOKUPS.contains(&a.syscall.as_str()))
+        .filter(|a| path_of(a).and_then(|p| p.strip_prefix(holder)).is_some_and(&under))
+        .collect()
+}
+
+/// The (process, path) pairs a walk holds, the modules it found included:
+/// repeated-path and failing-calls leave them to this rule.
 pub fn steps(trace: &Trace) -> HashSet<(u32, &str)> {
-    walks(trace).into_iter().flat_map(|w| w.steps.into_iter().filter_map(move |a| path_of(a).map(|p| (w.pid, p)))).collect()
+    walks(trace).into_iter().flat_map(|w| w.steps.into_iter().chain(w.found).filter_map(move |a| path_of(a).map(|p| (w.pid, p)))).collect()
 }
 
 pub fn check(trace: &Trace) -> Vec<Finding> {
@@ -170,7 +189,7 @@ fn finding(trace: &Trace, w: Walk<'_>) -> Finding {
     let evidence = Evidence::new(trace, &syscall, calls, kernel_ns);
     match w.loader {
         Loader::Node => {
-            let again = realpath_repeats(trace, &w);
+            let again = w.found.len() as u64;
             let mut why = format!(
                 "for each package required by name, node asks the requiring file's directory and every ancestor for node_modules, \
                  and keeps the answer only for that name: {} directories without one ({}) were asked about {} times each{found}; \
@@ -275,18 +294,6 @@ fn finding(trace: &Trace, w: Walk<'_>) -> Finding {
     }
 }
 
-/// The module paths under the walk's holder that were looked up more than
-/// once: found, then resolved to their real path.
-fn realpath_repeats(trace: &Trace, w: &Walk<'_>) -> u64 {
-    let Some(holder) = w.holder.as_deref() else { return 0 };
-    trace
-        .arguments
-        .iter()
-        .filter(|a| a.pid == w.pid && a.errors == 0 && a.calls >= 2 && PATH_LOOKUPS.contains(&a.syscall.as_str()))
-        .filter(|a| path_of(a).is_some_and(|p| p.strip_prefix(holder).is_some_and(|rest| rest.starts_with('/'))))
-        .count() as u64
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,7 +328,7 @@ mod tests {
         assert!(f[0].fixes[0].text.contains("(\"/srv/app\")"), "{:?}", f[0].fixes);
         assert_eq!(f[0].prove.as_deref(), Some("sysdiet compare --env NODE_OPTIONS=--preserve-symlinks -- ./app"));
         let claimed = steps(&t);
-        assert!(claimed.contains(&(7, "/srv/app/d0/node_modules")) && !claimed.contains(&(7, "/srv/app/node_modules/p1")));
+        assert!(claimed.contains(&(7, "/srv/app/d0/node_modules")) && claimed.contains(&(7, "/srv/app/node_modules/p1")));
     }
 
     #[test]
