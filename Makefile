@@ -168,7 +168,7 @@ endif
 # docs/schema/*.json, generated from the model types (tests/schema.rs
 # fails when they are stale).
 schema: deps
-	SYSDIET_BLESS=1 cargo test --release --test schema
+	SYSDIET_BLESS=1 cargo test --release --test tests schema::
 
 bench: bench-deps build
 	bench/overhead
@@ -190,7 +190,7 @@ FUZZ_MINUTES ?= 10
 fuzz: deps
 	@end=$$(( $$(date +%s) + 60 * $(FUZZ_MINUTES) )); rounds=0; \
 	while [ $$(date +%s) -lt $$end ]; do \
-		PROPTEST_CASES=20000 cargo test --release --test fuzz_strace_log -q > target/fuzz.log 2>&1 || { tail -40 target/fuzz.log; exit 1; }; \
+		PROPTEST_CASES=20000 cargo test --release --test tests -q fuzz_strace_log:: > target/fuzz.log 2>&1 || { tail -40 target/fuzz.log; exit 1; }; \
 		rounds=$$((rounds + 1)); \
 	done; echo "fuzz: $$rounds rounds of 2 x 20,000 cases in $(FUZZ_MINUTES) min, no panic"
 

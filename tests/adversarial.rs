@@ -6,8 +6,7 @@
 //! real problem, the vDSO copy, a planted -o symlink. The SIGKILL storm is
 //! tests/kill_storm.rs.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 /// No ESC, BEL or other control byte but newline in what a terminal would show.
 fn assert_no_control_bytes(text: &str) {

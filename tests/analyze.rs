@@ -2,8 +2,7 @@
 //! the findings `sysdiet run` gives; every form of log strace writes is
 //! read; bad input gets one clear line.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

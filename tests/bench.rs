@@ -1,8 +1,7 @@
 //! sysdiet bench: syscalls per call counted right, every loop in the JSON,
 //! a valid plot, and bad input refused. Timings are never asserted.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 /// `sysdiet bench ARGS --json`: (exit code, document, stderr).

@@ -2,8 +2,7 @@
 //! pointers), named down to the victim's file:line, and the folded and SVG
 //! outputs.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 /// (site, calls, samples) of every share in `shares`.

@@ -1,8 +1,7 @@
 //! The command line: bad inputs, exit status, signals, attach, and what the
 //! reports say.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::process::Stdio;
 
 #[test]

@@ -1,7 +1,6 @@
 //! sysdiet compare: a fix measured, an A/A run, outputs checked, bad input.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 fn compare(args: &[&str], command: &[&str]) -> (Option<i32>, Value, String) {

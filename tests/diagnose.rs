@@ -1,8 +1,7 @@
 //! Every rule on a victim that triggers it (with its call site and fix) and
 //! on one that is close but must not; ordinary commands find nothing.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 /// The findings of `sysdiet run --json` on a victim (TZ unset, unless `env`
@@ -662,17 +661,20 @@ fn module_search_names_nodes_remedies() {
         .filter(|l| l.contains("/node_modules\", ") && l.contains("= -1 ENOENT") && !l.contains("/node_modules/"))
         .count() as u64;
     assert_eq!(missing, 3000, "ten directories asked for node_modules per package");
-    let f = findings_in(&root, &argv, &[]);
+    // --all: the walk is a few percent of node's start-up, less on a
+    // loaded machine; what is tested is how it is told.
+    let f = findings_in_with(&["--all"], &root, &argv, &[]);
     let m = only(&f, "module-search");
     assert!(m["what"].as_str().unwrap().ends_with("failing with ENOENT: node_modules looked for in 10 directories, 300 times each"), "{m}");
     assert_eq!(m["evidence"]["calls"].as_u64(), Some(missing), "{m}");
     let found = format!("found in \"{}/node_modules\"", root.display());
     assert!(m["why"].as_str().unwrap().contains(&found) && m["why"].as_str().unwrap().contains("NODE_PATH does not"), "{m}");
     assert!(fixes(m).contains("bundle") && fixes(m).contains("require.resolve"), "{m}");
-    assert!(!ids(&f).contains(&"failing-calls") && !ids(&f).contains(&"repeated-path"), "one finding: {:?}", ids(&f));
+    let about_node_modules = |f: &[Value]| f.iter().filter(|x| x["what"].as_str().unwrap().contains("node_modules")).count();
+    assert_eq!(about_node_modules(&f), 1, "one finding: {:?}", ids(&f));
 
-    let f = findings_in(&root, &[node, root.join("app.js").to_str().unwrap()], &[]);
-    assert!(!ids(&f).contains(&"module-search") && !ids(&f).contains(&"failing-calls"), "{:?}", ids(&f));
+    let f = findings_in_with(&["--all"], &root, &[node, root.join("app.js").to_str().unwrap()], &[]);
+    assert!(!ids(&f).contains(&"module-search") && about_node_modules(&f) == 0, "{:?}", ids(&f));
 }
 
 /// Debian's python3 importing 200 modules from the last of 13 PYTHONPATH
@@ -738,13 +740,17 @@ fn a_pid_per_python_log_record() {
     };
     std::fs::write(dir.path().join("on.py"), script("True")).unwrap();
     std::fs::write(dir.path().join("off.py"), script("False")).unwrap();
-    let f = findings_in(dir.path(), &["/usr/bin/python3", "on.py"], &[]);
+    // --all: 5,000 getpid are about 1% of the run, under it on a loaded
+    // machine; what is tested is how they are told, not the threshold.
+    let f = findings_in_with(&["--all"], dir.path(), &["/usr/bin/python3", "on.py"], &[]);
     let i = only(&f, "identity-calls");
     assert!(i["what"].as_str().unwrap().starts_with("5,000 × getpid"), "{i}");
     assert!(i["why"].as_str().unwrap().starts_with("a getpid for about every write (5,000 and 5,0"), "{i}");
     assert!(fixes(i).contains("logging.logProcesses = False"), "{i}");
-    let f = findings_in(dir.path(), &["/usr/bin/python3", "off.py"], &[]);
-    assert!(!ids(&f).contains(&"identity-calls"), "{:?}", ids(&f));
+    // Off: the start-up's few identity calls at most, no getpid per record.
+    let f = findings_in_with(&["--all"], dir.path(), &["/usr/bin/python3", "off.py"], &[]);
+    let per_record = |x: &&Value| x["id"] == "identity-calls" && x["why"].as_str().unwrap().starts_with("a getpid for about every write");
+    assert!(!f.iter().any(|x| per_record(&x)), "{:?}", f.iter().map(|x| &x["what"]).collect::<Vec<_>>());
 }
 
 /// Spawners that put every signal back to its default in each child

@@ -1,8 +1,7 @@
 //! Syscall budgets for CI: `sysdiet diff BASE NEW` between saved runs (run
 //! --json documents and strace logs) with its limits, and `run --budget`.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,7 +1,6 @@
 //! sysdiet's counts equal strace -f -c's, exactly, on deterministic victims.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 fn check(name: &str, args: &[&str], skip: &[&str]) {
     check_env(name, args, skip, &[]);

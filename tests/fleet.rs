@@ -1,14 +1,12 @@
 //! The whole host: `sysdiet top` (batch and on a terminal) and `sysdiet
 //! serve` scraped by a real Prometheus server.
 
-mod common;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{skip_without_bpf, stderr_of, sysdiet, sysdiet_json, victim, which};
+use crate::common::{skip_without_bpf, stderr_of, sysdiet, sysdiet_json, victim, which};
 
 /// Kills and reaps a child when dropped: a failed assertion leaves nothing running.
 struct Running(Child);

@@ -2,8 +2,7 @@
 //! load BPF, `run` falls back to it by itself and still finds what BPF
 //! finds; a plain user gets a full report; the target is never hurt.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

@@ -2,8 +2,7 @@
 //! threads, hundreds of thousands of distinct paths, calls through the
 //! i386 entry. strace -f -c is still the oracle.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 /// Counts of `argv` with its first argument (a count) set to `n`.
 fn strace_at(exe: &str, n: u64, rest: &[&str]) -> Counts {
