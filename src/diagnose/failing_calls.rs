@@ -31,11 +31,17 @@ fn advice(syscall: &str, errno: &str) -> &'static str {
 /// signal (and restarted by the kernel), a signal wait ending by a signal,
 /// a timed wait running out (a thread pool's condition variable: xz -T2),
 /// a futex whose word changed before the wait (the lock protocol's lost
-/// race), a non-blocking connect under way.
+/// race), a non-blocking connect under way, a readlink of a file that is
+/// not a link (realpath() asks each component of a path so: gcc's cc1
+/// resolves every include directory that way; a path asked again is
+/// repeated-path's).
 fn is_normal(syscall: &str, errno: &str) -> bool {
     errno.starts_with("ERESTART")
         || matches!(errno, "EINTR" | "ETIMEDOUT" | "EINPROGRESS")
-        || matches!((syscall, errno), ("wait4" | "waitid", "ECHILD") | ("rt_sigsuspend" | "pause" | "rt_sigtimedwait" | "futex", _))
+        || matches!(
+            (syscall, errno),
+            ("wait4" | "waitid", "ECHILD") | ("rt_sigsuspend" | "pause" | "rt_sigtimedwait" | "futex", _) | ("readlink" | "readlinkat", "EINVAL")
+        )
 }
 
 pub fn check(trace: &Trace) -> Vec<Finding> {
@@ -129,6 +135,17 @@ mod tests {
         let f = check(&t);
         assert_eq!(f[0].what, "1,000 × ioctl(fd 3) failing with ENOTTY");
         assert!(f[0].fixes[0].text.contains("isatty"));
+    }
+
+    #[test]
+    fn a_readlink_of_a_file_that_is_no_link_is_an_answer() {
+        // realpath() asks each component: EINVAL is "not a link".
+        let mut t = trace(1_000_000_000, &[("readlink", 944, 900_000)]);
+        t.processes[0].syscalls[0].errnos.insert("EINVAL".into(), 944);
+        argument(&mut t, "readlink", path("/usr/lib/gcc"), 20, 20_000).errors = 20;
+        assert!(check(&t).is_empty());
+        t.processes[0].syscalls[0].errnos = [("ENOENT".to_string(), 944)].into();
+        assert_eq!(check(&t).len(), 1, "a missing file asked again is still one");
     }
 
     #[test]
