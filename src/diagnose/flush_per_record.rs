@@ -10,8 +10,11 @@ use crate::model::{Argument, Trace};
 
 pub const ID: &str = "flush-per-record";
 
-/// Writes of at most this much (90% of them) are records, not blocks.
-const RECORD: u64 = 4096;
+/// Writes of at most this much (90% of them) are records, not blocks. A
+/// C stdio stream's full buffer is 4 KiB on a pipe, a terminal or a file
+/// of 4 KiB blocks (its st_blksize): writes of up to 4 KiB are that
+/// buffer, flushed full (seq | sort, gzip > file).
+const RECORD: u64 = 2048;
 /// tiny-io covers writes of this much or less.
 const TINY: u64 = 64;
 /// Records per second below which flushing each one costs little.
