@@ -17,6 +17,9 @@ pub const ID: &str = "module-search";
 /// Asked this often, a directory is a step of a walk made per module.
 const MIN_EACH: u64 = 20;
 
+/// A module found is looked up this many times at most by its loader.
+const LOADER_LOOKS: u64 = 3;
+
 /// Python's sys.path holds at most this many directories it stats on a
 /// Debian system without PYTHONPATH (the script's, the standard library,
 /// lib-dynload and two dist-packages): a walk that long is the default.
@@ -112,13 +115,15 @@ fn python_steps<'a>(trace: &Trace, pid: u32, lookups: &[&'a ArgumentStats]) -> O
     let python_path = python_path(trace, pid);
     let from_python_path = |p: &str| python_path.contains(&p);
     let known = lookups.iter().filter(|a| a.errors == 0).find(|a| path_of(a).is_some_and(|p| from_python_path(p) || python_layout(p)))?;
-    let least = lookups
-        .iter()
-        .filter(|a| a.errors == 0 && a.syscall == known.syscall && path_of(a).is_some_and(|p| from_python_path(p) || python_layout(p)))
-        .map(|a| a.calls)
-        .min()?;
+    let named = || {
+        lookups.iter().filter(|a| a.errors == 0 && a.syscall == known.syscall && path_of(a).is_some_and(|p| from_python_path(p) || python_layout(p)))
+    };
+    let least = named().map(|a| a.calls).min()?;
+    let most = named().map(|a| a.calls).max()?;
+    // Other directories asked as often (the script's): a file stat'ed far
+    // more often is not on sys.path, and stays repeated-path's.
     let steps: Vec<&ArgumentStats> =
-        lookups.iter().copied().filter(|a| a.errors == 0 && a.syscall == known.syscall && a.calls * 2 >= least).collect();
+        lookups.iter().copied().filter(|a| a.errors == 0 && a.syscall == known.syscall && a.calls * 2 >= least && a.calls <= most * 2).collect();
     let lengthened = steps.iter().any(|a| path_of(a).is_some_and(from_python_path));
     let long = steps.len() > PYTHON_DEFAULT_WALK || (lengthened && steps.len() >= 3);
     Some((steps, long))
@@ -138,14 +143,15 @@ fn python_layout(path: &str) -> bool {
         || name.strip_prefix("python").is_some_and(|v| v.starts_with(|c: char| c.is_ascii_digit()) && v.contains('.'))
 }
 
-/// The successful lookups made more than once of paths under `holder`
-/// whose rest (from the `/` after it) passes `under`.
+/// The successful lookups made again, a loader's few times (found, then
+/// resolved or loaded), of paths under `holder` whose rest (from the `/`
+/// after it) passes `under`. More often is repeated-path's.
 fn again_under<'a>(arguments: &[&'a ArgumentStats], holder: Option<&str>, under: impl Fn(&str) -> bool) -> Vec<&'a ArgumentStats> {
     let Some(holder) = holder else { return Vec::new() };
     arguments
         .iter()
         .copied()
-        .filter(|a| a.errors == 0 && a.calls >= 2 && PATH_LOOKUPS.contains(&a.syscall.as_str()))
+        .filter(|a| a.errors == 0 && (2..=LOADER_LOOKS).contains(&a.calls) && PATH_LOOKUPS.contains(&a.syscall.as_str()))
         .filter(|a| path_of(a).and_then(|p| p.strip_prefix(holder)).is_some_and(&under))
         .collect()
 }
@@ -368,6 +374,14 @@ mod tests {
         assert!(f[0].fixes[0].text.contains("\"/opt/last\" first"), "{:?}", f[0].fixes);
         assert_eq!(f[0].prove.as_deref(), Some("sysdiet compare --env PYTHONPATH=/opt/last:/opt/p1:/opt/p2 -- ./app"));
         assert_eq!(f[0].saving_ns, 4 * 311_000, "all but the holder's");
+    }
+
+    #[test]
+    fn a_file_stated_far_more_often_is_not_on_sys_path() {
+        let mut t = python(Some("/opt/p1:/opt/p2:/opt/last"), &["/work", "/opt/p1", "/opt/p2", "/opt/last"]);
+        argument(&mut t, "newfstatat", path("/etc/app.conf"), 10_000, 1_000_000);
+        assert!(!steps(&t).contains(&(7, "/etc/app.conf")));
+        assert!(check(&t)[0].what.starts_with("1,244 × newfstatat of 4 sys.path directories"), "{:?}", check(&t));
     }
 
     #[test]
