@@ -527,16 +527,11 @@ fn facts_come_from_the_target() {
     }
 }
 
-/// `sysdiet run --json ARGS -- sh -c SCRIPT` with `env` added: the
-/// findings.
+/// `sysdiet run --json ARGS -- sh -c SCRIPT` with `env` added, in a
+/// directory of its own: the findings.
 fn shell_findings(args: &[&str], script: &str, env: &[(&str, &str)]) -> Vec<Value> {
     let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("t.json");
-    let out =
-        sysdiet().args(["run", "--json", "-o"]).arg(&json).args(args).args(["--", "sh", "-c", script]).envs(env.iter().copied()).output().unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    doc["findings"].as_array().cloned().unwrap_or_default()
+    findings_in_with(args, dir.path(), &["sh", "-c", script], env)
 }
 
 /// The loader trying each LD_LIBRARY_PATH directory (and its hwcaps

@@ -47,13 +47,7 @@ fn is_normal(syscall: &str, errno: &str) -> bool {
 pub fn check(trace: &Trace) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut failed_again: HashMap<(u32, u32), Vec<&ArgumentStats>> = HashMap::new();
-    // The loader's search of LD_LIBRARY_PATH is library-search's, a module
-    // loader's walk module-search's.
-    let walked = super::module_search::steps(trace);
-    let searched = |a: &ArgumentStats| {
-        matches!(&a.argument, Argument::Path { path: Some(p), .. }
-            if super::library_search::searched(trace, a.pid, p) || walked.contains(&(a.pid, p.as_str())))
-    };
+    let loaders = super::LoaderLookups::new(trace);
     // An xattr call's key has no attribute name: ls -l asks each directory
     // for its access and its default ACL, two questions, not one twice.
     let again = |a: &ArgumentStats| a.errors >= if a.syscall.ends_with("xattr") { 3 } else { 2 };
@@ -70,7 +64,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         Argument::Fd { fd } => closes.get(&(a.pid, fd)).is_some_and(|&c| c * 2 >= a.errors),
         _ => false,
     };
-    for a in trace.arguments.iter().filter(|a| again(a) && !searched(a) && !reused(a)) {
+    for a in trace.arguments.iter().filter(|a| again(a) && !loaders.made(a) && !reused(a)) {
         failed_again.entry((a.pid, a.nr)).or_default().push(a);
     }
     for p in &trace.processes {

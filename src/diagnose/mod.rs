@@ -197,6 +197,25 @@ fn called_through(trace: &Trace, shares: &[SiteShare], names: &[&str]) -> bool {
         .any(|f| names.iter().any(|n| f.trim_start_matches("__GI_").trim_start_matches('_') == n.trim_start_matches('_')))
 }
 
+/// The lookups a loader's search made, which library-search (LD_LIBRARY_PATH,
+/// its failed lookups) and module-search (a runtime's module walk) report:
+/// repeated-path and failing-calls leave them.
+struct LoaderLookups<'a> {
+    trace: &'a Trace,
+    walked: std::collections::HashSet<(u32, &'a str)>,
+}
+
+impl<'a> LoaderLookups<'a> {
+    fn new(trace: &'a Trace) -> LoaderLookups<'a> {
+        LoaderLookups { trace, walked: module_search::steps(trace) }
+    }
+
+    fn made(&self, a: &crate::model::ArgumentStats) -> bool {
+        let crate::model::Argument::Path { path: Some(path), .. } = &a.argument else { return false };
+        (a.errors > 0 && library_search::searched(self.trace, a.pid, path)) || self.walked.contains(&(a.pid, path.as_str()))
+    }
+}
+
 /// Syscalls that look a path up without opening it.
 const PATH_LOOKUPS: &[&str] = &["stat", "lstat", "newfstatat", "statx", "access", "faccessat", "faccessat2", "readlink", "readlinkat"];
 

@@ -37,7 +37,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             *removed.entry((a.pid, path.as_str())).or_default() += a.calls;
         }
     }
-    let walked = super::module_search::steps(trace);
+    let loaders = super::LoaderLookups::new(trace);
     let mut out = Vec::new();
     for a in &trace.arguments {
         let lookup = PATH_LOOKUPS.contains(&a.syscall.as_str());
@@ -49,12 +49,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         if path.is_empty() || !(lookup || open) || a.calls < 2 || (lookup && path == "/etc/localtime" && tz_unset()) {
             continue;
         }
-        // The loader's search of LD_LIBRARY_PATH is library-search's.
-        if a.errors > 0 && super::library_search::searched(trace, a.pid, path) {
-            continue;
-        }
-        // A module loader's walk over its search path is module-search's.
-        if walked.contains(&(a.pid, path.as_str())) {
+        if loaders.made(a) {
             continue;
         }
         if !path.starts_with('/') && (dirfd.is_some() || changes_directory(trace, a.pid)) {

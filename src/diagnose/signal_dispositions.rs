@@ -9,7 +9,7 @@
 //! child (libuv's uv_spawn, CPython's subprocess, glibc's posix_spawn):
 //! each child's few tens add up to the parent's.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 use super::{Evidence, Finding, Fix};
 use crate::human::thousands;
@@ -26,14 +26,14 @@ const MIN_CHILDREN: u64 = 10;
 
 pub fn check(trace: &Trace) -> Vec<Finding> {
     let mut out = Vec::new();
-    // Children per parent, counted once: a folded row stands for many.
-    let mut started: HashMap<u32, u64> = HashMap::new();
+    let mut children: BTreeMap<u32, Vec<&Process>> = BTreeMap::new();
     for c in trace.processes.iter().filter(|c| c.ppid != c.pid) {
-        *started.entry(c.ppid).or_default() += c.folded.max(1);
+        children.entry(c.ppid).or_default().push(c);
     }
     for p in &trace.processes {
         let Some(s) = p.syscalls.iter().find(|s| s.name == "rt_sigaction") else { continue };
-        let children = started.get(&p.pid).copied().unwrap_or(0);
+        // Counted once: a folded row stands for many.
+        let children = children.get(&p.pid).map_or(0, |kids| kids.iter().map(|c| c.folded.max(1)).sum());
         let per_child = s.calls.checked_div(children).unwrap_or(0);
         let churn = s.calls > SET_UP;
         let per_spawn = children >= 2 && per_child >= PER_CHILD;
@@ -68,17 +68,13 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             ..Default::default()
         });
     }
-    out.extend(reset_in_each_child(trace));
+    out.extend(reset_in_each_child(trace, children));
     out
 }
 
-/// Per parent, the rt_sigaction its children made before their exec, in
-/// the parent's code: the spawn resetting dispositions child by child.
-fn reset_in_each_child(trace: &Trace) -> Vec<Finding> {
-    let mut children: BTreeMap<u32, Vec<&Process>> = BTreeMap::new();
-    for c in trace.processes.iter().filter(|c| c.ppid != c.pid) {
-        children.entry(c.ppid).or_default().push(c);
-    }
+/// Per parent (`children`: its children), the rt_sigaction they made
+/// before their exec, in the parent's code: the spawn resetting dispositions child by child.
+fn reset_in_each_child<'a>(trace: &'a Trace, children: BTreeMap<u32, Vec<&'a Process>>) -> Vec<Finding> {
     let mut out = Vec::new();
     for (ppid, kids) in children {
         let Some(parent) = trace.process(ppid) else { continue };
