@@ -235,8 +235,11 @@ fn failures_that_are_new_questions_or_normal_endings() {
     // readlink per component, EINVAL for each that is not a link.
     let object = dir.path().join("t.o");
     let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/victims/timeloop.c");
+    // (Its 205 readlinks of "/usr" itself are repeated-path's, near the
+    // threshold: that one finding may show or not, as ticks fall.)
     let f = findings_in(dir.path(), &["gcc", "-O2", "-c", "-o", object.to_str().unwrap(), source], &[]);
-    assert!(!f.iter().any(|x| x["what"].as_str().unwrap().contains("readlink")), "{:?}", f.iter().map(|x| &x["what"]).collect::<Vec<_>>());
+    let failing = |x: &&Value| x["id"] == "failing-calls" && x["what"].as_str().unwrap().contains("readlink");
+    assert!(!f.iter().any(|x| failing(&x)), "{:?}", f.iter().map(|x| &x["what"]).collect::<Vec<_>>());
 }
 
 #[test]
