@@ -1,12 +1,13 @@
 //! sysdiet: find the system calls a program makes for nothing, and who
-//! makes them. Data flows target → trace (+ stacks) → model → diagnose →
+//! makes them. Data flows target → backend (+ stacks) → model → diagnose →
 //! report; `pipeline` runs that flow for a command or for running
 //! processes, `compare` and `bench` measure on top of it. The layers, lowest
 //! first (tests/layers.rs keeps imports pointing down):
 //!
-//! error, linux, stats → model → human → target → trace → stacks →
+//! error, linux, stats → model → human → target → backend → stacks →
 //! diagnose → pipeline → compare, bench → report
 
+pub mod backend;
 pub mod bench;
 pub mod compare;
 pub mod diagnose;
@@ -19,7 +20,6 @@ pub mod report;
 pub mod stacks;
 pub mod stats;
 pub mod target;
-pub mod trace;
 
 pub use error::{Error, Result};
 pub use model::Trace;

@@ -8,12 +8,12 @@ mod commands;
 
 use cli::{BackendArg, Cli, Command, ReportArgs, WeightArg};
 use commands::{add_exports, attach::attach, main_output, run::run};
+use sysdiet::backend::bpf::{BpfOptions, BpfTracer};
+use sysdiet::backend::filter::SyscallSet;
 use sysdiet::compare::gate::{Ignore, Limits};
 use sysdiet::pipeline::{Backend, TraceOptions};
 use sysdiet::report::export::{FlameGraphExporter, FoldedExporter, MarkdownExporter, SvgExporter};
 use sysdiet::report::{Destination, Outputs, Weight};
-use sysdiet::trace::bpf::{BpfOptions, BpfTracer};
-use sysdiet::trace::filter::SyscallSet;
 use sysdiet::Result;
 
 fn main() {
@@ -150,7 +150,7 @@ fn programs(options: BpfOptions) -> Result<i32> {
 
 /// Runs `command` under empty hooks; its exit status is ours.
 fn floor(hooks: &str, clock: bool, paths: bool, command: &[OsString]) -> Result<i32> {
-    use sysdiet::trace::floor::{Floor, Hooks};
+    use sysdiet::bench::floor::{Floor, Hooks};
     let hooks = match hooks {
         "enter" => Hooks::Enter,
         "exit" => Hooks::Exit,

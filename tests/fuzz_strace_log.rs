@@ -4,9 +4,9 @@
 //! runs it for as long as asked.
 
 use proptest::prelude::*;
+use sysdiet::backend::filter::SyscallSet;
+use sysdiet::backend::strace_log::LogReader;
 use sysdiet::model::builder::TraceBuilder;
-use sysdiet::trace::filter::SyscallSet;
-use sysdiet::trace::strace_log::LogReader;
 
 /// Pieces strace's lines are made of, so that random lines get deep into
 /// the parser rather than failing at the first byte.

@@ -257,7 +257,7 @@ fn the_hot_hook_is_cheap_to_verify() {
 #[test]
 fn cut_kernel_types_that_fail_to_load_are_set_aside_and_the_load_goes_on() {
     // Loads relocate against the kernel types cut once by bpftool and kept
-    // in the cache (src/trace/kernel_types.rs). A kept file that is
+    // in the cache (src/backend/bpf/kernel_types.rs). A kept file that is
     // damaged must cost one retry against the whole BTF, never a failed run.
     if skip_without_bpf() {
         return;

@@ -9,11 +9,11 @@ use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
 
 use super::loops::LOOPS;
+use super::tally::Tally;
 use super::worker::Job;
 use super::{SyscallShare, SyscallsPerCall};
 use crate::error::{Error, Result};
 use crate::target::spawn;
-use crate::trace::tally::Tally;
 
 /// Calls in the shorter of the two runs.
 pub const CALLS: u64 = 5000;

@@ -7,8 +7,10 @@
 //! no probe is attached while anything is timed.
 
 pub mod count;
+pub mod floor;
 pub mod host;
 pub mod loops;
+pub mod tally;
 pub mod worker;
 
 use std::ffi::OsString;
@@ -20,9 +22,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::stats::{summarize, Summary};
-use crate::trace::tally::Tally;
 use host::Host;
 use loops::{Tz, LOOPS, TZ_SET};
+use tally::Tally;
 use worker::{Job, Timed};
 
 #[derive(Debug, Clone)]

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
-/* Shared by tally.bpf.c and src/trace/tally.rs. */
+/* Shared by tally.bpf.c and src/bench/tally.rs. */
 #ifndef __TALLY_H
 #define __TALLY_H
 

@@ -8,6 +8,11 @@ use std::sync::LazyLock;
 #[path = "syscall_table.rs"]
 mod table;
 
+/// Syscall numbers the tracers have room for (MAX_SYSCALLS in the BPF
+/// side's syscount.h, checked against its tables when it is built): every
+/// number of both architectures is below it.
+pub const MAX_SYSCALLS: usize = 512;
+
 /// strace's syscall classes, as in `strace -e trace=%CLASS`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Class {

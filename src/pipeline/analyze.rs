@@ -1,4 +1,4 @@
-//! A strace log, diagnosed: the log (or a `-ff` set of them) → trace
+//! A strace log, diagnosed: the log (or a `-ff` set of them) → backend
 //! (strace_log) + stacks (`-k`) → model → diagnose, as for a traced run.
 
 use std::fs::File;
@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::{TraceOptions, Traced};
+use crate::backend::strace_log::{LogError, LogReader};
 use crate::error::{Error, Result};
 use crate::model::builder::TraceBuilder;
 use crate::model::{Lost, RunInfo, Sampling, TimeKind};
-use crate::trace::strace_log::{LogError, LogReader};
 
 pub const BACKEND: &str = "strace log";
 

@@ -5,10 +5,10 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::{finish, say_attached, start_stacks, unix_now, watch_mappings, TraceOptions, Traced, BACKEND};
+use crate::backend::bpf::BpfTracer;
 use crate::error::{Error, Result};
 use crate::model::RunInfo;
 use crate::target::{self, Event};
-use crate::trace::bpf::BpfTracer;
 
 pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, started: Instant) -> Result<Traced> {
     if pids.is_empty() {
@@ -30,7 +30,7 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
     }
     // Events watched before the snapshot: a mapping made in between is in
     // both, never in neither.
-    let initial = pids.iter().flat_map(|&p| crate::trace::mappings::snapshot(p)).collect();
+    let initial = pids.iter().flat_map(|&p| crate::backend::mappings::snapshot(p)).collect();
     let known: std::collections::HashSet<u32> = known.into_iter().collect();
     let born: Vec<u32> = armed.iter().copied().filter(|t| !known.contains(t)).collect();
     let stacks = start_stacks(&tracer, mappings, &born, initial)?;

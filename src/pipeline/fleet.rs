@@ -5,14 +5,14 @@
 use std::time::Instant;
 
 use super::{unix_now, BACKEND};
+use crate::backend::bpf::{BpfOptions, BpfTracer};
+use crate::backend::filter::SyscallSet;
 use crate::diagnose::Finding;
 use crate::error::{Error, Result};
 use crate::linux::cgroup::Units;
 use crate::model::builder::TraceBuilder;
 use crate::model::window::{Totals, Window, Windows};
 use crate::model::{Environment, RunInfo};
-use crate::trace::bpf::{BpfOptions, BpfTracer};
-use crate::trace::filter::SyscallSet;
 
 /// Which programs a view keeps.
 #[derive(Debug, Clone, Default)]

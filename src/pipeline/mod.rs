@@ -1,6 +1,6 @@
 //! The pipeline every tracing command runs: a target (a command started
 //! held, or running processes), traced until it ends, read out into a
-//! Trace, diagnosed. target → trace (+ stacks) → model → diagnose; what is
+//! Trace, diagnosed. target → backend (+ stacks) → model → diagnose; what is
 //! written where is the caller's business.
 
 mod analyze;
@@ -19,14 +19,14 @@ pub use zone::zone_lookups;
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use crate::backend::bpf::{BpfOptions, BpfTracer, LoadedTracer, SAMPLE_FIRST_GAP, SAMPLE_INTERVAL_NS};
+use crate::backend::filter::SyscallSet;
+use crate::backend::mappings::{MapEvent, MapEvents};
 use crate::diagnose::Finding;
 use crate::error::Result;
 use crate::model::builder::TraceBuilder;
 use crate::model::{RunInfo, Trace};
 use crate::stacks::collector::Collector;
-use crate::trace::bpf::{BpfOptions, BpfTracer, LoadedTracer, SAMPLE_FIRST_GAP, SAMPLE_INTERVAL_NS};
-use crate::trace::filter::SyscallSet;
-use crate::trace::mappings::{MapEvent, MapEvents};
 
 /// Which tracer counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

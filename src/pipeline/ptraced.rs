@@ -11,12 +11,12 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 use super::{unix_now, TraceOptions, Traced};
+use crate::backend::ptrace::{End, Ptracer, SampleSink};
 use crate::error::Result;
 use crate::model::builder::TraceBuilder;
 use crate::model::{RunInfo, TimeKind};
 use crate::stacks::collector::Inline;
 use crate::target::{self, spawn::HeldChild, Event};
-use crate::trace::ptrace::{End, Ptracer, SampleSink};
 
 pub const BACKEND: &str = "ptrace";
 
@@ -120,7 +120,12 @@ fn finish(
 ) -> (crate::model::Trace, Vec<crate::diagnose::Finding>) {
     let mut builder = TraceBuilder::default();
     if let Some(inline) = inline {
-        crate::stacks::resolve(inline.finish(), (1, crate::trace::ptrace::SAMPLE_INTERVAL_NS), |_, _, key| tracer.argument_of_key(key), &mut builder);
+        crate::stacks::resolve(
+            inline.finish(),
+            (1, crate::backend::ptrace::SAMPLE_INTERVAL_NS),
+            |_, _, key| tracer.argument_of_key(key),
+            &mut builder,
+        );
     }
     let lost = tracer.finish(&mut builder);
     run.readout_ns = ended.elapsed().as_nanos() as u64;

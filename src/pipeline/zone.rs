@@ -6,13 +6,13 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::arm_threads;
+use crate::backend::bpf::{BpfOptions, BpfTracer};
+use crate::backend::filter::SyscallSet;
 use crate::error::{Error, Result};
 use crate::linux::host::RunningProcess;
 use crate::model::builder::TraceBuilder;
 use crate::model::{Argument, RunInfo};
 use crate::target;
-use crate::trace::bpf::{BpfOptions, BpfTracer};
-use crate::trace::filter::SyscallSet;
 
 /// The calls glibc makes to see whether the zone file changed.
 const ZONE_LOOKUPS: &str = "newfstatat,stat,lstat,statx,access,faccessat,faccessat2";

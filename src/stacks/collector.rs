@@ -13,10 +13,10 @@ use libbpf_rs::{MapHandle, RingBufferBuilder};
 
 use super::symbolize::{FrameNames, Namer};
 use super::unwind::{RawStack, Unwinder};
+use crate::backend::mappings::{MapEvent, MapEvents};
+use crate::backend::samples::StackSample;
+use crate::backend::wake::Stop;
 use crate::error::{Error, Result};
-use crate::trace::mappings::{MapEvent, MapEvents};
-use crate::trace::samples::StackSample;
-use crate::trace::wake::Stop;
 
 /// How often the reader looks, besides the kernel's batched wake-ups.
 const POLL: Duration = Duration::from_millis(20);
@@ -106,7 +106,7 @@ impl Inline {
     }
 }
 
-impl crate::trace::ptrace::SampleSink for Inline {
+impl crate::backend::ptrace::SampleSink for Inline {
     fn mappings(&mut self, events: Vec<MapEvent>) {
         for e in events {
             self.out.unwinder.apply(e);
@@ -165,7 +165,7 @@ fn collect(
     let mut builder = RingBufferBuilder::new();
     let built = builder
         .add(&ring, move |data: &[u8]| {
-            if let Some(s) = StackSample::parse(data) {
+            if let Some(s) = crate::backend::bpf::records::stack_sample(data) {
                 q.borrow_mut().push(s);
             }
             0

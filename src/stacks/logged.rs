@@ -14,8 +14,8 @@ use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 
 use super::responsible::responsible;
+use crate::backend::strace_log::LogFrame;
 use crate::model::{CallSite, Frame};
-use crate::trace::strace_log::LogFrame;
 
 /// One call site per logged stack, in the same order.
 pub fn call_sites(stacks: &[Vec<LogFrame>]) -> Vec<CallSite> {

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::trace::mappings::MapEvent;
+use crate::backend::mappings::MapEvent;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Mapping {

@@ -9,8 +9,8 @@ use framehop::Unwinder as _;
 
 use super::images::{ImageId, Images};
 use super::spaces::{self, AddressSpaces, Mapping};
-use crate::trace::mappings::MapEvent;
-use crate::trace::samples::StackSample;
+use crate::backend::mappings::MapEvent;
+use crate::backend::samples::StackSample;
 
 /// Deeper stacks than this are cut (a runaway recursion, or garbage).
 const MAX_FRAMES: usize = 256;
@@ -49,14 +49,14 @@ pub struct UnwindFacts {
 #[cfg(target_arch = "x86_64")]
 mod regs {
     pub use framehop::x86_64::{CacheX86_64 as Cache, UnwinderX86_64 as ArchUnwinder};
-    pub fn of(s: &crate::trace::samples::StackSample) -> framehop::x86_64::UnwindRegsX86_64 {
+    pub fn of(s: &crate::backend::samples::StackSample) -> framehop::x86_64::UnwindRegsX86_64 {
         framehop::x86_64::UnwindRegsX86_64::new(s.ip, s.sp, s.fp)
     }
 }
 #[cfg(target_arch = "aarch64")]
 mod regs {
     pub use framehop::aarch64::{CacheAarch64 as Cache, UnwinderAarch64 as ArchUnwinder};
-    pub fn of(s: &crate::trace::samples::StackSample) -> framehop::aarch64::UnwindRegsAarch64 {
+    pub fn of(s: &crate::backend::samples::StackSample) -> framehop::aarch64::UnwindRegsAarch64 {
         framehop::aarch64::UnwindRegsAarch64::new(s.lr, s.sp, s.fp)
     }
 }

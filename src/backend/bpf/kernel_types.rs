@@ -125,7 +125,7 @@ mod tests {
     #[test]
     fn types_are_cut_once_per_kernel_and_object_and_set_aside_when_unusable() {
         let btf = Path::new("/sys/kernel/btf/vmlinux");
-        let object = super::super::bpf::OBJECT;
+        let object = super::super::skel::OBJECT;
         if !btf.exists() || Command::new("bpftool").arg("version").output().is_err() {
             eprintln!("no kernel BTF or no bpftool: skipped");
             return;

@@ -1,16 +1,16 @@
 //! The argument key of a call (path, fd, clock, timeout, mask change)
 //! from the arguments strace printed: the same keys the BPF side counts by
-//! (trace/readout.rs, src/bpf/arguments.bpf.h).
+//! (backend/bpf/readout.rs, src/bpf/arguments.bpf.h).
 
 use super::args;
 use super::line::Return;
 use super::Task;
+use crate::backend::calls::{Call, How};
 use crate::linux::syscalls::ArgKind;
 use crate::model::{Argument, MaskChange, Timeout};
-use crate::trace::calls::{Call, How};
 
 /// The argument key of a call, from its printed arguments. Mirrors what
-/// the BPF side keys by (trace/readout.rs, src/bpf/arguments.bpf.h).
+/// the BPF side keys by (backend/bpf/readout.rs, src/bpf/arguments.bpf.h).
 pub(super) fn argument(kind: ArgKind, args: &[&str], ret: Return, task: &mut Task, call: &mut Call) -> Option<Argument> {
     match kind {
         ArgKind::None => None,

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags};
 
-use super::bpf::{bpf_error, from_bytes, object_storage};
+use crate::backend::bpf::maps::{bpf_error, from_bytes, object_storage};
 use crate::error::Result;
 
 mod skel {

@@ -2,9 +2,9 @@
 //! same keys the BPF side counts by (src/bpf/syscount.bpf.c's sys_exit).
 
 use super::sys;
+use crate::backend::calls::{BrkState, Call, How, MaskState};
 use crate::linux::syscalls::{self, ArgKind};
 use crate::model::{Argument, Lost, Timeout};
-use crate::trace::calls::{BrkState, Call, How, MaskState};
 
 /// PATH_LEN - 1 in src/bpf/syscount.h: the longest path kept whole.
 const PATH_MAX_KEPT: usize = 255;

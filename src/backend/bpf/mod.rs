@@ -1,65 +1,45 @@
 //! The BPF tracer: syscount.bpf.c on the syscall BTF tracepoints, counting
-//! in the kernel; this side arms it, takes exited threads' counts as they
-//! come (exits.rs) and reads the rest out at the end (readout.rs).
+//! in the kernel; this side loads and arms it, takes exited threads' counts
+//! as they come (exits.rs) and reads the rest out (readout.rs).
+//!
+//! Its files import one way, bottom first: skel.rs (the generated
+//! skeleton) and maps.rs (map helpers); records.rs (the kernel side's
+//! structs become sysdiet's types); features.rs, kernel_types.rs,
+//! premade.rs (what a load needs); fold.rs; exits.rs (the live reader);
+//! readout.rs; then this file. tests/layers.rs holds them to it.
+
+mod exits;
+pub mod features;
+mod fold;
+mod kernel_types;
+pub mod maps;
+mod premade;
+mod readout;
+pub mod records;
+mod skel;
 
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
+use std::time::Duration;
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags};
 
-use super::exits::{ExitReader, SweepMaps};
-use super::features::Variant;
-use super::filter::SyscallSet;
-use super::kernel_types;
-use super::perf::{self, PerfEventAttr, PERF_COUNT_SW_CPU_CLOCK, PERF_TYPE_SOFTWARE};
+use crate::backend::filter::SyscallSet;
+use crate::backend::perf::{self, PerfEventAttr, PERF_COUNT_SW_CPU_CLOCK, PERF_TYPE_SOFTWARE};
 use crate::error::{Error, Result};
-use crate::linux::syscalls::{self, ArgKind};
+use crate::linux::syscalls::{self, ArgKind, MAX_SYSCALLS};
 use crate::model::builder::TraceBuilder;
 use crate::model::{Argument, Lost, TimeKind};
+use exits::{ExitReader, SweepMaps};
+use features::Variant;
+use maps::{bpf_error, kernel_btf_path, object_storage};
+use readout::{Names, Paths};
+use skel::OBJECT;
 
-pub(crate) mod skel {
-    include!(concat!(env!("OUT_DIR"), "/syscount.skel.rs"));
-}
-
-/// The object the skeleton embeds, as a file's bytes (for kernel_types).
-pub(super) const OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/syscount.bpf.o"));
-
-/// Syscall numbers the kernel side has room for: the length of its `specs`.
-// SAFETY: the read-only data is plain integers, for which zero is valid.
-pub const MAX_SYSCALLS: usize = array_len(&unsafe { std::mem::zeroed::<skel::types::rodata>() }.specs);
-
-/// The length of an array in a generated type, for sizes the kernel side
-/// decides (no hand copy of its constants).
-pub(super) const fn array_len<T, const N: usize>(_: &[T; N]) -> usize {
-    N
-}
 use skel::types::{arg_kind, syscall_spec, target_state, task_state, tick_count};
 use skel::{SyscountSkel, SyscountSkelBuilder};
-
-/// What loading a skeleton needs first: the kernel's BTF (else a clear
-/// error), libbpf quiet unless SYSDIET_DEBUG, and the storage of the object.
-/// The skeleton borrows that object for as long as it lives, the whole run:
-/// one small leak per load.
-pub(super) fn object_storage() -> Result<&'static mut MaybeUninit<libbpf_rs::OpenObject>> {
-    let btf = kernel_btf_path();
-    if !Path::new(&btf).exists() {
-        return Err(Error::NoBtf(btf));
-    }
-    if std::env::var_os("SYSDIET_DEBUG").is_none() {
-        libbpf_rs::set_print(None);
-    }
-    Ok(Box::leak(Box::new(MaybeUninit::uninit())))
-}
-
-/// Where the kernel publishes its BTF; `SYSDIET_KERNEL_BTF` overrides it so
-/// that the no-BTF error can be tested on a kernel that has BTF.
-fn kernel_btf_path() -> std::path::PathBuf {
-    std::env::var_os("SYSDIET_KERNEL_BTF").map(Into::into).unwrap_or_else(|| "/sys/kernel/btf/vmlinux".into())
-}
-
-const BATCH: u32 = 4096;
 
 /// CPU time is sampled at 4 kHz on each CPU (perf record's default rate).
 pub const TICK_NS: u64 = 250_000;
@@ -90,15 +70,14 @@ pub struct BpfOptions {
 }
 
 pub struct BpfTracer {
-    pub(super) skel: SyscountSkel<'static>,
-    pub(super) options: BpfOptions,
+    skel: SyscountSkel<'static>,
+    options: BpfOptions,
     /// Where the targets' states are: task storage, or a map keyed by tid.
-    pub(super) variant: Variant,
-    /// Path hash -> path, filled at readout; samples' keys resolve here.
-    pub(super) path_of: super::exits::Paths,
-    /// The files processes ran, by identity: kept across snapshots.
-    pub(super) exe_names: super::exits::ExeNames,
-    pub(super) exits: Option<ExitReader>,
+    variant: Variant,
+    /// Path strings and executables' names, kept across snapshots;
+    /// samples' keys resolve here.
+    names: Names,
+    exits: Option<ExitReader>,
     /// pid -> fold row, as the exit reader decides it (shared with the
     /// stack collector).
     folded: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<u32, u32>>>,
@@ -236,7 +215,7 @@ impl BpfTracer {
             m.set_autocreate(legacy).map_err(bpf_error)?;
         }
         let m = &open.maps;
-        let premade = super::premade::Premade::start(&[&m.arg_stats, &m.first_calls, &m.exits, &m.strings, &m.samples]);
+        let premade = premade::Premade::start(&[&m.arg_stats, &m.first_calls, &m.exits, &m.strings, &m.samples]);
         // libbpf parses the kernel's BTF now, not at load, so that the maps
         // are made meanwhile.
         let sys_exit = if legacy { &mut open.progs.sys_exit_legacy } else { &mut open.progs.sys_exit };
@@ -256,14 +235,13 @@ impl BpfTracer {
             SweepMaps { args: handle(&skel.maps.arg_stats)?, hists: handle(&skel.maps.io_hists)? },
             std::sync::Arc::clone(&folded),
             // A host watched for hours: ended programs' keys are bounded.
-            if options.system_wide { super::fold::KeyBudget::host() } else { super::fold::KeyBudget::UNBOUNDED },
+            if options.system_wide { fold::KeyBudget::host() } else { fold::KeyBudget::UNBOUNDED },
         )?;
         Ok(BpfTracer {
             skel,
             options,
             variant,
-            path_of: if options.system_wide { super::exits::Paths::forgetting() } else { Default::default() },
-            exe_names: Default::default(),
+            names: Names { paths: if options.system_wide { Paths::forgetting() } else { Default::default() }, executables: Default::default() },
             exits: Some(exits),
             folded,
             _ticks: ticks,
@@ -297,7 +275,7 @@ impl BpfTracer {
     pub fn argument_for(&self, nr: u32, fd: i64, path_hash: u64) -> Option<Argument> {
         match syscalls::by_nr(nr)?.arg {
             ArgKind::None | ArgKind::SigMask => None,
-            _ => Some(super::readout::argument_of(nr, fd, path_hash, &self.path_of)),
+            _ => Some(readout::argument_of(nr, fd, path_hash, &self.names.paths)),
         }
     }
 
@@ -335,7 +313,7 @@ impl BpfTracer {
     /// one added or forked has ended. The ended count is read first: a
     /// task that ended had counted its children at their fork, so none
     /// alive is missed (a count off the other way only costs a look).
-    pub(super) fn may_have_live_targets(&self) -> bool {
+    fn may_have_live_targets(&self) -> bool {
         use std::sync::atomic::{fence, Ordering};
         let Some(bss) = self.skel.maps.bss_data.as_deref() else { return true };
         // SAFETY: fields of the mmapped .bss, which the programs update
@@ -349,7 +327,38 @@ impl BpfTracer {
     /// Stops counting and reads everything counted into `out`; returns
     /// what was lost.
     pub fn read_into(&mut self, out: &mut TraceBuilder) -> Result<Lost> {
-        super::readout::read_into(self, out)
+        // Freeze the counts, and let programs already running finish: what a
+        // live thread's storage holds now is all it will have.
+        if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
+            bss.stopped = 1;
+        }
+        // Records read before the live threads are looked at always count;
+        // later ones are of threads that ended while we read, skipped if
+        // their storage was read (the same, frozen counts). With none alive
+        // (a command that has ended), nothing is read, so nothing is skipped,
+        // and there is no running program to wait for; when the counts say
+        // none can be, /proc is not even looked through.
+        let exits = self.exits.take();
+        let mut live = Vec::new();
+        if self.may_have_live_targets() && readout::live_states(&self.skel.maps, self.variant).next().is_some() {
+            std::thread::sleep(Duration::from_millis(2));
+            if let Some(e) = &exits {
+                e.checkpoint();
+            }
+            live = readout::live_threads(&self.skel.maps, self.variant);
+        }
+        let collected = exits.map(|e| e.finish()).unwrap_or_default();
+        let tick_ns = self.tick_ns();
+        readout::file_into(&self.skel.maps, &mut self.names, tick_ns, out, collected, live)
+    }
+
+    /// What a CPU-time tick stands for; 0 when calls are timed instead.
+    fn tick_ns(&self) -> u64 {
+        if self.options.latency {
+            0
+        } else {
+            TICK_NS
+        }
     }
 
     /// Each loaded program's name, run time and runs, as the kernel counts
@@ -381,8 +390,16 @@ impl BpfTracer {
 
     /// Reads everything counted so far into `out`, as running totals, and
     /// counts on.
+    /// What was filed is copied before the live threads are read, so a
+    /// thread is in one or the other, or (ending in between) in neither
+    /// until the next look.
     pub fn snapshot_into(&mut self, out: &mut TraceBuilder) -> Result<Lost> {
-        super::readout::snapshot_into(self, out)
+        let collected = self.exits.as_ref().map(|e| e.snapshot()).unwrap_or_default();
+        let live = readout::live_threads(&self.skel.maps, self.variant);
+        let tick_ns = self.tick_ns();
+        let lost = readout::file_into(&self.skel.maps, &mut self.names, tick_ns, out, collected, live)?;
+        self.names.paths.forget_unused(3);
+        Ok(lost)
     }
 }
 
@@ -423,168 +440,4 @@ fn spec_for(nr: u32, filter: &SyscallSet) -> syscall_spec {
         Some(ArgKind::None) | None => (arg_kind::ARG_NONE, 0, 0),
     };
     syscall_spec { traced, kind: kind.0 as u8, arg, size_arg }
-}
-
-/// A hash map's entries as read: keys and values packed, one allocation
-/// each, not two per entry (a host's table holds ~100,000).
-pub(super) struct MapEntries {
-    keys: Vec<u8>,
-    values: Vec<u8>,
-    ks: usize,
-    vs: usize,
-}
-
-impl MapEntries {
-    /// Each (key, value), as bytes.
-    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.keys.chunks_exact(self.ks).zip(self.values.chunks_exact(self.vs))
-    }
-}
-
-/// Every (key, value) of a map, read in batches. A batch ends at a
-/// bucket's end, so a short one is not the last: read until ENOENT. A
-/// per-CPU map's value is every possible CPU's, each `percpu_stride` long.
-pub(super) fn read_all<M: MapCore>(map: &M) -> Result<MapEntries> {
-    let ks = map.key_size() as usize;
-    let vs = if map.map_type().is_percpu() {
-        percpu_stride(map.value_size() as usize) * libbpf_rs::num_possible_cpus().map_err(bpf_error)?
-    } else {
-        map.value_size() as usize
-    };
-    let mut out = MapEntries { keys: Vec::new(), values: Vec::new(), ks, vs };
-    let mut batch = BATCH as usize;
-    let (mut keys, mut values) = (vec![0u8; ks * batch], vec![0u8; vs * batch]);
-    let mut token = vec![0u8; ks];
-    let mut first = true;
-    loop {
-        let mut count = batch as u32;
-        let opts = libbpf_sys::bpf_map_batch_opts { sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _, ..Default::default() };
-        let in_token = token.clone();
-        // SAFETY: buffers sized for `count` keys and values and one token.
-        let ret = unsafe {
-            libbpf_sys::bpf_map_lookup_batch(
-                map.as_fd().as_raw_fd(),
-                if first { std::ptr::null_mut() } else { in_token.as_ptr() as *mut _ },
-                token.as_mut_ptr().cast(),
-                keys.as_mut_ptr().cast(),
-                values.as_mut_ptr().cast(),
-                &mut count,
-                &opts,
-            )
-        };
-        let err = if ret < 0 { -ret } else { 0 };
-        if first && (err == ENOTSUPP || err == libc::EINVAL) {
-            // No batch reads of this map type on this kernel (arrays
-            // before 5.11, say).
-            return read_each(map, out);
-        }
-        if err == libc::ENOSPC && count == 0 {
-            // One bucket holds more than a batch: a bigger batch.
-            batch *= 2;
-            keys.resize(ks * batch, 0);
-            values.resize(vs * batch, 0);
-            token = in_token;
-            continue;
-        }
-        if err != 0 && err != libc::ENOENT {
-            return Err(Error::Bpf(format!("reading map {}: {}", map.name().to_string_lossy(), std::io::Error::from_raw_os_error(err))));
-        }
-        let n = count as usize;
-        out.keys.extend_from_slice(&keys[..n * ks]);
-        out.values.extend_from_slice(&values[..n * vs]);
-        if err == libc::ENOENT {
-            return Ok(out);
-        }
-        first = false;
-    }
-}
-
-/// The kernel's "operation not supported" (not in libc: ENOTSUPP).
-const ENOTSUPP: i32 = 524;
-
-/// Every (key, value) of a map, a key at a time, into `out`.
-fn read_each<M: MapCore>(map: &M, mut out: MapEntries) -> Result<MapEntries> {
-    let fd = map.as_fd().as_raw_fd();
-    let mut key = vec![0u8; out.ks];
-    let mut next = vec![0u8; out.ks];
-    let mut value = vec![0u8; out.vs];
-    let mut first = true;
-    loop {
-        // SAFETY: key and next are key-sized; the first call has no key.
-        let ret =
-            unsafe { libbpf_sys::bpf_map_get_next_key(fd, if first { std::ptr::null() } else { key.as_ptr().cast() }, next.as_mut_ptr().cast()) };
-        if ret < 0 {
-            return Ok(out);
-        }
-        first = false;
-        std::mem::swap(&mut key, &mut next);
-        // SAFETY: value is the size of a value (every CPU's, for a per-CPU map).
-        if unsafe { libbpf_sys::bpf_map_lookup_elem(fd, key.as_ptr().cast(), value.as_mut_ptr().cast()) } == 0 {
-            out.keys.extend_from_slice(&key);
-            out.values.extend_from_slice(&value);
-        }
-    }
-}
-
-/// Where each CPU's part of a per-CPU value starts: the kernel rounds the
-/// size up to 8.
-pub(super) fn percpu_stride(value_size: usize) -> usize {
-    value_size.div_ceil(8) * 8
-}
-
-/// The kernel's map error, said for humans: EPERM means missing rights.
-pub(super) fn bpf_error(e: libbpf_rs::Error) -> Error {
-    let text = e.to_string();
-    match os_error(&text) {
-        // EPERM: bpf(2) and perf_event_open(2) without the capabilities.
-        Some(libc::EPERM) => Error::NoBpfRights,
-        // EACCES from a load is the verifier refusing a program: a bug of
-        // ours on this kernel, not the user's rights.
-        Some(libc::EACCES) => Error::Bpf(format!("the kernel's verifier refused a program ({text})")),
-        _ if e.kind() == libbpf_rs::ErrorKind::PermissionDenied => Error::NoBpfRights,
-        _ => Error::Bpf(text),
-    }
-}
-
-/// The errno in an error's text ("... (os error 13)").
-fn os_error(text: &str) -> Option<i32> {
-    let (_, rest) = text.rsplit_once("(os error ")?;
-    rest.split(')').next()?.parse().ok()
-}
-
-pub(super) fn c_string(bytes: &[u8]) -> String {
-    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-    String::from_utf8_lossy(&bytes[..end]).into_owned()
-}
-
-/// Reads a map key or value. The generated types are plain C structs.
-pub(super) fn from_bytes<T: Copy>(bytes: &[u8]) -> T {
-    assert!(bytes.len() >= std::mem::size_of::<T>(), "map entry smaller than its type");
-    // SAFETY: T is a repr(C) plain-data type generated from the BPF
-    // object's BTF (or u64); any bit pattern is valid; length checked.
-    unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::skel::types::arg_slot;
-
-    #[test]
-    fn only_eperm_means_no_rights() {
-        use crate::error::Error;
-        let err = |code| super::bpf_error(libbpf_rs::Error::from_raw_os_error(code));
-        assert!(matches!(err(libc::EPERM), Error::NoBpfRights));
-        match err(libc::EACCES) {
-            Error::Bpf(msg) => assert!(msg.contains("verifier refused"), "{msg}"),
-            other => panic!("{other:?}"),
-        }
-        assert!(matches!(err(libc::EINVAL), Error::Bpf(_)));
-    }
-
-    #[test]
-    fn the_model_keeps_as_many_byte_buckets_as_the_kernel_side() {
-        // The model sits below the tracer and cannot read the skeleton.
-        assert_eq!(crate::model::Histogram::BUCKETS, arg_slot::default().requested.len());
-        assert_eq!(super::MAX_SYSCALLS, 512);
-    }
 }

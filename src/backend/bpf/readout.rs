@@ -1,18 +1,21 @@
-//! Reading the BPF tracer out at the end: live threads from their task
+//! Reading the BPF tracer out (at the end, or while it counts on): live
+//! threads from their task
 //! storage, exited ones from their exit records, repeated arguments from
 //! arg_stats, one-shot ones from their summary, and what was lost.
 
-use std::collections::HashSet;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 use std::os::fd::AsRawFd;
-use std::time::Duration;
 
 use libbpf_rs::{MapCore, MapFlags};
 
-use super::bpf::skel::types::{arg_key, arg_slot, arg_val, io_hist, lost_counter, once_summary, target_state, task_state};
-use super::bpf::{bpf_error, c_string, from_bytes, percpu_stride, read_all, BpfTracer, TICK_NS};
-use super::exits::{errnos_of, used, ExeNames, Paths, Record, ThreadCounts};
+use super::exits::Collected;
 use super::features::Variant;
 use super::fold::Fold;
+use super::maps::{bpf_error, c_string, from_bytes, percpu_stride, read_all};
+use super::records::{errnos_of, exe_id_of, used, ExeNames, PathOf, PathText, Record, ThreadCounts};
+use super::skel::types::{arg_key, arg_slot, arg_val, io_hist, lost_counter, once_summary, target_state, task_state};
+use super::skel::SyscountMaps;
 use crate::error::Result;
 use crate::linux::syscalls::{self, ArgKind};
 use crate::model::builder::{TaskRecord, TraceBuilder};
@@ -25,62 +28,93 @@ const UNREADABLE_PATH: u64 = 1;
 /// The path_hash of a NULL path argument (PATH_HASH_NULL in syscount.h).
 const NULL_PATH: u64 = 3;
 
-pub(super) fn read_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Result<Lost> {
-    // Freeze the counts, and let programs already running finish: what a
-    // live thread's storage holds now is all it will have.
-    if let Some(bss) = tracer.skel.maps.bss_data.as_deref_mut() {
-        bss.stopped = 1;
+/// What the read-out learns and keeps from one read to the next: the
+/// repeated paths' strings (samples' keys resolve here too) and the names
+/// of the files processes ran.
+#[derive(Debug, Default)]
+pub struct Names {
+    pub paths: Paths,
+    pub executables: ExeNames,
+}
+
+/// The path strings a tracer knows, and which read last wanted each: a run
+/// with no end (top, serve) forgets those no key has used lately, so that
+/// keys that are gone (ended programs' keys past their budget) do not keep
+/// their strings for hours.
+#[derive(Debug, Default)]
+pub struct Paths {
+    text: PathOf,
+    /// hash -> the read that last used it, or brought it; None for a run
+    /// that ends, which forgets nothing and need not keep count.
+    last: Option<RefCell<HashMap<u64, u64>>>,
+    read: u64,
+}
+
+impl Paths {
+    /// Strings of a run with no end: `forget_unused` may drop them.
+    pub fn forgetting() -> Paths {
+        Paths { last: Some(RefCell::default()), ..Default::default() }
     }
-    // Records read before the live threads are looked at always count;
-    // later ones are of threads that ended while we read, skipped if
-    // their storage was read (the same, frozen counts). With none alive
-    // (a command that has ended), nothing is read, so nothing is skipped,
-    // and there is no running program to wait for; when the counts say
-    // none can be, /proc is not even looked through.
-    let exits = tracer.exits.take();
-    let mut live = Vec::new();
-    if tracer.may_have_live_targets() && live_states(tracer).next().is_some() {
-        std::thread::sleep(Duration::from_millis(2));
-        if let Some(e) = &exits {
-            e.checkpoint();
+
+    /// Strings just sent, each once.
+    pub fn add(&mut self, new: PathOf) {
+        for (hash, path) in new {
+            if let Some(last) = &mut self.last {
+                last.get_mut().insert(hash, self.read);
+            }
+            self.text.entry(hash).or_insert(path);
         }
-        live = live_threads(tracer);
     }
-    let collected = exits.map(|e| e.finish()).unwrap_or_default();
-    file_into(tracer, out, collected, live)
+
+    pub fn get(&self, hash: u64) -> Option<&PathText> {
+        let p = self.text.get(&hash)?;
+        if let Some(last) = &self.last {
+            last.borrow_mut().insert(hash, self.read);
+        }
+        Some(p)
+    }
+
+    /// Ends a read: strings that none of the last `keep` reads used are
+    /// forgotten. More than one: a key swept out of the kernel's table
+    /// during a read is in neither place for that one read.
+    pub fn forget_unused(&mut self, keep: u64) {
+        let read = self.read;
+        let Some(last) = &mut self.last else { return };
+        let last = last.get_mut();
+        last.retain(|_, l| *l + keep > read);
+        self.text.retain(|h, _| last.contains_key(h));
+        self.read += 1;
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.text.len()
+    }
 }
 
-/// Everything counted so far, while counting goes on (sysdiet top /
-/// serve): every count is a running total. What was filed is copied
-/// before the live threads are read, so a thread is in one or the other,
-/// or (ending in between) in neither until the next look.
-pub(super) fn snapshot_into(tracer: &mut BpfTracer, out: &mut TraceBuilder) -> Result<Lost> {
-    let collected = tracer.exits.as_ref().map(|e| e.snapshot()).unwrap_or_default();
-    let live = live_threads(tracer);
-    let lost = file_into(tracer, out, collected, live)?;
-    tracer.path_of.forget_unused(3);
-    Ok(lost)
-}
-
-fn file_into(
-    tracer: &mut BpfTracer,
+/// Files everything read into `out`: `collected` from the exit reader,
+/// `live` from the threads' storage, the rest from the maps; returns what
+/// was lost. `tick_ns`: what a CPU-time tick stands for (0: wall time).
+pub fn file_into(
+    maps: &SyscountMaps<'static>,
+    names: &mut Names,
+    tick_ns: u64,
     out: &mut TraceBuilder,
-    collected: super::exits::Collected,
+    collected: Collected,
     live: Vec<(ThreadCounts, Vec<arg_slot>)>,
 ) -> Result<Lost> {
-    let lost = read_lost(tracer)?;
+    let lost = read_lost(maps)?;
     let mut lost = Lost { argument_keys_over_budget: collected.exited.over_budget, ..lost };
-    let tick_ns = if tracer.options.latency { 0 } else { TICK_NS };
     let live_tids: HashSet<u32> = live.iter().map(|(t, _)| t.tid).collect();
-    tracer.path_of.add(collected.paths);
+    names.paths.add(collected.paths);
     for (exe, name) in collected.executables {
-        tracer.exe_names.entry(exe).or_insert(name);
+        names.executables.entry(exe).or_insert(name);
     }
     // A process from before the tracer had no exec to name its file.
     for (t, _) in &live {
-        if t.exe != (0, 0) && !tracer.exe_names.contains_key(&t.exe) {
+        if t.exe != (0, 0) && !names.executables.contains_key(&t.exe) {
             if let Some(name) = crate::linux::host::executable(t.tgid, t.exe) {
-                tracer.exe_names.insert(t.exe, name);
+                names.executables.insert(t.exe, name);
             }
         }
     }
@@ -90,9 +124,8 @@ fn file_into(
             out.set_environment(pid, env);
         }
     }
-    let maps = &tracer.skel.maps;
-    let (path_of, exited) = (&tracer.path_of, &collected.exited);
-    let names = &tracer.exe_names;
+    let (path_of, exited) = (&names.paths, &collected.exited);
+    let names = &names.executables;
     // A folded process's counts go to its program's row, as one thread.
     let row = |tgid: u32| exited.row_of(tgid);
     let placed = |mut t: ThreadCounts| {
@@ -164,14 +197,14 @@ fn file_into(
 
 /// Each traced thread still running, with its task storage, found as
 /// asked for: whether any is alive needs only the first.
-fn live_states(tracer: &BpfTracer) -> impl Iterator<Item = (u32, Box<task_state>)> + '_ {
+pub fn live_states<'a>(maps: &'a SyscountMaps<'static>, variant: Variant) -> impl Iterator<Item = (u32, Box<task_state>)> + 'a {
     all_tids().filter_map(move |tid| {
-        let v = match tracer.variant {
+        let v = match variant {
             Variant::Current => {
                 let pidfd = crate::target::pidfd(tid)?;
-                tracer.skel.maps.states.lookup(&pidfd.as_raw_fd().to_ne_bytes(), MapFlags::ANY).ok()??
+                maps.states.lookup(&pidfd.as_raw_fd().to_ne_bytes(), MapFlags::ANY).ok()??
             }
-            Variant::Legacy => tracer.skel.maps.thread_states.lookup(&tid.to_ne_bytes(), MapFlags::ANY).ok()??,
+            Variant::Legacy => maps.thread_states.lookup(&tid.to_ne_bytes(), MapFlags::ANY).ok()??,
         };
         let ts: Box<task_state> = Box::new(from_bytes(&v));
         (ts.exited == 0 && ts.state != target_state::TARGET_PENDING_EXEC.0).then_some((tid, ts))
@@ -179,9 +212,9 @@ fn live_states(tracer: &BpfTracer) -> impl Iterator<Item = (u32, Box<task_state>
 }
 
 /// The traced threads still running, from their task storage.
-fn live_threads(tracer: &BpfTracer) -> Vec<(ThreadCounts, Vec<arg_slot>)> {
+pub fn live_threads(maps: &SyscountMaps<'static>, variant: Variant) -> Vec<(ThreadCounts, Vec<arg_slot>)> {
     let mut live = Vec::new();
-    for (tid, ts) in live_states(tracer) {
+    for (tid, ts) in live_states(maps, variant) {
         let comm = std::fs::read_to_string(format!("/proc/{tid}/comm"))
             .map(|c| c.trim_end_matches('\n').to_string())
             .unwrap_or_else(|_| c_string(&ts.comm.map(|c| c as u8)));
@@ -191,7 +224,7 @@ fn live_threads(tracer: &BpfTracer) -> Vec<(ThreadCounts, Vec<arg_slot>)> {
             ppid: ts.ppid,
             comm,
             cgroup: ts.cgroup,
-            exe: super::exits::exe_id_of(&ts.exe),
+            exe: exe_id_of(&ts.exe),
             exit: None,
             stats: used(&ts.stats),
             mask_calls: ts.mask_calls,
@@ -267,8 +300,8 @@ fn all_tids() -> impl Iterator<Item = u32> {
     numbers("/proc".into()).flat_map(|pid| numbers(format!("/proc/{pid}/task")))
 }
 
-fn read_lost(tracer: &BpfTracer) -> Result<Lost> {
-    let lost = &tracer.skel.maps.lost;
+fn read_lost(maps: &SyscountMaps<'static>) -> Result<Lost> {
+    let lost = &maps.lost;
     let get = |c: lost_counter| -> Result<u64> {
         Ok(lost
             .lookup_percpu(&c.0.to_ne_bytes(), MapFlags::ANY)
@@ -327,7 +360,7 @@ fn argument_stats(tgid: u32, nr: u32, fd: i64, path_hash: u64, calls: u64, error
     }
 }
 
-pub(super) fn argument_of(nr: u32, fd: i64, path_hash: u64, path_of: &Paths) -> Argument {
+pub fn argument_of(nr: u32, fd: i64, path_hash: u64, path_of: &Paths) -> Argument {
     match syscalls::by_nr(nr).map(|s| s.arg) {
         Some(ArgKind::Path(i)) => {
             // None: unreadable, or its string was lost to a full table.
@@ -372,5 +405,33 @@ pub(super) fn argument_of(nr: u32, fd: i64, path_hash: u64, path_of: &Paths) -> 
             },
         },
         _ => Argument::Fd { fd },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_no_read_wants_are_forgotten_after_a_grace() {
+        let mut p = Paths::forgetting();
+        p.add([(7, PathText::of(b"/a", false)), (8, PathText::of(b"/b", false))].into());
+        // Unused for two reads, then wanted: still there.
+        p.forget_unused(3);
+        p.forget_unused(3);
+        assert_eq!(p.get(8).map(|t| t.text.as_str()), Some("/b"));
+        for _ in 0..4 {
+            assert!(p.get(7).is_some());
+            p.forget_unused(3);
+        }
+        assert!(p.get(8).is_none(), "unused for three reads");
+        assert_eq!(p.len(), 1);
+        // A run that ends forgets nothing.
+        let mut kept = Paths::default();
+        kept.add([(8, PathText::of(b"/b", false))].into());
+        for _ in 0..5 {
+            kept.forget_unused(3);
+        }
+        assert!(kept.get(8).is_some());
     }
 }

@@ -6,8 +6,8 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::bpf::skel::types::{arg_key, arg_slot, arg_val, io_hist};
-use super::exits::{ExeId, ThreadCounts};
+use super::records::{ExeId, ThreadCounts};
+use super::skel::types::{arg_key, arg_slot, arg_val, io_hist};
 use crate::model::SyscallStats;
 
 /// Processes kept apart; the rest are folded by program name.

@@ -19,14 +19,14 @@ use nix::sys::signal::Signal;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
+use crate::backend::calls::{BrkState, Call, Calls, MaskState};
+use crate::backend::filter::SyscallSet;
+use crate::backend::mappings::{self, MapEvent};
+use crate::backend::samples::StackSample;
 use crate::error::{Error, Result};
 use crate::linux::syscalls;
 use crate::model::builder::{TaskRecord, TraceBuilder};
 use crate::model::{Argument, Exit, Lost};
-use crate::trace::calls::{BrkState, Call, Calls, MaskState};
-use crate::trace::filter::SyscallSet;
-use crate::trace::mappings::{self, MapEvent};
-use crate::trace::samples::StackSample;
 use sys::SyscallStop;
 
 /// A stack sample per thread at most this often (the BPF side's budget).

@@ -13,11 +13,11 @@ use std::io::BufRead;
 use keys::{argument, string_array};
 use line::{Body, Line, RawFrame, Return, Stamp};
 
+use crate::backend::calls::{BrkState, Call, Calls, MaskState};
+use crate::backend::filter::SyscallSet;
 use crate::linux::syscalls;
 use crate::model::builder::{TaskRecord, TraceBuilder};
 use crate::model::{Exit, LogFacts};
-use crate::trace::calls::{BrkState, Call, Calls, MaskState};
-use crate::trace::filter::SyscallSet;
 
 /// The pid of the lines that carry none, until the log names it.
 const UNNAMED: u32 = 0;

@@ -4,7 +4,7 @@
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 
-use super::bpf::{bpf_error, object_storage};
+use crate::backend::bpf::maps::{bpf_error, object_storage};
 use crate::error::Result;
 use crate::linux::syscalls::{self, ArgKind};
 

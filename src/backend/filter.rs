@@ -4,7 +4,7 @@
 use crate::error::Error;
 use crate::linux::syscalls::{self, Class};
 
-pub use super::bpf::MAX_SYSCALLS;
+use crate::linux::syscalls::MAX_SYSCALLS;
 
 /// A set of syscall numbers to count.
 #[derive(Clone, PartialEq, Eq)]

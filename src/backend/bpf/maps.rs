@@ -1,0 +1,190 @@
+//! Helpers every reader of the BPF side's maps uses: where the object's
+//! storage and the kernel's BTF come from, batched map reads, the kernel's
+//! errors said for humans, and the generated plain-data types read from
+//! bytes.
+
+use std::mem::MaybeUninit;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+
+use libbpf_rs::MapCore;
+
+use crate::error::{Error, Result};
+
+/// What loading a skeleton needs first: the kernel's BTF (else a clear
+/// error), libbpf quiet unless SYSDIET_DEBUG, and the storage of the object.
+/// The skeleton borrows that object for as long as it lives, the whole run:
+/// one small leak per load.
+pub fn object_storage() -> Result<&'static mut MaybeUninit<libbpf_rs::OpenObject>> {
+    let btf = kernel_btf_path();
+    if !Path::new(&btf).exists() {
+        return Err(Error::NoBtf(btf));
+    }
+    if std::env::var_os("SYSDIET_DEBUG").is_none() {
+        libbpf_rs::set_print(None);
+    }
+    Ok(Box::leak(Box::new(MaybeUninit::uninit())))
+}
+
+/// Where the kernel publishes its BTF; `SYSDIET_KERNEL_BTF` overrides it so
+/// that the no-BTF error can be tested on a kernel that has BTF.
+pub fn kernel_btf_path() -> std::path::PathBuf {
+    std::env::var_os("SYSDIET_KERNEL_BTF").map(Into::into).unwrap_or_else(|| "/sys/kernel/btf/vmlinux".into())
+}
+
+const BATCH: u32 = 4096;
+
+/// A hash map's entries as read: keys and values packed, one allocation
+/// each, not two per entry (a host's table holds ~100,000).
+pub struct MapEntries {
+    keys: Vec<u8>,
+    values: Vec<u8>,
+    ks: usize,
+    vs: usize,
+}
+
+impl MapEntries {
+    /// Each (key, value), as bytes.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.keys.chunks_exact(self.ks).zip(self.values.chunks_exact(self.vs))
+    }
+}
+
+/// Every (key, value) of a map, read in batches. A batch ends at a
+/// bucket's end, so a short one is not the last: read until ENOENT. A
+/// per-CPU map's value is every possible CPU's, each `percpu_stride` long.
+pub fn read_all<M: MapCore>(map: &M) -> Result<MapEntries> {
+    let ks = map.key_size() as usize;
+    let vs = if map.map_type().is_percpu() {
+        percpu_stride(map.value_size() as usize) * libbpf_rs::num_possible_cpus().map_err(bpf_error)?
+    } else {
+        map.value_size() as usize
+    };
+    let mut out = MapEntries { keys: Vec::new(), values: Vec::new(), ks, vs };
+    let mut batch = BATCH as usize;
+    let (mut keys, mut values) = (vec![0u8; ks * batch], vec![0u8; vs * batch]);
+    let mut token = vec![0u8; ks];
+    let mut first = true;
+    loop {
+        let mut count = batch as u32;
+        let opts = libbpf_sys::bpf_map_batch_opts { sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _, ..Default::default() };
+        let in_token = token.clone();
+        // SAFETY: buffers sized for `count` keys and values and one token.
+        let ret = unsafe {
+            libbpf_sys::bpf_map_lookup_batch(
+                map.as_fd().as_raw_fd(),
+                if first { std::ptr::null_mut() } else { in_token.as_ptr() as *mut _ },
+                token.as_mut_ptr().cast(),
+                keys.as_mut_ptr().cast(),
+                values.as_mut_ptr().cast(),
+                &mut count,
+                &opts,
+            )
+        };
+        let err = if ret < 0 { -ret } else { 0 };
+        if first && (err == ENOTSUPP || err == libc::EINVAL) {
+            // No batch reads of this map type on this kernel (arrays
+            // before 5.11, say).
+            return read_each(map, out);
+        }
+        if err == libc::ENOSPC && count == 0 {
+            // One bucket holds more than a batch: a bigger batch.
+            batch *= 2;
+            keys.resize(ks * batch, 0);
+            values.resize(vs * batch, 0);
+            token = in_token;
+            continue;
+        }
+        if err != 0 && err != libc::ENOENT {
+            return Err(Error::Bpf(format!("reading map {}: {}", map.name().to_string_lossy(), std::io::Error::from_raw_os_error(err))));
+        }
+        let n = count as usize;
+        out.keys.extend_from_slice(&keys[..n * ks]);
+        out.values.extend_from_slice(&values[..n * vs]);
+        if err == libc::ENOENT {
+            return Ok(out);
+        }
+        first = false;
+    }
+}
+
+/// The kernel's "operation not supported" (not in libc: ENOTSUPP).
+const ENOTSUPP: i32 = 524;
+
+/// Every (key, value) of a map, a key at a time, into `out`.
+fn read_each<M: MapCore>(map: &M, mut out: MapEntries) -> Result<MapEntries> {
+    let fd = map.as_fd().as_raw_fd();
+    let mut key = vec![0u8; out.ks];
+    let mut next = vec![0u8; out.ks];
+    let mut value = vec![0u8; out.vs];
+    let mut first = true;
+    loop {
+        // SAFETY: key and next are key-sized; the first call has no key.
+        let ret =
+            unsafe { libbpf_sys::bpf_map_get_next_key(fd, if first { std::ptr::null() } else { key.as_ptr().cast() }, next.as_mut_ptr().cast()) };
+        if ret < 0 {
+            return Ok(out);
+        }
+        first = false;
+        std::mem::swap(&mut key, &mut next);
+        // SAFETY: value is the size of a value (every CPU's, for a per-CPU map).
+        if unsafe { libbpf_sys::bpf_map_lookup_elem(fd, key.as_ptr().cast(), value.as_mut_ptr().cast()) } == 0 {
+            out.keys.extend_from_slice(&key);
+            out.values.extend_from_slice(&value);
+        }
+    }
+}
+
+/// Where each CPU's part of a per-CPU value starts: the kernel rounds the
+/// size up to 8.
+pub fn percpu_stride(value_size: usize) -> usize {
+    value_size.div_ceil(8) * 8
+}
+
+/// The kernel's map error, said for humans: EPERM means missing rights.
+pub fn bpf_error(e: libbpf_rs::Error) -> Error {
+    let text = e.to_string();
+    match os_error(&text) {
+        // EPERM: bpf(2) and perf_event_open(2) without the capabilities.
+        Some(libc::EPERM) => Error::NoBpfRights,
+        // EACCES from a load is the verifier refusing a program: a bug of
+        // ours on this kernel, not the user's rights.
+        Some(libc::EACCES) => Error::Bpf(format!("the kernel's verifier refused a program ({text})")),
+        _ if e.kind() == libbpf_rs::ErrorKind::PermissionDenied => Error::NoBpfRights,
+        _ => Error::Bpf(text),
+    }
+}
+
+/// The errno in an error's text ("... (os error 13)").
+fn os_error(text: &str) -> Option<i32> {
+    let (_, rest) = text.rsplit_once("(os error ")?;
+    rest.split(')').next()?.parse().ok()
+}
+
+pub fn c_string(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+/// Reads a map key or value. The generated types are plain C structs.
+pub fn from_bytes<T: Copy>(bytes: &[u8]) -> T {
+    assert!(bytes.len() >= std::mem::size_of::<T>(), "map entry smaller than its type");
+    // SAFETY: T is a repr(C) plain-data type generated from the BPF
+    // object's BTF (or u64); any bit pattern is valid; length checked.
+    unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_eperm_means_no_rights() {
+        use crate::error::Error;
+        let err = |code| super::bpf_error(libbpf_rs::Error::from_raw_os_error(code));
+        assert!(matches!(err(libc::EPERM), Error::NoBpfRights));
+        match err(libc::EACCES) {
+            Error::Bpf(msg) => assert!(msg.contains("verifier refused"), "{msg}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(err(libc::EINVAL), Error::Bpf(_)));
+    }
+}
