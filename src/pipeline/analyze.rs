@@ -8,11 +8,10 @@ use std::time::Instant;
 
 use super::{TraceOptions, Traced};
 use crate::backend::strace_log::{LogError, LogReader};
+use crate::backend::Tracer;
 use crate::error::{Error, Result};
 use crate::model::builder::TraceBuilder;
-use crate::model::{Lost, RunInfo, Sampling, TimeKind};
-
-pub const BACKEND: &str = "strace log";
+use crate::model::{RunInfo, Sampling};
 
 /// One input: a file, with the pid its name gives (`-ff`: `LOG.1234`).
 struct Input {
@@ -45,7 +44,9 @@ pub fn analyze(paths: &[PathBuf], opts: &TraceOptions) -> Result<Traced> {
         }
     }
     let mut builder = TraceBuilder::default();
-    let mut read = reader.finish(&mut builder);
+    let lost = reader.read_into(&mut builder)?;
+    let time = reader.time_kind();
+    let mut read = reader.take_read();
     for (pid, env) in std::mem::take(&mut read.environments) {
         builder.set_environment(pid, env);
     }
@@ -63,20 +64,19 @@ pub fn analyze(paths: &[PathBuf], opts: &TraceOptions) -> Result<Traced> {
     let run = RunInfo {
         command: read.command.clone(),
         root_pids: read.root_pid.into_iter().filter(|p| *p != 0).collect(),
-        backend: BACKEND.into(),
-        fallback: None,
+        backend: reader.backend().into(),
         filter: opts.filter.expr.clone(),
         started_at: read.started_at.unwrap_or(0.0),
         duration_ns: read.duration_ns,
         exit: read.exit,
         interrupted: false,
         readout_ns: started.elapsed().as_nanos() as u64,
-        time: if read.facts.durations { TimeKind::Wall } else { TimeKind::Unmeasured },
+        time,
         environment,
         log: Some(read.facts),
         ..Default::default()
     };
-    let mut trace = builder.finish(run, Lost::default());
+    let mut trace = builder.finish(run, lost);
     let complete: u64 =
         trace.syscalls.iter().flat_map(|s| &s.sites).filter(|s| trace.call_sites.get(s.site).is_some_and(|c| c.complete)).map(|s| s.calls).sum();
     if let Some(sampling) = &mut trace.sampling {

@@ -4,7 +4,7 @@
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::{finish, say_attached, start_stacks, unix_now, watch_mappings, TraceOptions, Traced, BACKEND};
+use super::{finish, say_attached, start_stacks, watch_mappings, Span, TraceOptions, Traced};
 use crate::backend::bpf::BpfTracer;
 use crate::error::{Error, Result};
 use crate::model::RunInfo;
@@ -34,9 +34,7 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
     let known: std::collections::HashSet<u32> = known.into_iter().collect();
     let born: Vec<u32> = armed.iter().copied().filter(|t| !known.contains(t)).collect();
     let stacks = start_stacks(&tracer, mappings, &born, initial)?;
-    let setup_ns = started.elapsed().as_nanos() as u64;
-    let started_at = unix_now();
-    let t0 = Instant::now();
+    let span = Span::begin(started);
     target::watch_pids(pids, tx.clone())?;
     say_attached(pids, armed.len(), duration);
     if let Some(d) = duration {
@@ -51,22 +49,13 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
     };
     let ended = Instant::now();
     let run = RunInfo {
-        command: Vec::new(),
         root_pids: pids.to_vec(),
-        backend: BACKEND.into(),
-        bpf_programs: Some(tracer.variant().name().into()),
-        fallback: None,
-        filter: opts.filter.expr.clone(),
-        started_at,
-        duration_ns: (ended - t0).as_nanos() as u64,
-        exit: None,
         interrupted,
-        setup_ns,
         environment: target::environment_of_process(pids[0]),
         syscall_ns: Some(syscall_ns),
-        ..Default::default()
+        ..span.run_info(&tracer, opts, ended)
     };
-    let (mut trace, findings) = finish(&mut tracer, stacks, run, ended, opts)?;
+    let (mut trace, findings) = finish(&mut tracer, stacks.map(|c| move || c.finish()), run, ended, opts)?;
     // One process that ended while traced: its exit is the run's, as for `run`.
     if let [pid] = pids {
         trace.run.exit = trace.processes.iter().find(|p| p.pid == *pid).and_then(|p| p.exit);

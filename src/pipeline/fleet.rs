@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use super::{unix_now, BACKEND};
+use super::unix_now;
 use crate::backend::bpf::{BpfOptions, BpfTracer};
 use crate::backend::filter::SyscallSet;
 use crate::diagnose::Finding;
@@ -79,7 +79,7 @@ impl Host {
         let now = snapshot(&mut self.tracer, &mut self.units)?;
         let (since, since_unix) = self.reads.front().copied().unwrap_or((t0, unix_now()));
         let run = RunInfo {
-            backend: BACKEND.into(),
+            backend: crate::backend::bpf::NAME.into(),
             bpf_programs: Some(self.tracer.variant().name().into()),
             filter: self.filter.clone(),
             started_at: since_unix,

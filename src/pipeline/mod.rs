@@ -13,20 +13,22 @@ mod zone;
 pub use analyze::analyze;
 pub use attach::{arm_threads, attach};
 pub use fleet::{Host, HostWindow, Scope};
-pub use ptraced::BACKEND as PTRACE_BACKEND;
 pub use run::trace_command;
 pub use zone::zone_lookups;
 
+use std::sync::mpsc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use crate::backend::bpf::{BpfOptions, BpfTracer, LoadedTracer, SAMPLE_FIRST_GAP, SAMPLE_INTERVAL_NS};
+use crate::backend::bpf::{BpfOptions, BpfTracer, LoadedTracer};
 use crate::backend::filter::SyscallSet;
 use crate::backend::mappings::{MapEvent, MapEvents};
+use crate::backend::Tracer;
 use crate::diagnose::Finding;
 use crate::error::Result;
 use crate::model::builder::TraceBuilder;
 use crate::model::{RunInfo, Trace};
-use crate::stacks::collector::Collector;
+use crate::stacks::collector::{Collected, Collector};
+use crate::target::Event;
 
 /// Which tracer counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -60,8 +62,6 @@ pub struct Traced {
     pub findings: Vec<Finding>,
     pub status: i32,
 }
-
-pub const BACKEND: &str = "bpf";
 
 /// Loads the BPF tracer, or says why ptrace will count instead (None, with
 /// the reason, when `--backend auto` cannot use BPF here); and what one
@@ -150,19 +150,108 @@ fn start_stacks(tracer: &BpfTracer, watch: MappingWatch, more: &[u32], initial: 
     Collector::start(tracer.samples_ring()?, events, initial, tracer.folded()).map(Some)
 }
 
-/// Reads the tracer out into a Trace and writes the report. `ended` is when
-/// the traced work ended: the report's latency is measured from it.
-fn finish(tracer: &mut BpfTracer, stacks: Option<Collector>, mut run: RunInfo, ended: Instant, opts: &TraceOptions) -> Result<(Trace, Vec<Finding>)> {
+/// When tracing began, and what setting it up took: measured alike for
+/// every backend.
+struct Span {
+    setup_ns: u64,
+    /// Wall-clock time (Unix seconds) at the start.
+    started_at: f64,
+    t0: Instant,
+}
+
+impl Span {
+    /// Tracing begins now; sysdiet started at `started`.
+    fn begin(started: Instant) -> Span {
+        Span { setup_ns: started.elapsed().as_nanos() as u64, started_at: unix_now(), t0: Instant::now() }
+    }
+
+    /// The run's facts every backend fills alike, up to `ended`; the
+    /// caller adds what only it knows (command, pids, exit, environment).
+    fn run_info(&self, tracer: &dyn Tracer, opts: &TraceOptions, ended: Instant) -> RunInfo {
+        RunInfo {
+            backend: tracer.backend().into(),
+            bpf_programs: tracer.programs().map(Into::into),
+            filter: opts.filter.expr.clone(),
+            started_at: self.started_at,
+            duration_ns: (ended - self.t0).as_nanos() as u64,
+            setup_ns: self.setup_ns,
+            time: tracer.time_kind(),
+            ..Default::default()
+        }
+    }
+}
+
+/// A signal while the tracer was set up: the command is not started (the
+/// held child, dropped, ends). From here on a signal reaches it as usual.
+fn not_interrupted(signals: &mpsc::Receiver<Event>) -> Result<()> {
+    match signals.try_recv() {
+        Ok(Event::Signal { signal, .. }) => Err(crate::error::Error::NotStarted { signal }),
+        _ => Ok(()),
+    }
+}
+
+/// Reads the tracer out into a Trace and diagnoses it: its counts first
+/// (which stops BPF's sampling), then the stack samples `samples` hands
+/// over, resolved to call sites. `ended` is when the traced work ended:
+/// the read-out's time is measured from it.
+fn finish(
+    tracer: &mut dyn Tracer,
+    samples: Option<impl FnOnce() -> Collected>,
+    mut run: RunInfo,
+    ended: Instant,
+    opts: &TraceOptions,
+) -> Result<(Trace, Vec<Finding>)> {
     let mut builder = TraceBuilder::default();
-    // This stops sampling too, so the collector's last pass gets it all.
     let lost = tracer.read_into(&mut builder)?;
-    if let Some(collector) = stacks {
-        let collected = collector.finish();
-        crate::stacks::resolve(collected, (SAMPLE_FIRST_GAP, SAMPLE_INTERVAL_NS), |nr, fd, hash| tracer.argument_for(nr, fd, hash), &mut builder);
+    if let Some(samples) = samples {
+        crate::stacks::resolve(samples(), tracer.sample_rate(), |nr, fd, key| tracer.argument_of_sample(nr, fd, key), &mut builder);
     }
     run.readout_ns = ended.elapsed().as_nanos() as u64;
-    run.time = tracer.time_kind();
     let trace = builder.finish(run, lost);
     let findings = crate::diagnose::diagnose(&trace, opts.all);
     Ok((trace, findings))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::replay::Replay;
+    use crate::diagnose::testing::{argument, path, trace};
+    use crate::model::TimeKind;
+
+    /// A run recorded by the BPF backend: 100,000 stats of /etc/localtime.
+    fn recorded() -> Trace {
+        let mut t = trace(2_000_000_000, &[("newfstatat", 100_003, 900_000_000), ("write", 5, 1_000)]);
+        t.run.backend = "bpf".into();
+        t.run.time = TimeKind::CpuSampled { tick_ns: 250_000 };
+        argument(&mut t, "newfstatat", path("/etc/localtime"), 100_000, 899_000_000);
+        t
+    }
+
+    #[test]
+    fn a_replayed_run_is_read_out_and_diagnosed_without_root() {
+        let recorded = recorded();
+        let mut tracer = Replay::new(recorded.clone());
+        let span = Span { setup_ns: 5_000, started_at: 1.5, t0: Instant::now() };
+        let opts = TraceOptions::default();
+        let ended = Instant::now();
+        let run = RunInfo { root_pids: vec![7], duration_ns: recorded.run.duration_ns, ..span.run_info(&tracer, &opts, ended) };
+        let (trace, findings) = finish(&mut tracer, None::<fn() -> Collected>, run, ended, &opts).unwrap();
+        assert_eq!((trace.run.backend.as_str(), trace.run.setup_ns, trace.run.started_at), ("bpf", 5_000, 1.5));
+        assert_eq!(trace.run.time, recorded.run.time);
+        assert_eq!(trace.syscalls, recorded.syscalls);
+        assert_eq!(trace.arguments, recorded.arguments);
+        let ids: Vec<&str> = findings.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(ids, ["tz-unset"], "{findings:?}");
+    }
+
+    #[test]
+    fn a_signal_while_setting_up_means_the_command_never_started() {
+        let (tx, rx) = mpsc::channel();
+        assert!(not_interrupted(&rx).is_ok());
+        tx.send(Event::Exited(crate::model::Exit::Code { code: 0 })).unwrap();
+        assert!(not_interrupted(&rx).is_ok(), "only a signal stops it");
+        tx.send(Event::Signal { signal: libc::SIGINT, from_terminal: true }).unwrap();
+        assert!(matches!(not_interrupted(&rx), Err(crate::error::Error::NotStarted { signal: libc::SIGINT })));
+    }
 }

@@ -10,15 +10,12 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use super::{unix_now, TraceOptions, Traced};
+use super::{finish, not_interrupted, Span, TraceOptions, Traced};
 use crate::backend::ptrace::{End, Ptracer, SampleSink};
 use crate::error::Result;
-use crate::model::builder::TraceBuilder;
-use crate::model::{RunInfo, TimeKind};
+use crate::model::RunInfo;
 use crate::stacks::collector::Inline;
 use crate::target::{self, spawn::HeldChild, Event};
-
-pub const BACKEND: &str = "ptrace";
 
 /// Traces a held child with ptrace to its end. `why`: why not BPF, when
 /// sysdiet chose ptrace by itself.
@@ -35,12 +32,8 @@ pub fn trace_held(
     let comm =
         command.first().map(|c| std::path::Path::new(c).file_name().unwrap_or(c.as_os_str()).to_string_lossy().into_owned()).unwrap_or_default();
     let mut tracer = Ptracer::seize_held(held.pid(), &comm, opts.filter.clone())?;
-    let setup_ns = started.elapsed().as_nanos() as u64;
-    let started_at = unix_now();
-    if let Ok(Event::Signal { signal, .. }) = signals.try_recv() {
-        return Err(crate::error::Error::NotStarted { signal });
-    }
-    let t0 = Instant::now();
+    let span = Span::begin(started);
+    not_interrupted(&signals)?;
     let pid = held.release()?;
     let state = Arc::new(Interrupts::default());
     watch(signals, pid, state.clone());
@@ -52,20 +45,14 @@ pub fn trace_held(
     let run = RunInfo {
         command: command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
         root_pids: vec![pid],
-        backend: BACKEND.into(),
         fallback: why,
-        filter: opts.filter.expr.clone(),
-        started_at,
-        duration_ns: (ended - t0).as_nanos() as u64,
         exit,
         interrupted: end == End::Stopped || exit.is_none(),
-        setup_ns,
-        time: TimeKind::Wall,
         environment: target::environment_of_command(env),
-        ..Default::default()
+        ..span.run_info(&tracer, opts, ended)
     };
     let last = state.last_signal.load(Ordering::Relaxed);
-    let (trace, findings) = finish(tracer, inline, run, ended, opts);
+    let (trace, findings) = finish(&mut tracer, inline.map(|i| move || i.finish()), run, ended, opts)?;
     Ok(Traced { trace, findings, status: exit.map_or(128 + last, |e| e.shell_status()) })
 }
 
@@ -77,9 +64,7 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
     target::watch_signals(tx.clone())?;
     let mut tracer = Ptracer::attach(&threads, opts.filter.clone())?;
     super::say_attached(pids, threads.iter().map(|(_, t)| t.len()).sum(), duration);
-    let setup_ns = started.elapsed().as_nanos() as u64;
-    let started_at = unix_now();
-    let t0 = Instant::now();
+    let span = Span::begin(started);
     let state = Arc::new(Interrupts::default());
     if let Some(d) = duration {
         target::watch_timeout(d, tx);
@@ -90,48 +75,17 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
     state.done.store(true, Ordering::Relaxed);
     let ended = Instant::now();
     let run = RunInfo {
-        command: Vec::new(),
         root_pids: pids.to_vec(),
-        backend: BACKEND.into(),
         fallback: why,
-        filter: opts.filter.expr.clone(),
-        started_at,
-        duration_ns: (ended - t0).as_nanos() as u64,
-        exit: None,
         interrupted: end == End::Stopped && !state.timed_out.load(Ordering::Relaxed),
-        setup_ns,
-        time: TimeKind::Wall,
         environment: target::environment_of_process(pids[0]),
-        ..Default::default()
+        ..span.run_info(&tracer, opts, ended)
     };
-    let (mut trace, findings) = finish(tracer, inline, run, ended, opts);
+    let (mut trace, findings) = finish(&mut tracer, inline.map(|i| move || i.finish()), run, ended, opts)?;
     if let [pid] = pids {
         trace.run.exit = trace.processes.iter().find(|p| p.pid == *pid).and_then(|p| p.exit);
     }
     Ok(Traced { trace, findings, status: 0 })
-}
-
-fn finish(
-    tracer: Ptracer,
-    inline: Option<Inline>,
-    mut run: RunInfo,
-    ended: Instant,
-    opts: &TraceOptions,
-) -> (crate::model::Trace, Vec<crate::diagnose::Finding>) {
-    let mut builder = TraceBuilder::default();
-    if let Some(inline) = inline {
-        crate::stacks::resolve(
-            inline.finish(),
-            (1, crate::backend::ptrace::SAMPLE_INTERVAL_NS),
-            |_, _, key| tracer.argument_of_key(key),
-            &mut builder,
-        );
-    }
-    let lost = tracer.finish(&mut builder);
-    run.readout_ns = ended.elapsed().as_nanos() as u64;
-    let trace = builder.finish(run, lost);
-    let findings = crate::diagnose::diagnose(&trace, opts.all);
-    (trace, findings)
 }
 
 #[derive(Default)]

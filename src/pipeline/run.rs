@@ -7,7 +7,7 @@ use std::time::Instant;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use super::{finish, start_stacks, unix_now, watch_mappings, TraceOptions, Traced, BACKEND};
+use super::{finish, not_interrupted, start_stacks, watch_mappings, Span, TraceOptions, Traced};
 use crate::error::{Error, Result};
 use crate::model::RunInfo;
 use crate::target::{self, spawn, Event};
@@ -35,14 +35,8 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
     // Watched before its execve, so that the new program's mappings are seen.
     let stacks = start_stacks(&tracer, mappings, &[], Vec::new())?;
 
-    let setup_ns = started.elapsed().as_nanos() as u64;
-    let started_at = unix_now();
-    // Interrupted while loading: the command is not started (dropping the
-    // held child ends it). From here on, a signal reaches it as usual.
-    if let Ok(Event::Signal { signal, .. }) = rx.try_recv() {
-        return Err(Error::NotStarted { signal });
-    }
-    let t0 = Instant::now();
+    let span = Span::begin(started);
+    not_interrupted(&rx)?;
     let pid = held.release()?;
     target::watch_child(pid, tx);
 
@@ -80,19 +74,12 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
     let run = RunInfo {
         command: command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
         root_pids: vec![pid],
-        backend: BACKEND.into(),
-        bpf_programs: Some(tracer.variant().name().into()),
-        fallback: None,
-        filter: opts.filter.expr.clone(),
-        started_at,
-        duration_ns: (ended - t0).as_nanos() as u64,
         exit,
         interrupted: exit.is_none(),
-        setup_ns,
         environment: target::environment_of_command(env),
         syscall_ns: Some(syscall_ns),
-        ..Default::default()
+        ..span.run_info(&tracer, opts, ended)
     };
-    let (trace, findings) = finish(&mut tracer, stacks, run, ended, opts)?;
+    let (trace, findings) = finish(&mut tracer, stacks.map(|c| move || c.finish()), run, ended, opts)?;
     Ok(Traced { trace, findings, status: exit.map_or(128 + last_signal, |e| e.shell_status()) })
 }

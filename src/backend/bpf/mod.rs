@@ -28,6 +28,7 @@ use libbpf_rs::{Link, MapCore, MapFlags};
 
 use crate::backend::filter::SyscallSet;
 use crate::backend::perf::{self, PerfEventAttr, PERF_COUNT_SW_CPU_CLOCK, PERF_TYPE_SOFTWARE};
+use crate::backend::Tracer;
 use crate::error::{Error, Result};
 use crate::linux::syscalls::{self, ArgKind, MAX_SYSCALLS};
 use crate::model::builder::TraceBuilder;
@@ -400,6 +401,35 @@ impl BpfTracer {
         let lost = readout::file_into(&self.skel.maps, &mut self.names, tick_ns, out, collected, live)?;
         self.names.paths.forget_unused(3);
         Ok(lost)
+    }
+}
+
+/// The backend's name, as `--backend` and a run document say it.
+pub const NAME: &str = "bpf";
+
+impl Tracer for BpfTracer {
+    fn backend(&self) -> &str {
+        NAME
+    }
+
+    fn programs(&self) -> Option<&'static str> {
+        Some(self.variant.name())
+    }
+
+    fn time_kind(&self) -> TimeKind {
+        BpfTracer::time_kind(self)
+    }
+
+    fn sample_rate(&self) -> (u32, u64) {
+        (SAMPLE_FIRST_GAP, SAMPLE_INTERVAL_NS)
+    }
+
+    fn read_into(&mut self, out: &mut TraceBuilder) -> Result<Lost> {
+        BpfTracer::read_into(self, out)
+    }
+
+    fn argument_of_sample(&self, nr: u32, fd: i64, key: u64) -> Option<Argument> {
+        self.argument_for(nr, fd, key)
     }
 }
 

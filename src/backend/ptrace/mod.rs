@@ -23,14 +23,18 @@ use crate::backend::calls::{BrkState, Call, Calls, MaskState};
 use crate::backend::filter::SyscallSet;
 use crate::backend::mappings::{self, MapEvent};
 use crate::backend::samples::StackSample;
+use crate::backend::Tracer;
 use crate::error::{Error, Result};
 use crate::linux::syscalls;
 use crate::model::builder::{TaskRecord, TraceBuilder};
-use crate::model::{Argument, Exit, Lost};
+use crate::model::{Argument, Exit, Lost, TimeKind};
 use sys::SyscallStop;
 
 /// A stack sample per thread at most this often (the BPF side's budget).
 pub const SAMPLE_INTERVAL_NS: u64 = 500_000;
+
+/// The backend's name, as `--backend` and a run document say it.
+pub const NAME: &str = "ptrace";
 /// Bytes of stack copied above the stack pointer per sample.
 const STACK_BYTES: usize = 16 * 1024;
 
@@ -457,8 +461,9 @@ impl Ptracer {
         self.finished.extend(rest);
     }
 
-    /// The counts and what is known of each task, into `out`; what was lost.
-    pub fn finish(mut self, out: &mut TraceBuilder) -> Lost {
+    /// The counts and what is known of each task, into `out`; what was
+    /// lost. What it counted is handed over: a second read is empty.
+    fn read_out(&mut self, out: &mut TraceBuilder) -> Lost {
         self.finished.extend(self.tasks.drain());
         let tgids: HashMap<u32, u32> = self.finished.iter().map(|(tid, t)| (*tid, t.tgid)).collect();
         for (tid, t) in &mut self.finished {
@@ -466,8 +471,7 @@ impl Ptracer {
                 out.set_environment(*tid, env);
             }
         }
-        let records = self
-            .finished
+        let records = std::mem::take(&mut self.finished)
             .into_iter()
             .map(|(tid, t)| {
                 (
@@ -483,8 +487,30 @@ impl Ptracer {
                 )
             })
             .collect();
-        self.calls.finish(|tid| tgids.get(&tid).copied().unwrap_or(tid), records, out);
-        self.lost
+        std::mem::take(&mut self.calls).finish(|tid| tgids.get(&tid).copied().unwrap_or(tid), records, out);
+        std::mem::take(&mut self.lost)
+    }
+}
+
+impl Tracer for Ptracer {
+    fn backend(&self) -> &str {
+        NAME
+    }
+
+    fn time_kind(&self) -> TimeKind {
+        TimeKind::Wall
+    }
+
+    fn sample_rate(&self) -> (u32, u64) {
+        (1, SAMPLE_INTERVAL_NS)
+    }
+
+    fn read_into(&mut self, out: &mut TraceBuilder) -> Result<Lost> {
+        Ok(self.read_out(out))
+    }
+
+    fn argument_of_sample(&self, _: u32, _: i64, key: u64) -> Option<Argument> {
+        self.argument_of_key(key)
     }
 }
 

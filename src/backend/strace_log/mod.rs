@@ -15,9 +15,10 @@ use line::{Body, Line, RawFrame, Return, Stamp};
 
 use crate::backend::calls::{BrkState, Call, Calls, MaskState};
 use crate::backend::filter::SyscallSet;
+use crate::backend::Tracer;
 use crate::linux::syscalls;
 use crate::model::builder::{TaskRecord, TraceBuilder};
-use crate::model::{Exit, LogFacts};
+use crate::model::{Argument, Exit, LogFacts, Lost, TimeKind};
 
 /// The pid of the lines that carry none, until the log names it.
 const UNNAMED: u32 = 0;
@@ -448,6 +449,13 @@ impl LogReader {
 
     /// The records, into `out`; the stacks and facts, returned.
     pub fn finish(mut self, out: &mut TraceBuilder) -> LogRead {
+        self.read_out(out);
+        self.out
+    }
+
+    /// The records, into `out`; the stacks and facts kept for `finish` or
+    /// `take_read`.
+    fn read_out(&mut self, out: &mut TraceBuilder) {
         self.flush_waiting();
         // Calls begun and never ended, with no exit after them: the log
         // was cut (or strace detached).
@@ -485,8 +493,43 @@ impl LogReader {
         let calls = std::mem::take(&mut self.calls);
         self.out.facts.keys_full = calls.keys_full;
         calls.finish(tgid, records, out);
-        self.out.stacks = self.stacks;
-        self.out
+        self.out.stacks = std::mem::take(&mut self.stacks);
+    }
+
+    /// What reading found besides the calls (after `read_into`).
+    pub fn take_read(&mut self) -> LogRead {
+        std::mem::take(&mut self.out)
+    }
+}
+
+/// The backend's name, as a run document says it.
+pub const NAME: &str = "strace log";
+
+impl Tracer for LogReader {
+    fn backend(&self) -> &str {
+        NAME
+    }
+
+    fn time_kind(&self) -> TimeKind {
+        if self.out.facts.durations {
+            TimeKind::Wall
+        } else {
+            TimeKind::Unmeasured
+        }
+    }
+
+    /// Every call's stack is in the log (`-k`): a sample each.
+    fn sample_rate(&self) -> (u32, u64) {
+        (1, 1)
+    }
+
+    fn read_into(&mut self, out: &mut TraceBuilder) -> crate::error::Result<Lost> {
+        self.read_out(out);
+        Ok(Lost::default())
+    }
+
+    fn argument_of_sample(&self, _: u32, _: i64, _: u64) -> Option<Argument> {
+        None
     }
 }
 
