@@ -1,9 +1,11 @@
-/* Part of syscount.bpf.c, included after its maps: a finished call's
- * argument key (path, fd, clock, timeout, mask change) and where it is
- * counted: the thread's cache of repeated keys, or arg_stats, or the
- * summary of keys seen once. */
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* A finished call's argument key (path, fd, clock, timeout, mask change)
+ * and where it is counted: the thread's cache of repeated keys, or
+ * arg_stats, or the summary of keys seen once. */
 #ifndef SYSDIET_ARGUMENTS_BPF_H
 #define SYSDIET_ARGUMENTS_BPF_H
+
+#include "state.bpf.h"
 
 /* Bucket 0 holds 0, bucket 1 holds 1, bucket k >= 2 holds (2^(k-2), 2^(k-1)],
  * so a bucket reads as "at most 2^(k-1) bytes". The last one holds the rest. */
@@ -19,12 +21,10 @@ static __always_inline __u32 size_bucket(__u64 v)
 
 /* A 64-bit hash of the first len bytes of r->path (len < PATH_LEN), eight
  * at a time, then the last len % 8 of them.
- * A global function, so that the verifier checks it once: inlined, each
- * way out of the loop left a state of its own for the rest of sys_exit to
- * be checked with (with four inlined copies of its caller: 107,000
- * instructions, ~40 ms of every start-up). The loop has a single way out,
- * and the last word is masked after it: a branch in the loop would be
- * explored for each of its 32 turns. */
+ * The loop has a single way out, and the last word is masked after it:
+ * each way out would leave a state of its own for the rest of sys_exit to
+ * be verified with, and a branch in the loop would be explored for each of
+ * its 32 turns (docs/overhead.md has what this saves at load). */
 static __always_inline __u64 hash_path(struct path_record *r, __u32 len)
 {
 	__u64 h = 0x9E3779B97F4A7C15ULL ^ len, w;

@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
-/* Part of syscount.bpf.c, included after its hooks: following the targets'
- * lives. A new task of a target is a target (fork), a held child starts
- * counting at its exec, a signal handler makes the known mask stale, and an
- * exiting thread sends its counts and cached argument keys to user space. */
+/* Following the targets' lives: a new task of a target is a target
+ * (fork), a held child starts counting at its exec, a signal handler makes
+ * the known mask stale, and an exiting thread sends its counts and cached
+ * argument keys to user space. syscount.bpf.c's programs on those
+ * tracepoints call these. */
 #ifndef SYSDIET_LIFECYCLE_BPF_H
 #define SYSDIET_LIFECYCLE_BPF_H
+
+#include "state.bpf.h"
+#include "arguments.bpf.h"
 
 static __always_inline int follow_fork(struct task_struct *parent, struct task_struct *child, const bool legacy)
 {
@@ -27,18 +31,6 @@ static __always_inline int follow_fork(struct task_struct *parent, struct task_s
 	return 0;
 }
 
-SEC("tp_btf/sched_process_fork")
-int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)
-{
-	return follow_fork(parent, child, false);
-}
-
-SEC("tp_btf/sched_process_fork")
-int BPF_PROG(sched_process_fork_legacy, struct task_struct *parent, struct task_struct *child)
-{
-	return follow_fork(parent, child, true);
-}
-
 /* The new program: the file it runs, and its environment as exec laid it
  * out on its stack. */
 static __always_inline void send_exec(struct task_struct *p, struct task_state *ts, struct linux_binprm *bprm)
@@ -55,7 +47,7 @@ static __always_inline void send_exec(struct task_struct *p, struct task_state *
 	r->exe = ts->exe;
 	if (bpf_probe_read_kernel_str(r->exe_name, sizeof(r->exe_name), BPF_CORE_READ(bprm, interp)) < 0)
 		r->exe_name[0] = 0;
-	r->cut = len > ENV_BYTES - 1;
+	r->cut = len > ENV_BYTES - 1 ? ENV_CUT : ENV_WHOLE;
 	if (len > ENV_BYTES - 1)
 		len = ENV_BYTES - 1;
 	len &= ENV_BYTES - 1;
@@ -86,18 +78,6 @@ static __always_inline int follow_exec(struct task_struct *p, struct linux_binpr
 	return 0;
 }
 
-SEC("tp_btf/sched_process_exec")
-int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
-{
-	return follow_exec(p, bprm, false);
-}
-
-SEC("tp_btf/sched_process_exec")
-int BPF_PROG(sched_process_exec_legacy, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
-{
-	return follow_exec(p, bprm, true);
-}
-
 /* A handler runs with another mask: the one last seen is stale. */
 static __always_inline int forget_mask(const bool legacy)
 {
@@ -106,18 +86,6 @@ static __always_inline int forget_mask(const bool legacy)
 	if (ts)
 		ts->mask_known = 0;
 	return 0;
-}
-
-SEC("tp_btf/signal_deliver")
-int BPF_PROG(signal_deliver, int sig, struct kernel_siginfo *info, struct k_sigaction *ka)
-{
-	return forget_mask(false);
-}
-
-SEC("tp_btf/signal_deliver")
-int BPF_PROG(signal_deliver_legacy, int sig, struct kernel_siginfo *info, struct k_sigaction *ka)
-{
-	return forget_mask(true);
 }
 
 struct exit_ctx {
@@ -254,18 +222,6 @@ out:
 		bpf_map_delete_elem(&thread_ticks, &x.tid);
 	}
 	return 0;
-}
-
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(sched_process_exit, struct task_struct *p)
-{
-	return send_exit(p, false);
-}
-
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(sched_process_exit_legacy, struct task_struct *p)
-{
-	return send_exit(p, true);
 }
 
 #endif

@@ -1,7 +1,10 @@
-/* Part of syscount.bpf.c, included after its maps: stack samples for
- * call sites, on a budget in time per thread. */
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Stack samples for call sites, on a budget in time per thread. */
 #ifndef SYSDIET_SAMPLES_BPF_H
 #define SYSDIET_SAMPLES_BPF_H
+
+#include "state.bpf.h"
+#include "arguments.bpf.h"
 
 /* Sends the user registers and the top of the user stack, read a page at a
  * time so that a stack ending within STACK_BYTES still copies. */

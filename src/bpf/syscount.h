@@ -6,15 +6,18 @@
 
 #define MAX_SYSCALLS 512   /* x86_64 numbers stop below 470 */
 #define PATH_LEN 256       /* like opensnoop's NAME_MAX + 1 */
-/* The path_hash of paths that could not be read, counted together, and of
- * a NULL path argument (utimensat(fd, NULL): the fd's own file). Real
- * hashes are odd too (path_hash), and equal these once in 2^62. */
-#define PATH_HASH_UNREADABLE 1
-#define PATH_HASH_NULL 3
 #define HIST_BUCKETS 32    /* byte-count buckets, see size_bucket() */
 #define COMM_LEN 16
 #define ARG_SLOTS 16       /* a thread's cache of argument keys (power of 2) */
 #define ERRNO_SLOTS 16     /* a thread's (syscall, errno) counts */
+
+/* The path_hash of paths that could not be read, counted together, and of
+ * a NULL path argument (utimensat(fd, NULL): the fd's own file). Real
+ * hashes are odd too (path_hash), and equal these once in 2^62. */
+enum path_mark {
+	PATH_HASH_UNREADABLE = 1,
+	PATH_HASH_NULL = 3,
+};
 
 /* What the fingerprint of one syscall's argument is. */
 enum arg_kind {
@@ -238,14 +241,20 @@ enum record_kind {
  * process's own, not sysdiet's. Bytes past ENV_BYTES are not sent. */
 #define ENV_BYTES 4096
 #define EXE_NAME_LEN 256
-#define ENV_UNREAD 2
+
+/* exec_record.cut: how much of the environment was sent. */
+enum env_sent {
+	ENV_WHOLE = 0,
+	ENV_CUT = 1,    /* it went on past ENV_BYTES */
+	ENV_UNREAD = 2, /* not read: none sent */
+};
 
 /* A process's exec: the file it runs now and its environment. */
 struct exec_record {
 	__u32 kind; /* RECORD_EXEC */
 	__u32 tgid;
 	__u32 len;  /* bytes of env sent; the record is cut there */
-	__u32 cut;  /* the environment went on past ENV_BYTES; ENV_UNREAD: not read */
+	__u32 cut;  /* enum env_sent */
 	struct exe_id exe;
 	/* The file as exec named it (the interpreter's, for a script):
 	 * user space prefers /proc/PID/exe while the process lives. */

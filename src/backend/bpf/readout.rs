@@ -13,20 +13,18 @@ use super::exits::Collected;
 use super::features::Variant;
 use super::fold::Fold;
 use super::maps::{bpf_error, c_string, from_bytes, percpu_stride, read_all};
-use super::records::{errnos_of, exe_id_of, used, ExeNames, PathOf, PathText, Record, ThreadCounts};
+use super::records::{
+    brk_change_of, errnos_of, exe_id_of, mask_change_of, timeout_of, used, ExeNames, PathOf, PathText, Record, ThreadCounts, NULL_PATH,
+    UNREADABLE_PATH,
+};
 use super::skel::types::{arg_key, arg_slot, arg_val, io_hist, lost_counter, once_summary, target_state, task_state};
 use super::skel::SyscountMaps;
 use crate::error::Result;
 use crate::linux::syscalls::{self, ArgKind};
 use crate::model::builder::{TaskRecord, TraceBuilder};
-use crate::model::{Argument, ArgumentStats, BrkChange, Histogram, Lost, MaskChange, Timeout};
+use crate::model::{Argument, ArgumentStats, Histogram, Lost};
 
 const AT_FDCWD: i64 = -100;
-const NR_RT_SIGPROCMASK: u32 = 14;
-/// The path hash the kernel side gives a path it could not read.
-const UNREADABLE_PATH: u64 = 1;
-/// The path_hash of a NULL path argument (PATH_HASH_NULL in syscount.h).
-const NULL_PATH: u64 = 3;
 
 /// What the read-out learns and keeps from one read to the next: the
 /// repeated paths' strings (samples' keys resolve here too) and the names
@@ -331,7 +329,7 @@ fn read_lost(maps: &SyscountMaps<'static>) -> Result<Lost> {
 /// rt_sigprocmask calls of one class, counted in task storage (no time or
 /// errors per class: the syscall's own stats have those).
 fn mask_stats(tgid: u32, class: i64, calls: u64) -> ArgumentStats {
-    argument_stats(tgid, NR_RT_SIGPROCMASK, class, 0, calls, 0, 0, &Paths::default())
+    argument_stats(tgid, libc::SYS_rt_sigprocmask as u32, class, 0, calls, 0, 0, &Paths::default())
 }
 
 fn slot_stats(tgid: u32, s: &arg_slot, path_of: &Paths) -> ArgumentStats {
@@ -374,36 +372,9 @@ pub fn argument_of(nr: u32, fd: i64, path_hash: u64, path_of: &Paths) -> Argumen
             }
         }
         Some(ArgKind::Clock(_)) => Argument::Clock { clock: fd },
-        Some(ArgKind::TimeoutMs(_) | ArgKind::TimeoutPtr(_)) => Argument::Timeout {
-            // enum timeout_class in syscount.h
-            timeout: match fd {
-                0 => Timeout::Zero,
-                1 => Timeout::Finite,
-                2 => Timeout::None,
-                4 => Timeout::RanOut,
-                _ => Timeout::Unreadable,
-            },
-        },
-        Some(ArgKind::SigMask) => Argument::SigMask {
-            // enum mask_change in syscount.h
-            change: match fd {
-                0 => MaskChange::Query,
-                1 => MaskChange::Same,
-                2 => MaskChange::Block,
-                3 => MaskChange::Unblock,
-                4 => MaskChange::Set,
-                _ => MaskChange::Undo,
-            },
-        },
-        Some(ArgKind::Brk) => Argument::Brk {
-            // enum brk_change in syscount.h
-            change: match fd {
-                0 => BrkChange::Query,
-                1 => BrkChange::Grow,
-                2 => BrkChange::Shrink,
-                _ => BrkChange::Same,
-            },
-        },
+        Some(ArgKind::TimeoutMs(_) | ArgKind::TimeoutPtr(_)) => Argument::Timeout { timeout: timeout_of(fd) },
+        Some(ArgKind::SigMask) => Argument::SigMask { change: mask_change_of(fd) },
+        Some(ArgKind::Brk) => Argument::Brk { change: brk_change_of(fd) },
         _ => Argument::Fd { fd },
     }
 }

@@ -8,15 +8,19 @@ use std::mem::offset_of;
 use super::maps::{c_string, from_bytes};
 use super::skel::array_len;
 use super::skel::types::{arg_slot, errno_slot, exec_record, exit_entry, exit_record, path_record, record_kind, slot_record, stack_sample, sys_val};
+use super::skel::types::{brk_change, env_sent, mask_change, path_mark, timeout_class};
 use crate::backend::samples::{field, StackSample};
-use crate::model::{Environment, Exit, SyscallStats};
+use crate::model::{BrkChange, Environment, Exit, MaskChange, SyscallStats, Timeout};
 
 const RECORD_SLOT: u32 = record_kind::RECORD_SLOT.0;
 const RECORD_EXIT: u32 = record_kind::RECORD_EXIT.0;
 const RECORD_PATH: u32 = record_kind::RECORD_PATH.0;
 const RECORD_EXEC: u32 = record_kind::RECORD_EXEC.0;
-/// An exec record's `cut` when the environment could not be read (syscount.h).
-const ENV_UNREAD: u32 = 2;
+const ENV_UNREAD: u32 = env_sent::ENV_UNREAD.0;
+/// The path hash of a path the kernel side could not read.
+pub const UNREADABLE_PATH: u64 = path_mark::PATH_HASH_UNREADABLE.0 as u64;
+/// The path hash of a NULL path argument.
+pub const NULL_PATH: u64 = path_mark::PATH_HASH_NULL.0 as u64;
 /// One thread's counts: from its exit record, or read from its task
 /// storage while it still runs.
 #[derive(Debug, Clone)]
@@ -187,6 +191,39 @@ pub fn syscall_stats(nr: u32, v: &sys_val) -> SyscallStats {
     SyscallStats { calls: v.calls, errors: v.errors, total_ns: v.ns, min_ns: v.min_ns, max_ns: v.max_ns, ..SyscallStats::new(nr) }
 }
 
+/// A timeout's class, as the kernel side keys it (in the key's fd).
+pub fn timeout_of(class: i64) -> Timeout {
+    match u32::try_from(class).map(timeout_class) {
+        Ok(timeout_class::TIMEOUT_ZERO) => Timeout::Zero,
+        Ok(timeout_class::TIMEOUT_FINITE) => Timeout::Finite,
+        Ok(timeout_class::TIMEOUT_NONE) => Timeout::None,
+        Ok(timeout_class::TIMEOUT_RAN_OUT) => Timeout::RanOut,
+        _ => Timeout::Unreadable,
+    }
+}
+
+/// What an rt_sigprocmask did to the mask, as the kernel side keys it.
+pub fn mask_change_of(class: i64) -> MaskChange {
+    match u32::try_from(class).map(mask_change) {
+        Ok(mask_change::MASK_QUERY) => MaskChange::Query,
+        Ok(mask_change::MASK_SAME) => MaskChange::Same,
+        Ok(mask_change::MASK_BLOCK) => MaskChange::Block,
+        Ok(mask_change::MASK_UNBLOCK) => MaskChange::Unblock,
+        Ok(mask_change::MASK_SET) => MaskChange::Set,
+        _ => MaskChange::Undo,
+    }
+}
+
+/// Which way a brk moved the heap's end, as the kernel side keys it.
+pub fn brk_change_of(class: i64) -> BrkChange {
+    match u32::try_from(class).map(brk_change) {
+        Ok(brk_change::BRK_QUERY) => BrkChange::Query,
+        Ok(brk_change::BRK_GROW) => BrkChange::Grow,
+        Ok(brk_change::BRK_SHRINK) => BrkChange::Shrink,
+        _ => BrkChange::Same,
+    }
+}
+
 /// A stack sample off the `samples` ring (struct stack_sample in
 /// syscount.h); None if it is shorter than its header says (which the
 /// kernel never writes).
@@ -232,5 +269,21 @@ mod tests {
         assert_eq!(s.read_u64(0x1008), Some(0xdead));
         // Cut short: refused.
         assert!(stack_sample(&b[..b.len() - 1]).is_none());
+    }
+}
+
+#[cfg(test)]
+mod classes {
+    use super::*;
+
+    #[test]
+    fn every_class_the_kernel_side_names_is_a_class_of_its_own() {
+        let timeouts: std::collections::HashSet<_> = (0..=4).map(|c| format!("{:?}", timeout_of(c))).collect();
+        assert_eq!(timeouts.len(), 5);
+        let masks: std::collections::HashSet<_> = (0..mask_change::MASK_CLASSES.0 as i64).map(|c| format!("{:?}", mask_change_of(c))).collect();
+        assert_eq!(masks.len(), mask_change::MASK_CLASSES.0 as usize);
+        let brks: std::collections::HashSet<_> = (0..=3).map(|c| format!("{:?}", brk_change_of(c))).collect();
+        assert_eq!(brks.len(), 4);
+        assert_eq!((UNREADABLE_PATH, NULL_PATH), (1, 3), "odd, as no real hash is even");
     }
 }
