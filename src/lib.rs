@@ -20,6 +20,7 @@ pub mod report;
 pub mod stacks;
 pub mod stats;
 pub mod target;
+pub mod timings;
 
 pub use error::{Error, Result};
 pub use model::Trace;

@@ -18,6 +18,7 @@ use sysdiet::Result;
 
 fn main() {
     let started = Instant::now();
+    sysdiet::timings::init(started);
     let cli = Cli::parse();
     let code = match dispatch(cli, started) {
         Ok(code) => code,
@@ -26,6 +27,9 @@ fn main() {
             e.exit_code()
         }
     };
+    if sysdiet::timings::on() {
+        eprint!("{}", sysdiet::report::timings::render(&sysdiet::timings::spans(), started.elapsed()));
+    }
     // Exit without running destructors: the kernel detaches the probes as
     // the process ends, after the report is already out.
     std::process::exit(code);

@@ -9,6 +9,7 @@ use std::path::Path;
 /// Module → the modules it may import. Lowest layers first.
 const ALLOWED: &[(&str, &[&str])] = &[
     ("error", &[]),
+    ("timings", &[]),
     ("linux", &[]),
     ("stats", &[]),
     ("model", &["linux"]),
@@ -16,15 +17,15 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("human", &["linux", "model"]),
     // Names in its messages are escaped as the reports escape them.
     ("target", &["error", "human", "linux", "model"]),
-    ("backend", &["error", "linux", "model", "target"]),
-    ("stacks", &["backend", "error", "linux", "model"]),
+    ("backend", &["error", "linux", "model", "target", "timings"]),
+    ("stacks", &["backend", "error", "linux", "model", "timings"]),
     ("diagnose", &["human", "linux", "model"]),
-    ("pipeline", &["backend", "diagnose", "error", "human", "linux", "model", "stacks", "target"]),
+    ("pipeline", &["backend", "diagnose", "error", "human", "linux", "model", "stacks", "target", "timings"]),
     // Its limits' breaches are one-line messages, in the reports' numbers;
     // a budget names syscalls as the table does.
     ("compare", &["diagnose", "error", "human", "linux", "model", "pipeline", "stats", "target"]),
     ("bench", &["backend", "error", "linux", "stats", "target"]),
-    ("report", &["bench", "compare", "diagnose", "error", "human", "linux", "model", "stats"]),
+    ("report", &["bench", "compare", "diagnose", "error", "human", "linux", "model", "stats", "timings"]),
 ];
 
 /// The backends (`--backend`): none imports another.

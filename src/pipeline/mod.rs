@@ -99,7 +99,11 @@ fn say_attached(pids: &[u32], threads: usize, duration: Option<std::time::Durati
 /// and attaches it once that is done: the probes slow every task's
 /// syscalls, the measure's too.
 fn load_measuring(filter: &SyscallSet, options: BpfOptions) -> (Result<BpfTracer>, u64) {
-    let cost = std::thread::spawn(crate::linux::syscall_cost_ns);
+    let _t = crate::timings::span("load BPF");
+    let cost = std::thread::spawn(|| {
+        let _t = crate::timings::span("measure a syscall");
+        crate::linux::syscall_cost_ns()
+    });
     let loaded = BpfTracer::load_unattached(filter, options);
     let syscall_ns = cost.join().unwrap_or_else(|_| crate::linux::syscall_cost_ns());
     (loaded.and_then(LoadedTracer::attach), syscall_ns)
@@ -136,7 +140,12 @@ type MappingWatch = Option<std::thread::JoinHandle<Result<MapEvents>>>;
 
 fn watch_mappings(opts: &TraceOptions, tids: Vec<u32>) -> MappingWatch {
     // The ptrace backend unwinds from the stopped task: no events to open.
-    (opts.stacks && opts.backend != Backend::Ptrace).then(|| std::thread::spawn(move || MapEvents::open(&tids)))
+    (opts.stacks && opts.backend != Backend::Ptrace).then(|| {
+        std::thread::spawn(move || {
+            let _t = crate::timings::span("open mapping events");
+            MapEvents::open(&tids)
+        })
+    })
 }
 
 /// Starts reading stack samples, when asked for, with the mappings of the
@@ -145,6 +154,7 @@ fn start_stacks(tracer: &BpfTracer, watch: MappingWatch, more: &[u32], initial: 
     let Some(watch) = watch else {
         return Ok(None);
     };
+    let _t = crate::timings::span("start the stack reader");
     let mut events = watch.join().map_err(|_| crate::error::Error::Bpf("opening the mapping events failed".into()))??;
     events.watch(more)?;
     Collector::start(tracer.samples_ring()?, events, initial, tracer.folded()).map(Some)
@@ -204,11 +214,12 @@ fn finish(
     let mut builder = TraceBuilder::default();
     let lost = tracer.read_into(&mut builder)?;
     if let Some(samples) = samples {
+        let _t = crate::timings::span("name the call sites");
         crate::stacks::resolve(samples(), tracer.sample_rate(), |nr, fd, key| tracer.argument_of_sample(nr, fd, key), &mut builder);
     }
     run.readout_ns = ended.elapsed().as_nanos() as u64;
-    let trace = builder.finish(run, lost);
-    let findings = crate::diagnose::diagnose(&trace, opts.all);
+    let trace = crate::timings::timed("build the trace", || builder.finish(run, lost));
+    let findings = crate::timings::timed("diagnose", || crate::diagnose::diagnose(&trace, opts.all));
     Ok((trace, findings))
 }
 

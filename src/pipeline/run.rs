@@ -18,6 +18,7 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
         return Err(Error::Usage("no command given: sysdiet run -- COMMAND [ARGS...]".into()));
     };
     // Cheap errors first: a typo should not wait for BPF to load.
+    let spawning = crate::timings::span("spawn the command, held");
     let program = spawn::resolve_program(name)?;
 
     let (tx, rx) = mpsc::channel();
@@ -25,6 +26,7 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
     // Held before the BPF loads: if sysdiet dies meanwhile, the child sees
     // its pipe close and runs the command anyway, untraced.
     let held = spawn::spawn_held(&program, command, env, opts.quiet)?;
+    drop(spawning);
     let comm = program.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let mappings = watch_mappings(opts, vec![held.pid()]);
     let (tracer, why, syscall_ns) = super::load_bpf(opts, false)?;
@@ -71,6 +73,7 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
         }
     };
     let ended = Instant::now();
+    crate::timings::record("the command", span.t0);
     let run = RunInfo {
         command: command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
         root_pids: vec![pid],

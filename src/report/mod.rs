@@ -15,6 +15,7 @@ mod lost;
 pub mod plot;
 pub mod prometheus;
 pub mod text;
+pub mod timings;
 pub mod top;
 
 #[cfg(test)]

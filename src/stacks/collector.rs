@@ -147,6 +147,7 @@ impl Collector {
     /// Reads what is left (call after the tracer stopped sampling) and
     /// hands everything over.
     pub fn finish(self) -> Collected {
+        let _t = crate::timings::span("last pass of the stack reader");
         self.stop.stop();
         self.thread.join().expect("the stack reader does not panic")
     }

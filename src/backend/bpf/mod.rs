@@ -136,7 +136,9 @@ impl BpfTracer {
 
     fn load_variant(filter: &SyscallSet, options: BpfOptions, variant: Variant) -> Result<LoadedTracer> {
         let storage = object_storage()?;
+        let cut = crate::timings::span("cut kernel types");
         let types = if std::env::var_os("SYSDIET_KERNEL_BTF").is_none() { kernel_types::cut(OBJECT, &kernel_btf_path()) } else { None };
+        drop(cut);
         let skel = match (Self::load_skel(filter, &options, variant, storage, types.as_ref().map(|t| t.path()).as_deref()), types) {
             (Ok(skel), _) => skel,
             // Only the cut types' fault if the whole BTF loads: without
@@ -162,6 +164,7 @@ impl BpfTracer {
         storage: &'static mut MaybeUninit<libbpf_rs::OpenObject>,
         types: Option<&Path>,
     ) -> Result<SyscountSkel<'static>> {
+        let opening = crate::timings::span("open object");
         let builder = SyscountSkelBuilder::default();
         let mut open = match types.and_then(|p| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).ok()) {
             // libbpf copies the path at open.
@@ -215,20 +218,31 @@ impl BpfTracer {
         for m in [&mut open.maps.thread_states, &mut open.maps.thread_ticks, &mut open.maps.promoting] {
             m.set_autocreate(legacy).map_err(bpf_error)?;
         }
+        drop(opening);
         let m = &open.maps;
         let premade = premade::Premade::start(&[&m.arg_stats, &m.first_calls, &m.exits, &m.strings, &m.samples]);
         // libbpf parses the kernel's BTF now, not at load, so that the maps
         // are made meanwhile.
         let sys_exit = if legacy { &mut open.progs.sys_exit_legacy } else { &mut open.progs.sys_exit };
+        let btf = crate::timings::span("parse kernel BTF");
         sys_exit.set_attach_target(0, Some("sys_exit".into())).map_err(bpf_error)?;
+        drop(btf);
+        let waiting = crate::timings::span("wait for the maps");
         premade.hand_over(open.open_object_mut().maps_mut());
+        drop(waiting);
+        let _t = crate::timings::span("load and verify");
         open.load().map_err(bpf_error)
     }
 
     /// Attaches the loaded programs and starts taking exited threads' counts.
     fn attach(mut skel: SyscountSkel<'static>, options: BpfOptions, variant: Variant) -> Result<BpfTracer> {
+        let t = crate::timings::span("attach programs");
         skel.attach().map_err(bpf_error)?;
+        drop(t);
+        let t = crate::timings::span("attach CPU-time ticks");
         let ticks = if options.latency { Vec::new() } else { attach_ticks(&skel, variant)? };
+        drop(t);
+        let _t = crate::timings::span("start the exit reader");
         let handle = |m| libbpf_rs::MapHandle::try_from(m).map_err(bpf_error);
         let folded = std::sync::Arc::default();
         let exits = ExitReader::start(
@@ -328,6 +342,7 @@ impl BpfTracer {
     /// Stops counting and reads everything counted into `out`; returns
     /// what was lost.
     pub fn read_into(&mut self, out: &mut TraceBuilder) -> Result<Lost> {
+        let _t = crate::timings::span("read out the counts");
         // Freeze the counts, and let programs already running finish: what a
         // live thread's storage holds now is all it will have.
         if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {

@@ -39,6 +39,7 @@ impl Premade {
             })
             .collect();
         Premade(std::thread::spawn(move || {
+            let _t = crate::timings::span("make the big maps");
             defs.into_iter()
                 .filter_map(|d| {
                     let opts = libbpf_sys::bpf_map_create_opts {
