@@ -129,7 +129,7 @@ const CACHE_KEEP: std::time::Duration = std::time::Duration::from_secs(30 * 24 *
 
 /// Removes this user's files in `dir` made more than CACHE_KEEP ago, but
 /// `keep`; run when a file is made, which is rare.
-fn prune(dir: &std::path::Path, keep: &std::path::Path) {
+pub fn prune(dir: &std::path::Path, keep: &std::path::Path) {
     use std::os::unix::fs::MetadataExt;
     let Ok(entries) = fs::read_dir(dir) else { return };
     let me = nix::unistd::geteuid().as_raw();

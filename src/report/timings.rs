@@ -22,7 +22,12 @@ mod tests {
 
     #[test]
     fn each_step_on_a_line_of_its_own() {
-        let span = |name, thread: &str, begin, took| Span { name, thread: thread.into(), begin: Duration::from_micros(begin), took: Duration::from_micros(took) };
+        let span = |name, thread: &str, begin, took| Span {
+            name,
+            thread: thread.into(),
+            begin: Duration::from_micros(begin),
+            took: Duration::from_micros(took),
+        };
         let text = render(&[span("load and verify", "main", 2_000, 9_500), span("make the big maps", "?", 2_100, 6_000)], Duration::from_millis(30));
         assert_eq!(
             text,

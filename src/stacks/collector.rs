@@ -230,6 +230,7 @@ fn collect(
             break;
         }
     }
+    namer.save();
     out.mappings_lost = events.lost;
     out
 }

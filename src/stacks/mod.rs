@@ -7,6 +7,7 @@ pub mod collector;
 pub mod debug_cache;
 pub mod images;
 pub mod logged;
+pub mod name_cache;
 pub mod perf_map;
 pub mod responsible;
 pub mod spaces;

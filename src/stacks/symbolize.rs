@@ -10,6 +10,7 @@ use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{CodeInfo, Input, Symbolized, Symbolizer};
 
 use super::images::Images;
+use super::name_cache::NameCache;
 use super::perf_map::PerfMap;
 use super::responsible::responsible;
 use super::unwind::{RawFrame, RawStack};
@@ -38,6 +39,8 @@ pub struct Namer {
     exported: HashMap<usize, HashMap<u64, String>>,
     /// image -> what it is symbolized from, held open while this lives.
     sources: HashMap<usize, super::debug_cache::DebugSource>,
+    /// Names found in earlier runs, and those found now, to keep.
+    cache: NameCache,
 }
 
 impl Default for Namer {
@@ -46,6 +49,7 @@ impl Default for Namer {
             symbolizer: Symbolizer::builder().enable_inlined_fns(true).enable_code_info(true).build(),
             exported: HashMap::new(),
             sources: HashMap::new(),
+            cache: NameCache::of_user(),
         }
     }
 }
@@ -68,6 +72,17 @@ impl Namer {
             addrs.sort_unstable();
             addrs.dedup();
             let img = images.image(id);
+            // Named in an earlier run: no file is parsed for these.
+            addrs.retain(|&a| match self.cache.get(id, &img.file, &img.name, a) {
+                Some(frames) => {
+                    names.named.insert(RawFrame { image: Some(id), addr: a, pid: 0 }, frames);
+                    false
+                }
+                None => true,
+            });
+            if addrs.is_empty() {
+                continue;
+            }
             let source = self.sources.entry(id).or_insert_with(|| super::debug_cache::debug_source(&img.file));
             let src = Source::Elf(Elf::new(source.path()));
             let exported =
@@ -99,11 +114,17 @@ impl Namer {
                     }
                     _ => vec![Frame { module: img.name.clone(), address: a, ..Default::default() }],
                 };
+                self.cache.put(id, &img.file, a, &frames);
                 names.named.insert(RawFrame { image: Some(id), addr: a, pid: 0 }, frames);
             }
         }
         names.upto = stacks.len();
         names.ns += t.elapsed().as_nanos() as u64;
+    }
+
+    /// Keeps the names found for later runs.
+    pub fn save(&mut self) {
+        self.cache.save();
     }
 }
 
@@ -112,7 +133,9 @@ impl Namer {
 /// `names`: what the stack reader named already.
 pub fn call_sites(images: &Images, stacks: &[RawStack], mut names: FrameNames) -> (Vec<CallSite>, Vec<usize>) {
     if names.upto < stacks.len() {
-        Namer::default().name_new(images, stacks, &mut names);
+        let mut namer = Namer::default();
+        namer.name_new(images, stacks, &mut names);
+        namer.save();
     }
     name_jit_frames(stacks, &mut names.named);
     let names = names.named;

@@ -1,0 +1,170 @@
+//! The names of code addresses, kept across runs, as perf's build-id cache
+//! keeps symbols: parsing a file's DWARF and its exported names costs
+//! milliseconds of every run that names frames in it (glibc's, most), for
+//! the same answers each time. Each ELF file's names are kept in
+//! `$XDG_CACHE_HOME/sysdiet/names/` (else `~/.cache/...`), in a file named
+//! by its build id and by the debug file found for it then (installing
+//! libc6-dbg later names its frames anew). A file without a build id is
+//! never cached; a cache file another user may write is not read.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use crate::model::Frame;
+
+/// Where Debian's -dbg and -dbgsym packages put debug files, by build id.
+const DEBUG_ROOT: &str = "/usr/lib/debug";
+
+/// The names known of each image: read from the cache when first asked,
+/// written back with what was added when `save` is called.
+#[derive(Debug, Default)]
+pub struct NameCache {
+    /// None: no cache (no HOME, or turned off).
+    dir: Option<PathBuf>,
+    images: HashMap<usize, Kept>,
+}
+
+#[derive(Debug, Default)]
+struct Kept {
+    /// None: this image is not cached (no build id).
+    file: Option<PathBuf>,
+    /// Address -> frames, their module left empty (the image's name is
+    /// the mapping's, which may differ between runs).
+    frames: BTreeMap<u64, Vec<Frame>>,
+    added: bool,
+}
+
+impl NameCache {
+    /// The cache of this user (`$XDG_CACHE_HOME/sysdiet/names`).
+    pub fn of_user() -> NameCache {
+        NameCache::in_dir(crate::linux::host::cache_dir().map(|d| d.join("names")))
+    }
+
+    /// A cache in `dir` (None: nothing is kept).
+    pub fn in_dir(dir: Option<PathBuf>) -> NameCache {
+        NameCache { dir, images: HashMap::new() }
+    }
+
+    /// The frames kept for `addr` of image `id` (the file `file`, mapped
+    /// as `module`), read from disk the first time the image is asked for.
+    pub fn get(&mut self, id: usize, file: &Path, module: &str, addr: u64) -> Option<Vec<Frame>> {
+        let kept = self.kept(id, file);
+        let frames = kept.frames.get(&addr)?;
+        Some(frames.iter().map(|f| Frame { module: module.to_string(), ..f.clone() }).collect())
+    }
+
+    /// Keeps the frames just found for `addr` of image `id`.
+    pub fn put(&mut self, id: usize, file: &Path, addr: u64, frames: &[Frame]) {
+        let kept = self.kept(id, file);
+        if kept.file.is_some() {
+            kept.frames.insert(addr, frames.iter().map(|f| Frame { module: String::new(), ..f.clone() }).collect());
+            kept.added = true;
+        }
+    }
+
+    /// Writes the images whose names grew; a file is replaced whole, so a
+    /// reader never sees half of one.
+    pub fn save(&mut self) {
+        for kept in self.images.values_mut().filter(|k| k.added) {
+            let Some(path) = &kept.file else { continue };
+            let Some(dir) = path.parent() else { continue };
+            if std::fs::create_dir_all(dir).is_err() {
+                continue;
+            }
+            let tmp = dir.join(format!(".{}.{}.tmp", path.file_name().unwrap_or_default().to_string_lossy(), std::process::id()));
+            let written = serde_json::to_vec(&kept.frames).ok().is_some_and(|bytes| std::fs::write(&tmp, bytes).is_ok());
+            if !written || std::fs::rename(&tmp, path).is_err() {
+                let _ = std::fs::remove_file(&tmp);
+                continue;
+            }
+            kept.added = false;
+            crate::linux::host::prune(dir, path);
+        }
+    }
+
+    fn kept(&mut self, id: usize, file: &Path) -> &mut Kept {
+        let dir = self.dir.clone();
+        self.images.entry(id).or_insert_with(|| {
+            let Some(path) = dir.and_then(|d| Some(d.join(cache_name(file)?))) else { return Kept::default() };
+            let frames =
+                crate::linux::host::open_own(&path).and_then(|f| serde_json::from_reader(std::io::BufReader::new(f)).ok()).unwrap_or_default();
+            Kept { file: Some(path), frames, added: false }
+        })
+    }
+}
+
+/// `BUILDID-DEBUG.json`: the file's build id, and what its debug file was
+/// (none, or its size and time), so that one installed later is read.
+fn cache_name(file: &Path) -> Option<String> {
+    let id = super::debug_cache::elf(file, |elf| {
+        use object::Object;
+        elf.build_id().ok().flatten().map(crate::linux::hex)
+    })
+    .flatten()
+    .filter(|id| id.len() > 2)?;
+    let debug = Path::new(DEBUG_ROOT).join(".build-id").join(&id[..2]).join(format!("{}.debug", &id[2..]));
+    let stamp = std::fs::metadata(&debug)
+        .ok()
+        .map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            format!("{:x}.{:x}", m.size(), m.mtime())
+        })
+        .unwrap_or_else(|| "nodebug".into());
+    Some(format!("{id}-{stamp}.json"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(function: &str) -> Frame {
+        Frame { function: Some(function.into()), module: "/bin/x".into(), address: 0x10, ..Default::default() }
+    }
+
+    /// This test binary: it has a build id.
+    fn me() -> PathBuf {
+        std::env::current_exe().unwrap()
+    }
+
+    #[test]
+    fn names_are_kept_across_runs_by_build_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut first = NameCache::in_dir(Some(dir.path().to_path_buf()));
+        assert_eq!(first.get(0, &me(), "/bin/x", 0x10), None);
+        first.put(0, &me(), 0x10, &[frame("inner"), frame("outer")]);
+        first.save();
+        let mut second = NameCache::in_dir(Some(dir.path().to_path_buf()));
+        let names = second.get(3, &me(), "/usr/bin/x", 0x10).expect("kept");
+        assert_eq!(
+            names.iter().map(|f| (f.function.as_deref(), f.module.as_str())).collect::<Vec<_>>(),
+            [(Some("inner"), "/usr/bin/x"), (Some("outer"), "/usr/bin/x")]
+        );
+        assert_eq!(second.get(3, &me(), "/usr/bin/x", 0x20), None, "another address");
+    }
+
+    #[test]
+    fn a_cache_others_may_write_or_a_corrupt_one_is_not_read() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = NameCache::in_dir(Some(dir.path().to_path_buf()));
+        c.put(0, &me(), 0x10, &[frame("f")]);
+        c.save();
+        let file = std::fs::read_dir(dir.path()).unwrap().next().unwrap().unwrap().path();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert_eq!(NameCache::in_dir(Some(dir.path().to_path_buf())).get(0, &me(), "m", 0x10), None, "writable by others");
+        std::fs::write(&file, b"{not json").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(NameCache::in_dir(Some(dir.path().to_path_buf())).get(0, &me(), "m", 0x10), None, "corrupt");
+    }
+
+    #[test]
+    fn a_file_without_a_build_id_is_not_cached() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("plain");
+        std::fs::write(&plain, b"not an ELF file").unwrap();
+        let mut c = NameCache::in_dir(Some(dir.path().join("names")));
+        c.put(0, &plain, 0x10, &[frame("f")]);
+        c.save();
+        assert!(!dir.path().join("names").exists());
+    }
+}
