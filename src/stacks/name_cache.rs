@@ -3,9 +3,10 @@
 //! milliseconds of every run that names frames in it (glibc's, most), for
 //! the same answers each time. Each ELF file's names are kept in
 //! `$XDG_CACHE_HOME/sysdiet/names/` (else `~/.cache/...`), in a file named
-//! by its build id and by the debug file found for it then (installing
-//! libc6-dbg later names its frames anew). A file without a build id is
-//! never cached; a cache file another user may write is not read.
+//! by its build id and a stamp of every file its names come from (a
+//! stripped copy, or libc6-dbg installed later, is named anew). A file
+//! without a build id is never cached; a cache file another user may
+//! write is not read.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -93,24 +94,34 @@ impl NameCache {
     }
 }
 
-/// `BUILDID-DEBUG.json`: the file's build id, and what its debug file was
-/// (none, or its size and time), so that one installed later is read.
+/// `BUILDID-STAMP.json`: the file's build id, and a stamp of everything
+/// its names are read from: the file itself (stripped copies of one build
+/// share its id but not its names), its debug file by build id, and the
+/// files its debug link may name. Any of them changed, installed or
+/// removed, and the names are found anew.
 fn cache_name(file: &Path) -> Option<String> {
-    let id = super::debug_cache::elf(file, |elf| {
+    let (id, link) = super::debug_cache::elf(file, |elf| {
         use object::Object;
-        elf.build_id().ok().flatten().map(crate::linux::hex)
-    })
-    .flatten()
-    .filter(|id| id.len() > 2)?;
-    let debug = Path::new(DEBUG_ROOT).join(".build-id").join(&id[..2]).join(format!("{}.debug", &id[2..]));
-    let stamp = std::fs::metadata(&debug)
-        .ok()
-        .map(|m| {
-            use std::os::unix::fs::MetadataExt;
-            format!("{:x}.{:x}", m.size(), m.mtime())
-        })
-        .unwrap_or_else(|| "nodebug".into());
-    Some(format!("{id}-{stamp}.json"))
+        let id = elf.build_id().ok().flatten().map(crate::linux::hex);
+        let link = elf.gnu_debuglink().ok().flatten().map(|(name, _)| String::from_utf8_lossy(name).into_owned());
+        (id, link)
+    })?;
+    let id = id.filter(|id| id.len() > 2)?;
+    let mut read_from = vec![file.to_path_buf(), Path::new(DEBUG_ROOT).join(".build-id").join(&id[..2]).join(format!("{}.debug", &id[2..]))];
+    if let (Some(link), Some(dir)) = (link, file.parent()) {
+        // Where gdb (and blazesym) look for a debug link's file.
+        let under_root = Path::new(DEBUG_ROOT).join(dir.strip_prefix("/").unwrap_or(dir));
+        read_from.extend([dir.join(&link), dir.join(".debug").join(&link), under_root.join(&link)]);
+    }
+    let mut stamp = 0xcbf2_9ce4_8422_2325u64;
+    for path in &read_from {
+        use std::os::unix::fs::MetadataExt;
+        let facts = std::fs::metadata(path).map_or([0; 5], |m| [m.dev(), m.ino(), m.size(), m.mtime() as u64, m.mtime_nsec() as u64]);
+        for v in facts {
+            stamp = (stamp ^ v).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    Some(format!("{id}-{stamp:016x}.json"))
 }
 
 #[cfg(test)]
@@ -155,6 +166,19 @@ mod tests {
         std::fs::write(&file, b"{not json").unwrap();
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert_eq!(NameCache::in_dir(Some(dir.path().to_path_buf())).get(0, &me(), "m", 0x10), None, "corrupt");
+    }
+
+    #[test]
+    fn a_copy_of_the_file_is_named_anew() {
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("copy");
+        std::fs::copy(me(), &copy).unwrap();
+        let mut c = NameCache::in_dir(Some(dir.path().join("names")));
+        c.put(0, &me(), 0x10, &[frame("f")]);
+        c.save();
+        let mut later = NameCache::in_dir(Some(dir.path().join("names")));
+        assert!(later.get(0, &me(), "m", 0x10).is_some());
+        assert_eq!(later.get(1, &copy, "m", 0x10), None, "same build id, another file");
     }
 
     #[test]

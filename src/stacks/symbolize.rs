@@ -72,8 +72,10 @@ impl Namer {
             addrs.sort_unstable();
             addrs.dedup();
             let img = images.image(id);
-            // Named in an earlier run: no file is parsed for these.
-            addrs.retain(|&a| match self.cache.get(id, &img.file, &img.name, a) {
+            // Named in an earlier run: no file is parsed for these. (Not
+            // the vDSO: a small file, copied out anew each run.)
+            let cached = img.name != super::images::VDSO;
+            addrs.retain(|&a| match cached.then(|| self.cache.get(id, &img.file, &img.name, a)).flatten() {
                 Some(frames) => {
                     names.named.insert(RawFrame { image: Some(id), addr: a, pid: 0 }, frames);
                     false
@@ -114,7 +116,9 @@ impl Namer {
                     }
                     _ => vec![Frame { module: img.name.clone(), address: a, ..Default::default() }],
                 };
-                self.cache.put(id, &img.file, a, &frames);
+                if cached {
+                    self.cache.put(id, &img.file, a, &frames);
+                }
                 names.named.insert(RawFrame { image: Some(id), addr: a, pid: 0 }, frames);
             }
         }
