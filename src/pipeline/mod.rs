@@ -134,8 +134,8 @@ fn unix_now() -> f64 {
 
 /// Mapping events being opened for `tids` (call sites need them), on
 /// another thread: the first per-task perf event on a host waits for an
-/// RCU grace period while the kernel turns its scheduler hooks on (10 to
-/// 25 ms here), which then overlaps the BPF load.
+/// RCU grace period while the kernel turns its scheduler hooks on, which
+/// then overlaps the BPF load.
 type MappingWatch = Option<std::thread::JoinHandle<Result<MapEvents>>>;
 
 fn watch_mappings(opts: &TraceOptions, tids: Vec<u32>) -> MappingWatch {

@@ -1,6 +1,6 @@
-//! Debug info whose DWARF is compressed (Debian's libc6-dbg: ~2.5 MB of
-//! zlib that is ~8 MB of DWARF) is inflated whole each time it is read: ~40
-//! ms of every run with call sites, for glibc alone. So the first run that
+//! Debug info whose DWARF is compressed (Debian's libc6-dbg) is inflated
+//! whole each time it is read, in every run with call sites, for glibc
+//! alone (docs/GUIDE.md has the cost). So the first run that
 //! needs it keeps a decompressed copy, made by `objcopy
 //! --decompress-debug-sections`, under `$XDG_CACHE_HOME/sysdiet/debug/`
 //! (else `~/.cache/...`), named by the build id; later runs read it

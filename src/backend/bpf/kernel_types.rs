@@ -1,9 +1,9 @@
 //! The kernel types the tracer's CO-RE relocations need, cut out of the
 //! kernel's BTF once and kept. At every load libbpf matches each relocated
 //! type (task_struct, mm_struct, file, ...) by name against every type of
-//! the kernel's BTF, ~14 ms of each start-up (a third of it, measured with
-//! `sysdiet __programs`). `bpftool gen min_core_btf` (BTFgen) cuts the ~40
-//! types the object uses into a file of ~2 KB, and later loads relocate
+//! the kernel's BTF, a large part of each start-up (docs/overhead.md).
+//! `bpftool gen min_core_btf` (BTFgen) cuts the few dozen types the object
+//! uses into a file of a few KB, and later loads relocate
 //! against that. The file is named by the kernel's build id and a hash of
 //! the object, so a new kernel or a new sysdiet makes a new one. Without
 //! bpftool, a build id or a writable cache, loads use the whole BTF as

@@ -1,9 +1,9 @@
 //! The large maps made on another thread while libbpf reads the kernel's
 //! BTF, then handed to the object before it loads. Making them is mostly
-//! the kernel zeroing and charging pages (the three ring buffers, the 8 MiB
-//! first_calls, arg_stats' 4 MiB of buckets): 6 to 10 ms of every start-up,
-//! which the held command would otherwise wait for in series with the BTF
-//! parse (another 5 to 6 ms) on a host with a second CPU.
+//! the kernel zeroing and charging pages (the three ring buffers,
+//! first_calls, arg_stats' buckets), which the held command would otherwise
+//! wait for in series with the BTF parse, on a host with a second CPU
+//! (`SYSDIET_TIMINGS=1` shows both).
 
 use std::ffi::OsString;
 use std::os::fd::AsFd;
