@@ -29,16 +29,9 @@ fn main() {
             .unwrap_or_else(|e| panic!("building {src} failed: {e:#}\n(is clang installed? `make deps`)"));
         println!("cargo:rerun-if-changed={src}");
     }
-    println!("cargo:rerun-if-changed=src/bpf/syscount.h");
-    println!("cargo:rerun-if-changed=src/bpf/arguments.bpf.h");
-    println!("cargo:rerun-if-changed=src/bpf/samples.bpf.h");
-    println!("cargo:rerun-if-changed=src/bpf/lifecycle.bpf.h");
-    println!("cargo:rerun-if-changed=src/bpf/bits.bpf.h");
-    println!("cargo:rerun-if-changed=src/bpf/maps.bpf.h");
-    println!("cargo:rerun-if-changed=src/bpf/tally.h");
-    println!("cargo:rerun-if-changed=src/bpf/arch.bpf.h");
-    println!("cargo:rerun-if-changed=src/bpf/arch");
-
+    // Every header the programs include (a directory: cargo looks at
+    // every file under it).
+    println!("cargo:rerun-if-changed=src/bpf");
     // -O2 and nothing clever: each loop must make its call every time.
     cc::Build::new().file("src/bench/loops.c").opt_level(2).warnings(true).compile("sysdiet_loops");
     println!("cargo:rerun-if-changed=src/bench/loops.c");
