@@ -72,6 +72,10 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             let keyed = syscalls::by_nr(s.nr).is_some_and(|i| i.arg != ArgKind::None);
             // The arguments of this syscall that failed more than once.
             let repeated = failed_again.get(&(p.pid, s.nr)).map_or(&[][..], Vec::as_slice);
+            // Their failures with a normal ending (a readlink's EINVAL,
+            // gcc's /usr asked 205 times) are none of another errno's.
+            let normal: u64 = s.errnos.iter().filter(|(e, _)| is_normal(&s.name, e)).map(|(_, &n)| n).sum();
+            let repeated_failures = repeated.iter().map(|a| a.errors).sum::<u64>().saturating_sub(normal);
             for (errno, &failed) in &s.errnos {
                 if failed < 2 || is_normal(&s.name, errno) {
                     continue;
@@ -81,8 +85,10 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                 // every file fails once (ls -l's lgetxattr ENODATA) asks
                 // new questions. Per-argument stats do not split errors by
                 // errno, so a syscall failing in several ways names no
-                // argument, and counts at most its failures with this errno.
-                let n = if keyed { failed.min(repeated.iter().map(|a| a.errors).sum()) } else { failed };
+                // argument, and counts at most its failures with this errno,
+                // and at most those of repeated arguments that cannot be
+                // normal endings.
+                let n = if keyed { failed.min(repeated_failures) } else { failed };
                 if n < 2 {
                     continue;
                 }
@@ -140,6 +146,27 @@ mod tests {
         assert!(check(&t).is_empty());
         t.processes[0].syscalls[0].errnos = [("ENOENT".to_string(), 944)].into();
         assert_eq!(check(&t).len(), 1, "a missing file asked again is still one");
+    }
+
+    #[test]
+    fn a_normal_ending_asked_again_lends_no_repeats_to_another_errno() {
+        // gcc's cc1: 944 readlinks answering "not a link" (205 of them of
+        // /usr), and 137 of include directories that do not exist, each
+        // asked once.
+        let mut t = trace(1_000_000_000, &[("readlink", 1081, 900_000)]);
+        t.processes[0].syscalls[0].errnos = [("EINVAL".to_string(), 944), ("ENOENT".to_string(), 137)].into();
+        argument(&mut t, "readlink", path("/usr"), 205, 20_000).errors = 205;
+        assert!(check(&t).is_empty(), "{:?}", check(&t).iter().map(|f| &f.what).collect::<Vec<_>>());
+        // A missing directory asked 300 times beside 100 normal endings:
+        // at least 200 of the repeated failures are ENOENT, whichever
+        // arguments the normal ones fell on.
+        t.processes[0].syscalls[0].errnos = [("EINVAL".to_string(), 100), ("ENOENT".to_string(), 437)].into();
+        t.arguments[0].calls = 50;
+        t.arguments[0].errors = 50;
+        argument(&mut t, "readlink", path("/usr/local/include/x"), 300, 30_000).errors = 300;
+        let f = check(&t);
+        assert_eq!(f.len(), 1);
+        assert!(f[0].what.starts_with("250 × readlink failing with ENOENT"), "{}", f[0].what);
     }
 
     #[test]
