@@ -29,7 +29,7 @@ impl Tracer for Replay {
     }
 
     fn sample_rate(&self) -> (u32, u64) {
-        self.trace.sampling.as_ref().map_or((1, 0), |s| (s.first_gap, s.max_gap))
+        self.trace.sampling.as_ref().map_or((1, 0), |s| (s.first_gap, s.interval_ns))
     }
 
     fn read_into(&mut self, out: &mut TraceBuilder) -> Result<Lost> {
