@@ -81,7 +81,7 @@ fn dispatch(cli: Cli, started: Instant) -> Result<i32> {
         },
         Command::Floor { hooks, clock, paths, command } => floor(&hooks, clock, paths, &command),
         Command::Programs { no_stacks, latency, system_wide } => {
-            programs(BpfOptions { stacks: !no_stacks, latency, system_wide, ..Default::default() })
+            programs(BpfOptions { stacks: !no_stacks, latency, system_wide, verifier_stats: true, ..Default::default() })
         }
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut public_command(), "sysdiet", &mut std::io::stdout());
@@ -139,13 +139,15 @@ fn public_command() -> clap::Command {
 }
 
 /// Loads and attaches the tracer, prints the time that took and each
-/// program's verified instructions, and unloads it.
+/// program's verified instructions and verification time, and unloads it.
 fn programs(options: BpfOptions) -> Result<i32> {
     let started = Instant::now();
     let tracer = BpfTracer::load(&SyscallSet::default(), options)?;
     let mut text = format!("loaded and attached in {:.1} ms\n", started.elapsed().as_secs_f64() * 1e3);
+    let times: std::collections::HashMap<&str, u64> = tracer.verification_us().iter().map(|(n, us)| (n.as_str(), *us)).collect();
     for (name, insns) in tracer.verified() {
-        text += &format!("{name} verified_insns={insns}\n");
+        let us = times.get(name.as_str()).map(|us| format!(" verification_us={us}")).unwrap_or_default();
+        text += &format!("{name} verified_insns={insns}{us}\n");
     }
     // A reader that stops early (| head) is not an error worth a panic.
     let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());

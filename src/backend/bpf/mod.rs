@@ -68,6 +68,9 @@ pub struct BpfOptions {
     /// pidfd of it, which kernels before 6.9 give only to a process's
     /// leader; there the legacy programs (keyed by tid) count instead.
     pub arms_running_threads: bool,
+    /// Ask the verifier for its statistics (`sysdiet __programs`): each
+    /// program's verification time, kept in `verification_us`.
+    pub verifier_stats: bool,
 }
 
 pub struct BpfTracer {
@@ -86,6 +89,8 @@ pub struct BpfTracer {
     _ticks: Vec<(OwnedFd, Link)>,
     /// Tasks made targets by `add_target` (see `may_have_live_targets`).
     added: std::sync::atomic::AtomicU64,
+    /// (program, verification time in µs), when the options asked.
+    verification_us: Vec<(String, u64)>,
 }
 
 /// The programs loaded and verified, not yet attached: no task's syscalls
@@ -94,6 +99,7 @@ pub struct LoadedTracer {
     skel: SyscountSkel<'static>,
     options: BpfOptions,
     variant: Variant,
+    verification_us: Vec<(String, u64)>,
 }
 
 impl BpfTracer {
@@ -106,7 +112,9 @@ impl BpfTracer {
 impl LoadedTracer {
     /// Attaches the programs. Nothing is counted until a target is added.
     pub fn attach(self) -> Result<BpfTracer> {
-        BpfTracer::attach(self.skel, self.options, self.variant)
+        let mut tracer = BpfTracer::attach(self.skel, self.options, self.variant)?;
+        tracer.verification_us = self.verification_us;
+        Ok(tracer)
     }
 }
 
@@ -152,7 +160,8 @@ impl BpfTracer {
             },
             (Err(e), None) => return Err(e),
         };
-        Ok(LoadedTracer { skel, options, variant })
+        let verification_us = if options.verifier_stats { verifier_log::times() } else { Vec::new() };
+        Ok(LoadedTracer { skel, options, variant, verification_us })
     }
 
     /// Opens and loads the programs, relocated against the cut kernel types
@@ -221,6 +230,12 @@ impl BpfTracer {
         drop(opening);
         let m = &open.maps;
         let premade = premade::Premade::start(&[&m.arg_stats, &m.first_calls, &m.exits, &m.strings, &m.samples]);
+        if options.verifier_stats {
+            verifier_log::capture();
+            for mut prog in open.open_object_mut().progs_mut() {
+                prog.set_log_level(4);
+            }
+        }
         // libbpf parses the kernel's BTF now, not at load, so that the maps
         // are made meanwhile.
         let sys_exit = if legacy { &mut open.progs.sys_exit_legacy } else { &mut open.progs.sys_exit };
@@ -231,7 +246,11 @@ impl BpfTracer {
         premade.hand_over(open.open_object_mut().maps_mut());
         drop(waiting);
         let _t = crate::timings::span("load and verify");
-        open.load().map_err(bpf_error)
+        let loaded = open.load().map_err(bpf_error);
+        if options.verifier_stats {
+            verifier_log::release();
+        }
+        loaded
     }
 
     /// Attaches the loaded programs and starts taking exited threads' counts.
@@ -261,6 +280,7 @@ impl BpfTracer {
             folded,
             _ticks: ticks,
             added: Default::default(),
+            verification_us: Vec::new(),
         })
     }
 
@@ -389,6 +409,12 @@ impl BpfTracer {
         self.program_infos().into_iter().map(|(name, info)| (name, info.verified_insns)).collect()
     }
 
+    /// Each program's verification time in µs, as the verifier said it,
+    /// when `verifier_stats` asked (else empty).
+    pub fn verification_us(&self) -> &[(String, u64)] {
+        &self.verification_us
+    }
+
     fn program_infos(&self) -> Vec<(String, libbpf_sys::bpf_prog_info)> {
         use std::os::fd::AsFd;
         self.skel
@@ -485,4 +511,66 @@ fn spec_for(nr: u32, filter: &SyscallSet) -> syscall_spec {
         Some(ArgKind::None) | None => (arg_kind::ARG_NONE, 0, 0),
     };
     syscall_spec { traced, kind: kind.0 as u8, arg, size_arg }
+}
+
+/// The verifier's statistics of each program (log level 4), read from
+/// libbpf's debug output while the object loads.
+mod verifier_log {
+    use std::sync::Mutex;
+
+    static LOG: Mutex<String> = Mutex::new(String::new());
+
+    fn keep(_: libbpf_rs::PrintLevel, text: String) {
+        if let Ok(mut log) = LOG.lock() {
+            log.push_str(&text);
+        }
+    }
+
+    /// libbpf's messages go to the log from now on.
+    pub fn capture() {
+        if let Ok(mut log) = LOG.lock() {
+            log.clear();
+        }
+        libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, keep)));
+    }
+
+    /// libbpf is quiet again (unless SYSDIET_DEBUG).
+    pub fn release() {
+        if std::env::var_os("SYSDIET_DEBUG").is_none() {
+            libbpf_rs::set_print(None);
+        } else {
+            libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, |_, m| eprint!("{m}"))));
+        }
+    }
+
+    /// (program, verification time in µs) for each program's load log.
+    pub fn times() -> Vec<(String, u64)> {
+        LOG.lock().map(|log| parse(&log)).unwrap_or_default()
+    }
+
+    fn parse(log: &str) -> Vec<(String, u64)> {
+        let mut out = Vec::new();
+        let mut prog = None;
+        for line in log.lines() {
+            if let Some(rest) = line.strip_prefix("libbpf: prog '") {
+                if line.ends_with("-- BEGIN PROG LOAD LOG --") {
+                    prog = rest.split('\'').next().map(str::to_string);
+                }
+            } else if let (Some(us), Some(name)) = (line.strip_prefix("verification time ").and_then(|r| r.strip_suffix(" usec")), &prog) {
+                if let Ok(us) = us.parse() {
+                    out.push((name.clone(), us));
+                }
+            }
+        }
+        out
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn reads_each_programs_time() {
+            let log = "libbpf: prog 'sys_exit': -- BEGIN PROG LOAD LOG --\nverification time 6539 usec\nprocessed 6305 insns\n-- END PROG LOAD LOG --\nlibbpf: prog 'on_tick': -- BEGIN PROG LOAD LOG --\nverification time 75 usec\n";
+            assert_eq!(super::parse(log), [("sys_exit".to_string(), 6539), ("on_tick".to_string(), 75)]);
+        }
+    }
 }
