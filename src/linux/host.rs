@@ -111,6 +111,13 @@ pub fn cached_file(out: &std::path::Path, make: impl FnOnce(&std::path::Path) ->
     if out.is_file() {
         return Some(out.to_path_buf());
     }
+    replace_file(out, make)
+}
+
+/// Writes the cached file `out` anew by `make(tmp)`, made beside it under
+/// a private name and renamed over it, so that a reader never sees half of
+/// one; prunes the old files beside it. None if it could not be written.
+pub fn replace_file(out: &std::path::Path, make: impl FnOnce(&std::path::Path) -> bool) -> Option<std::path::PathBuf> {
     let dir = out.parent()?;
     fs::create_dir_all(dir).ok()?;
     let tmp = dir.join(format!(".{}.{}.tmp", out.file_name()?.to_string_lossy(), std::process::id()));
@@ -129,7 +136,7 @@ const CACHE_KEEP: std::time::Duration = std::time::Duration::from_secs(30 * 24 *
 
 /// Removes this user's files in `dir` made more than CACHE_KEEP ago, but
 /// `keep`; run when a file is made, which is rare.
-pub fn prune(dir: &std::path::Path, keep: &std::path::Path) {
+fn prune(dir: &std::path::Path, keep: &std::path::Path) {
     use std::os::unix::fs::MetadataExt;
     let Ok(entries) = fs::read_dir(dir) else { return };
     let me = nix::unistd::geteuid().as_raw();

@@ -17,7 +17,7 @@ use crate::linux::host::run_quietly;
 use object::{Object, ObjectSection};
 
 /// Where Debian's -dbg and -dbgsym packages put debug files, by build id.
-const DEBUG_ROOT: &str = "/usr/lib/debug";
+pub(super) const DEBUG_ROOT: &str = "/usr/lib/debug";
 
 /// What to symbolize a file's code from. Keep it while symbolizing: a
 /// kept copy is read through the descriptor that was checked.
@@ -57,7 +57,7 @@ pub fn debug_source(file: &Path) -> DebugSource {
 fn debug_source_in(file: &Path, debug_root: &Path, cache: Option<&Path>) -> DebugSource {
     let found = || {
         let id = elf(file, |elf| elf.build_id().ok().flatten().map(crate::linux::hex)).flatten()?;
-        let separate = debug_root.join(".build-id").join(&id[..2]).join(format!("{}.debug", &id[2..]));
+        let separate = by_build_id(debug_root, &id)?;
         if !elf(&separate, compressed_dwarf)? {
             return None;
         }
@@ -66,6 +66,13 @@ fn debug_source_in(file: &Path, debug_root: &Path, cache: Option<&Path>) -> Debu
         Some((copy, opened))
     };
     DebugSource { copy: found(), file: file.to_path_buf() }
+}
+
+/// Where a debug root keeps the debug file of build id `id` (hex):
+/// `.build-id/xx/rest.debug`; None for an id too short to split.
+pub(super) fn by_build_id(debug_root: &Path, id: &str) -> Option<PathBuf> {
+    let (dir, rest) = (id.get(..2)?, id.get(2..).filter(|r| !r.is_empty())?);
+    Some(debug_root.join(".build-id").join(dir).join(format!("{rest}.debug")))
 }
 
 /// `f` of the ELF file at `path`, read as far as `f` needs (a browser's
@@ -109,7 +116,7 @@ mod tests {
         assert_eq!(debug_source_in(&exe, &root, Some(&cache)).path(), exe);
         // Packaged, by build id: copied once, decompressed, then found.
         let id = elf(&exe, |e| e.build_id().unwrap().map(crate::linux::hex)).flatten().unwrap();
-        let packaged = root.join(".build-id").join(&id[..2]).join(format!("{}.debug", &id[2..]));
+        let packaged = by_build_id(&root, &id).unwrap();
         std::fs::create_dir_all(packaged.parent().unwrap()).unwrap();
         std::fs::copy(&exe, &packaged).unwrap();
         let source = debug_source_in(&exe, &root, Some(&cache));

@@ -11,10 +11,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
+use super::debug_cache::DEBUG_ROOT;
 use crate::model::Frame;
-
-/// Where Debian's -dbg and -dbgsym packages put debug files, by build id.
-const DEBUG_ROOT: &str = "/usr/lib/debug";
 
 /// The names known of each image: read from the cache when first asked,
 /// written back with what was added when `save` is called.
@@ -63,30 +61,21 @@ impl NameCache {
         }
     }
 
-    /// Writes the images whose names grew; a file is replaced whole, so a
-    /// reader never sees half of one.
+    /// Writes the images whose names grew, each file replaced whole.
     pub fn save(&mut self) {
         for kept in self.images.values_mut().filter(|k| k.added) {
             let Some(path) = &kept.file else { continue };
-            let Some(dir) = path.parent() else { continue };
-            if std::fs::create_dir_all(dir).is_err() {
-                continue;
+            let Ok(bytes) = serde_json::to_vec(&kept.frames) else { continue };
+            if crate::linux::host::replace_file(path, |tmp| std::fs::write(tmp, &bytes).is_ok()).is_some() {
+                kept.added = false;
             }
-            let tmp = dir.join(format!(".{}.{}.tmp", path.file_name().unwrap_or_default().to_string_lossy(), std::process::id()));
-            let written = serde_json::to_vec(&kept.frames).ok().is_some_and(|bytes| std::fs::write(&tmp, bytes).is_ok());
-            if !written || std::fs::rename(&tmp, path).is_err() {
-                let _ = std::fs::remove_file(&tmp);
-                continue;
-            }
-            kept.added = false;
-            crate::linux::host::prune(dir, path);
         }
     }
 
     fn kept(&mut self, id: usize, file: &Path) -> &mut Kept {
-        let dir = self.dir.clone();
+        let dir = &self.dir;
         self.images.entry(id).or_insert_with(|| {
-            let Some(path) = dir.and_then(|d| Some(d.join(cache_name(file)?))) else { return Kept::default() };
+            let Some(path) = dir.as_ref().and_then(|d| Some(d.join(cache_name(file)?))) else { return Kept::default() };
             let frames =
                 crate::linux::host::open_own(&path).and_then(|f| serde_json::from_reader(std::io::BufReader::new(f)).ok()).unwrap_or_default();
             Kept { file: Some(path), frames, added: false }
@@ -106,8 +95,8 @@ fn cache_name(file: &Path) -> Option<String> {
         let link = elf.gnu_debuglink().ok().flatten().map(|(name, _)| String::from_utf8_lossy(name).into_owned());
         (id, link)
     })?;
-    let id = id.filter(|id| id.len() > 2)?;
-    let mut read_from = vec![file.to_path_buf(), Path::new(DEBUG_ROOT).join(".build-id").join(&id[..2]).join(format!("{}.debug", &id[2..]))];
+    let id = id?;
+    let mut read_from = vec![file.to_path_buf(), super::debug_cache::by_build_id(Path::new(DEBUG_ROOT), &id)?];
     if let (Some(link), Some(dir)) = (link, file.parent()) {
         // Where gdb (and blazesym) look for a debug link's file.
         let under_root = Path::new(DEBUG_ROOT).join(dir.strip_prefix("/").unwrap_or(dir));

@@ -112,9 +112,7 @@ impl BpfTracer {
 impl LoadedTracer {
     /// Attaches the programs. Nothing is counted until a target is added.
     pub fn attach(self) -> Result<BpfTracer> {
-        let mut tracer = BpfTracer::attach(self.skel, self.options, self.variant)?;
-        tracer.verification_us = self.verification_us;
-        Ok(tracer)
+        BpfTracer::attach(self)
     }
 }
 
@@ -230,8 +228,8 @@ impl BpfTracer {
         drop(opening);
         let m = &open.maps;
         let premade = premade::Premade::start(&[&m.arg_stats, &m.first_calls, &m.exits, &m.strings, &m.samples]);
+        let print_before = options.verifier_stats.then(verifier_log::capture);
         if options.verifier_stats {
-            verifier_log::capture();
             for mut prog in open.open_object_mut().progs_mut() {
                 prog.set_log_level(4);
             }
@@ -247,14 +245,15 @@ impl BpfTracer {
         drop(waiting);
         let _t = crate::timings::span("load and verify");
         let loaded = open.load().map_err(bpf_error);
-        if options.verifier_stats {
-            verifier_log::release();
+        if let Some(before) = print_before {
+            libbpf_rs::set_print(before);
         }
         loaded
     }
 
     /// Attaches the loaded programs and starts taking exited threads' counts.
-    fn attach(mut skel: SyscountSkel<'static>, options: BpfOptions, variant: Variant) -> Result<BpfTracer> {
+    fn attach(loaded: LoadedTracer) -> Result<BpfTracer> {
+        let LoadedTracer { mut skel, options, variant, verification_us } = loaded;
         let t = crate::timings::span("attach programs");
         skel.attach().map_err(bpf_error)?;
         drop(t);
@@ -280,7 +279,7 @@ impl BpfTracer {
             folded,
             _ticks: ticks,
             added: Default::default(),
-            verification_us: Vec::new(),
+            verification_us,
         })
     }
 
@@ -526,21 +525,13 @@ mod verifier_log {
         }
     }
 
-    /// libbpf's messages go to the log from now on.
-    pub fn capture() {
+    /// libbpf's messages go to the log from now on; returns where they
+    /// went before, to be given back to `libbpf_rs::set_print`.
+    pub fn capture() -> Option<(libbpf_rs::PrintLevel, libbpf_rs::PrintCallback)> {
         if let Ok(mut log) = LOG.lock() {
             log.clear();
         }
-        libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, keep)));
-    }
-
-    /// libbpf is quiet again (unless SYSDIET_DEBUG).
-    pub fn release() {
-        if std::env::var_os("SYSDIET_DEBUG").is_none() {
-            libbpf_rs::set_print(None);
-        } else {
-            libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, |_, m| eprint!("{m}"))));
-        }
+        libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, keep)))
     }
 
     /// (program, verification time in µs) for each program's load log.
