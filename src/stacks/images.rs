@@ -25,7 +25,10 @@ pub struct Image {
 
 #[derive(Clone, Default)]
 struct Sections {
-    text: Option<(Range<u64>, Arc<[u8]>)>,
+    /// Only where it lies: framehop reads ELF code from no bytes of it
+    /// (its instruction analysis is Mach-O's), and copying libc's alone
+    /// was most of a short run's unwinding.
+    text: Option<Range<u64>>,
     eh_frame: Option<(Range<u64>, Arc<[u8]>)>,
     eh_frame_hdr: Option<(Range<u64>, Arc<[u8]>)>,
     got: Option<Range<u64>>,
@@ -50,7 +53,7 @@ impl Image {
                 })
                 .collect(),
             sections: Sections {
-                text: section(".text"),
+                text: elf.section_by_name(".text").map(|s| s.address()..s.address() + s.size()),
                 eh_frame: section(".eh_frame"),
                 eh_frame_hdr: section(".eh_frame_hdr"),
                 got: elf.section_by_name(".got").map(|s| s.address()..s.address() + s.size()),
@@ -69,13 +72,11 @@ impl Image {
     /// The framehop module for one mapping of this image.
     pub fn module(&self, avma: Range<u64>, bias: u64) -> Module<Arc<[u8]>> {
         let s = self.sections.clone();
-        let (text_svma, text) = s.text.map_or((None, None), |(r, d)| (Some(r), Some(d)));
         let (eh_frame_svma, eh_frame) = s.eh_frame.map_or((None, None), |(r, d)| (Some(r), Some(d)));
         let (eh_frame_hdr_svma, eh_frame_hdr) = s.eh_frame_hdr.map_or((None, None), |(r, d)| (Some(r), Some(d)));
         let info = ExplicitModuleSectionInfo {
             base_svma: 0,
-            text_svma,
-            text,
+            text_svma: s.text,
             got_svma: s.got,
             eh_frame_svma,
             eh_frame,
@@ -103,7 +104,9 @@ impl Images {
         if let Some(&id) = self.by_name.get(name) {
             return id;
         }
+        let tc = crate::timings::span(if name == VDSO { "TMP vdso" } else { "TMP file" });
         let image = if name == VDSO { self.load_vdso() } else { load_file(name) };
+        drop(tc);
         let id = image.map(|i| {
             self.list.push(i);
             self.list.len() - 1
