@@ -22,49 +22,51 @@ struct Definition {
 }
 
 /// Maps being made; `hand_over` gives them to the object.
-pub struct Premade(JoinHandle<Vec<(OsString, MapHandle)>>);
+pub struct Premade(Vec<JoinHandle<Option<(OsString, MapHandle)>>>);
 
 impl Premade {
-    /// Starts making maps like `maps` (as they are defined now).
+    /// Starts making maps like `maps` (as they are defined now), each on
+    /// a thread of its own: the kernel zeroes each one's pages in series.
     pub fn start(maps: &[&OpenMapMut<'_>]) -> Premade {
-        let defs: Vec<Definition> = maps
-            .iter()
-            .map(|m| Definition {
-                name: m.name().to_owned(),
-                map_type: m.map_type(),
-                key_size: m.key_size(),
-                value_size: m.value_size(),
-                max_entries: m.max_entries(),
-                flags: m.map_flags(),
-            })
-            .collect();
-        Premade(std::thread::spawn(move || {
-            let _t = crate::timings::span("make the big maps");
-            defs.into_iter()
-                .filter_map(|d| {
-                    let opts = libbpf_sys::bpf_map_create_opts {
-                        sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _,
-                        map_flags: d.flags,
-                        ..Default::default()
-                    };
-                    // A map that cannot be made here (no rights, say) is
-                    // left to libbpf, which says why.
-                    let map = MapHandle::create(d.map_type, Some(&d.name), d.key_size, d.value_size, d.max_entries, &opts).ok()?;
-                    Some((d.name, map))
+        Premade(
+            maps.iter()
+                .map(|m| Definition {
+                    name: m.name().to_owned(),
+                    map_type: m.map_type(),
+                    key_size: m.key_size(),
+                    value_size: m.value_size(),
+                    max_entries: m.max_entries(),
+                    flags: m.map_flags(),
                 })
-                .collect()
-        }))
+                .map(|d| std::thread::spawn(move || d.make()))
+                .collect(),
+        )
     }
 
     /// Waits for the maps and has the object's maps of their names use them
     /// instead of making their own (it keeps duplicates of the descriptors).
     pub fn hand_over<'a>(self, maps: impl Iterator<Item = OpenMapMut<'a>>) {
-        let Ok(made) = self.0.join() else { return };
+        let made: Vec<(OsString, MapHandle)> = self.0.into_iter().filter_map(|t| t.join().ok().flatten()).collect();
         for mut map in maps {
             if let Some((_, made)) = made.iter().find(|(name, _)| name.as_os_str() == map.name()) {
                 // On failure libbpf makes the map itself, as without this.
                 let _ = map.reuse_fd(made.as_fd());
             }
         }
+    }
+}
+
+impl Definition {
+    /// None if it cannot be made here (no rights, say): libbpf then makes
+    /// it, and says why it cannot.
+    fn make(self) -> Option<(OsString, MapHandle)> {
+        let _t = crate::timings::span("make a big map");
+        let opts = libbpf_sys::bpf_map_create_opts {
+            sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _,
+            map_flags: self.flags,
+            ..Default::default()
+        };
+        let map = MapHandle::create(self.map_type, Some(&self.name), self.key_size, self.value_size, self.max_entries, &opts).ok()?;
+        Some((self.name, map))
     }
 }
