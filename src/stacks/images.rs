@@ -104,9 +104,7 @@ impl Images {
         if let Some(&id) = self.by_name.get(name) {
             return id;
         }
-        let tc = crate::timings::span(if name == VDSO { "TMP vdso" } else { "TMP file" });
         let image = if name == VDSO { self.load_vdso() } else { load_file(name) };
-        drop(tc);
         let id = image.map(|i| {
             self.list.push(i);
             self.list.len() - 1
