@@ -68,6 +68,14 @@ pub struct Evidence {
     /// share of the calls counts as well.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub run_includes_tracer: bool,
+    /// What one syscall costs on this host at least (`run.syscall_ns`), 0
+    /// when not measured: the calls' least cost, where ticks are too few.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub syscall_ns: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
@@ -113,6 +121,7 @@ impl Evidence {
             },
             untimed: trace.run.time == crate::model::TimeKind::Unmeasured,
             run_includes_tracer: trace.run.log.is_some(),
+            syscall_ns: trace.run.syscall_ns.unwrap_or(0),
         }
     }
 
@@ -140,16 +149,26 @@ pub const UNTIMED_MIN_CALLS: u64 = 1_000;
 impl Finding {
     /// A few calls, or a saving well under 1% of the run: shown only with
     /// --all. With sampled time, only when it is small even at the top of
-    /// what the ticks allow: a short run's few ticks hide nothing.
+    /// what the ticks allow. In a run so short that one tick is over 1% of
+    /// it, that can never hold: there, unless the ticks say "big" even
+    /// lowered by their slack, the calls' least cost on this host decides
+    /// (a few hundred quick calls in a 5 ms run are not 1% of it, whichever
+    /// call a tick happened to land in).
     pub fn is_small(&self) -> bool {
         let e = &self.evidence;
         if e.untimed {
             return e.calls < UNTIMED_MIN_CALLS || e.share_of_calls < MIN_SHARE;
         }
-        let saving = self.saving_ns + e.time_slack_ns();
-        let time_share = if e.run_ns > 0 { saving as f64 / e.run_ns as f64 } else { 0.0 };
+        let of_run = |ns: u64| if e.run_ns > 0 { ns as f64 / e.run_ns as f64 } else { 0.0 };
+        let slack = e.time_slack_ns();
+        let time_share = of_run(self.saving_ns + slack);
         let share = if e.run_includes_tracer { time_share.max(e.share_of_calls) } else { time_share };
-        e.calls < MIN_CALLS || share < MIN_SHARE
+        if e.calls < MIN_CALLS || share < MIN_SHARE {
+            return true;
+        }
+        // One tick over 1% of the run: no count of ticks can say "small".
+        let undecided = of_run(e.tick_ns) >= MIN_SHARE && of_run(self.saving_ns.saturating_sub(slack)) < MIN_SHARE;
+        undecided && !e.run_includes_tracer && e.syscall_ns > 0 && of_run(e.calls * e.syscall_ns) < MIN_SHARE
     }
 }
 
@@ -246,5 +265,32 @@ mod tests {
         // Measured time is taken as it is.
         let measured = Finding { evidence: Evidence { tick_ns: 0, ..f(0, 5_000_000).evidence }, ..f(0, 5_000_000) };
         assert!(measured.is_small());
+    }
+
+    #[test]
+    fn where_ticks_cannot_tell_the_calls_least_cost_decides() {
+        // A 5 ms run, `calls` quick calls, one tick (250 µs) landed in them.
+        let f = |calls, syscall_ns| Finding {
+            evidence: Evidence { calls, kernel_ns: 250_000, run_ns: 5_000_000, tick_ns: 250_000, syscall_ns, ..Default::default() },
+            saving_ns: 250_000,
+            ..Default::default()
+        };
+        // `file` reading ELF headers: 160 × 164 ns is 0.5% of the run.
+        assert!(f(160, 164).is_small());
+        // 1,000 calls are 3%, whatever the tick said.
+        assert!(!f(1_000, 164).is_small());
+        // Not measured: kept, as before.
+        assert!(!f(160, 0).is_small());
+        // Many ticks in the calls (40 in 5 ms, on two CPUs): they decide.
+        let slow = Finding { evidence: Evidence { kernel_ns: 10_000_000, ..f(160, 164).evidence }, saving_ns: 10_000_000, ..Default::default() };
+        assert!(!slow.is_small());
+        // A run long enough for ticks to say "small" (60 ms, 3 ticks in the
+        // calls): judged by them, as before.
+        let longer = Finding {
+            evidence: Evidence { run_ns: 60_000_000, kernel_ns: 750_000, ..f(3_000, 164).evidence },
+            saving_ns: 700_000,
+            ..Default::default()
+        };
+        assert!(!longer.is_small());
     }
 }
