@@ -34,6 +34,11 @@ const volatile __u8 system_wide = 0;
 const volatile __u32 self_tgid = 0;
 /* What one CPU-clock tick stands for. */
 const volatile __u64 tick_ns = 0;
+/* Ticks of tick_ns each CPU-clock tick counts for: user space slows the
+ * clock down once a run is past its start (backend/bpf/ticks.rs), and
+ * raises this with it. Its own section, so that user space writes it
+ * alone. */
+__u64 tick_weight SEC(".data.ticks") = 1;
 /* Stack samples: off unless set. A thread starts at one sample per
  * `sample_first_gap` calls; the gap then doubles or halves to keep about
  * one sample per `sample_interval_ns` of its time. */

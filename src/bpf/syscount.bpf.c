@@ -224,15 +224,17 @@ static __always_inline void charge_tick(struct bpf_perf_event_data *ctx, struct 
 	struct pt_regs *u;
 	long nr;
 
+	__u64 weight = tick_weight;
+
 	if (perf_sample_in_user_mode(ctx)) {
-		(*user_ticks)++;
+		(*user_ticks) += weight;
 		return;
 	}
 	/* In the kernel: in a syscall if the saved user registers say so. */
 	u = legacy ? task_user_regs(t) : (struct pt_regs *)bpf_task_pt_regs(t);
 	nr = u ? regs_running_syscall(u) : -1;
 	if (nr >= 0 && nr < MAX_SYSCALLS)
-		(*ticks)++;
+		(*ticks) += weight;
 }
 
 SEC("perf_event")

@@ -116,7 +116,7 @@ impl Evidence {
             kernel_ns,
             run_ns,
             tick_ns: match trace.run.time {
-                crate::model::TimeKind::CpuSampled { tick_ns } => tick_ns,
+                crate::model::TimeKind::CpuSampled { tick_ns, .. } => tick_ns,
                 crate::model::TimeKind::Wall | crate::model::TimeKind::Unmeasured => 0,
             },
             untimed: trace.run.time == crate::model::TimeKind::Unmeasured,

@@ -100,7 +100,7 @@ pub struct Thread {
     pub syscalls: Vec<SyscallStats>,
 }
 
-fn is_zero(n: &u64) -> bool {
+pub(super) fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 

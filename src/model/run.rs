@@ -91,7 +91,15 @@ pub enum TimeKind {
     /// CPU time in the kernel, sampled: a timer tick every `tick_ns` on each
     /// CPU is charged to the syscall the traced thread it interrupts is in
     /// (`strace -c`'s "system time"). Blocked time counts nothing.
-    CpuSampled { tick_ns: u64 },
+    CpuSampled {
+        tick_ns: u64,
+        /// A finer tick, every `fine_tick_ns`, in the run's first
+        /// `fine_for_ns` (0: `tick_ns` throughout).
+        #[serde(default, skip_serializing_if = "super::counts::is_zero")]
+        fine_tick_ns: u64,
+        #[serde(default, skip_serializing_if = "super::counts::is_zero")]
+        fine_for_ns: u64,
+    },
     /// Wall time from entry to exit of every call, measured (`strace -c -w`).
     #[default]
     Wall,

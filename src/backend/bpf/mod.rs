@@ -5,7 +5,7 @@
 //! Its files import one way, bottom first: skel.rs (the generated
 //! skeleton) and maps.rs (map helpers); records.rs (the kernel side's
 //! structs become sysdiet's types); features.rs, kernel_types.rs,
-//! premade.rs (what a load needs); fold.rs; exits.rs (the live reader);
+//! premade.rs (what a load needs); ticks.rs (the CPU clock); fold.rs; exits.rs (the live reader);
 //! readout.rs; then this file. tests/layers.rs holds them to it.
 
 mod exits;
@@ -17,17 +17,18 @@ mod premade;
 mod readout;
 pub mod records;
 mod skel;
+mod ticks;
 
 use std::mem::MaybeUninit;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::Duration;
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{Link, MapCore, MapFlags};
+use libbpf_rs::{MapCore, MapFlags};
 
 use crate::backend::filter::SyscallSet;
-use crate::backend::perf::{self, PerfEventAttr, PERF_COUNT_SW_CPU_CLOCK, PERF_TYPE_SOFTWARE};
+use crate::backend::perf;
 use crate::backend::Tracer;
 use crate::error::{Error, Result};
 use crate::linux::syscalls::{self, ArgKind, MAX_SYSCALLS};
@@ -38,12 +39,11 @@ use features::Variant;
 use maps::{bpf_error, kernel_btf_path, object_storage};
 use readout::{Names, Paths};
 use skel::OBJECT;
+use ticks::{Ticks, TICK_NS};
 
 use skel::types::{arg_kind, syscall_spec, target_state, task_state, tick_count};
 use skel::{SyscountSkel, SyscountSkelBuilder};
 
-/// CPU time is sampled at 4 kHz on each CPU (perf record's default rate).
-pub const TICK_NS: u64 = 250_000;
 /// Stack samples: a new thread starts at one per FIRST_GAP calls; the gap
 /// then adapts to about one sample per SAMPLE_INTERVAL_NS of its time.
 pub const SAMPLE_FIRST_GAP: u32 = 8;
@@ -85,8 +85,9 @@ pub struct BpfTracer {
     /// pid -> fold row, as the exit reader decides it (shared with the
     /// stack collector).
     folded: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<u32, u32>>>,
-    /// The CPU-clock events that drive the tick program, and their links.
-    _ticks: Vec<(OwnedFd, Link)>,
+    /// The CPU-clock events that drive the tick program (none with
+    /// --latency).
+    ticks: Option<Ticks>,
     /// Tasks made targets by `add_target` (see `may_have_live_targets`).
     added: std::sync::atomic::AtomicU64,
     /// (program, verification time in µs), when the options asked.
@@ -258,7 +259,7 @@ impl BpfTracer {
         skel.attach().map_err(bpf_error)?;
         drop(t);
         let t = crate::timings::span("attach CPU-time ticks");
-        let ticks = if options.latency { Vec::new() } else { attach_ticks(&skel, variant)? };
+        let ticks = if options.latency { None } else { Some(Ticks::attach(&skel, variant)?) };
         drop(t);
         let _t = crate::timings::span("start the exit reader");
         let handle = |m| libbpf_rs::MapHandle::try_from(m).map_err(bpf_error);
@@ -277,7 +278,7 @@ impl BpfTracer {
             names: Names { paths: if options.system_wide { Paths::forgetting() } else { Default::default() }, executables: Default::default() },
             exits: Some(exits),
             folded,
-            _ticks: ticks,
+            ticks,
             added: Default::default(),
             verification_us,
         })
@@ -291,11 +292,7 @@ impl BpfTracer {
 
     /// What the syscalls' times will measure.
     pub fn time_kind(&self) -> TimeKind {
-        if self.options.latency {
-            TimeKind::Wall
-        } else {
-            TimeKind::CpuSampled { tick_ns: TICK_NS }
-        }
+        self.ticks.as_ref().map_or(TimeKind::Wall, Ticks::time_kind)
     }
 
     /// The ring buffer stack samples arrive in, as a handle another thread
@@ -471,29 +468,6 @@ impl Tracer for BpfTracer {
     fn argument_of_sample(&self, nr: u32, fd: i64, key: u64) -> Option<Argument> {
         self.argument_for(nr, fd, key)
     }
-}
-
-/// One CPU-clock event per CPU runs `on_tick` at the tick rate; it charges
-/// the tick to the traced thread it interrupts, if any.
-fn attach_ticks(skel: &SyscountSkel<'static>, variant: Variant) -> Result<Vec<(OwnedFd, Link)>> {
-    let on_tick = if variant == Variant::Legacy { &skel.progs.on_tick_legacy } else { &skel.progs.on_tick };
-    let attr = PerfEventAttr {
-        kind: PERF_TYPE_SOFTWARE,
-        size: std::mem::size_of::<PerfEventAttr>() as u32,
-        config: PERF_COUNT_SW_CPU_CLOCK,
-        sample_period: TICK_NS,
-        ..Default::default()
-    };
-    let mut ticks = Vec::new();
-    for cpu in perf::online_cpus() {
-        let fd = perf::open(&attr, -1, cpu).map_err(|e| match e.raw_os_error() {
-            Some(libc::EACCES) | Some(libc::EPERM) => Error::NoBpfRights,
-            _ => Error::Bpf(format!("perf_event_open (CPU-time ticks, CPU {cpu}): {e}")),
-        })?;
-        let link = on_tick.attach_perf_event(fd.as_raw_fd()).map_err(bpf_error)?;
-        ticks.push((fd, link));
-    }
-    Ok(ticks)
 }
 
 fn spec_for(nr: u32, filter: &SyscallSet) -> syscall_spec {

@@ -1,0 +1,116 @@
+//! CPU time in syscalls is sampled: one CPU-clock event per CPU runs
+//! `on_tick`, which charges each tick to the traced thread it interrupts.
+//! The clock is fine at first, so that a command of a few ms still gets
+//! ticks, and four times coarser once the run is past its start: every tick
+//! interrupts its CPU, idle or not, which in a VM is far dearer than the
+//! program it runs (docs/overhead.md), and a longer run has ticks enough.
+//! The program weighs each tick by `tick_weight`, raised with the period.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use libbpf_rs::{Link, MapCore, MapFlags, MapHandle};
+
+use super::features::Variant;
+use super::maps::bpf_error;
+use super::skel::SyscountSkel;
+use crate::backend::perf::{self, PerfEventAttr, PERF_COUNT_SW_CPU_CLOCK, PERF_TYPE_SOFTWARE};
+use crate::error::{Error, Result};
+use crate::model::TimeKind;
+
+/// The fine tick: 4 kHz on each CPU (perf record's default rate).
+pub const TICK_NS: u64 = 250_000;
+/// How long the ticks stay fine.
+pub const FINE_FOR: Duration = Duration::from_millis(100);
+/// Fine ticks each tick stands for after FINE_FOR.
+const COARSE_WEIGHT: u64 = 4;
+
+/// _IOW('$', 4, __u64): a sampling event's new period.
+const PERF_EVENT_IOC_PERIOD: libc::c_ulong = 0x4008_2404;
+
+/// The attached clock events, and the thread that slows them down.
+pub struct Ticks {
+    _events: Vec<(OwnedFd, Link)>,
+    weight: Arc<AtomicU64>,
+    pacer: Option<(mpsc::Sender<()>, JoinHandle<()>)>,
+}
+
+impl Ticks {
+    /// Attaches `on_tick` (the variant's) to a fine clock on every CPU,
+    /// made coarser after FINE_FOR.
+    pub fn attach(skel: &SyscountSkel<'static>, variant: Variant) -> Result<Ticks> {
+        let on_tick = if variant == Variant::Legacy { &skel.progs.on_tick_legacy } else { &skel.progs.on_tick };
+        let attr = PerfEventAttr {
+            kind: PERF_TYPE_SOFTWARE,
+            size: std::mem::size_of::<PerfEventAttr>() as u32,
+            config: PERF_COUNT_SW_CPU_CLOCK,
+            sample_period: TICK_NS,
+            ..Default::default()
+        };
+        let mut events = Vec::new();
+        for cpu in perf::online_cpus() {
+            let fd = perf::open(&attr, -1, cpu).map_err(|e| match e.raw_os_error() {
+                Some(libc::EACCES) | Some(libc::EPERM) => Error::NoBpfRights,
+                _ => Error::Bpf(format!("perf_event_open (CPU-time ticks, CPU {cpu}): {e}")),
+            })?;
+            let link = on_tick.attach_perf_event(fd.as_raw_fd()).map_err(bpf_error)?;
+            events.push((fd, link));
+        }
+        let weight = Arc::new(AtomicU64::new(1));
+        let fds: Vec<OwnedFd> = events.iter().filter_map(|(fd, _)| fd.try_clone().ok()).collect();
+        let data = MapHandle::try_from(&skel.maps.data_ticks).map_err(bpf_error)?;
+        let (stop, stopped) = mpsc::channel();
+        let shared = Arc::clone(&weight);
+        let pacer = std::thread::Builder::new().name("sysdiet-ticks".into()).spawn(move || {
+            if stopped.recv_timeout(FINE_FOR) == Err(mpsc::RecvTimeoutError::Timeout) {
+                slow_down(&fds, &data, &shared);
+            }
+        })?;
+        Ok(Ticks { _events: events, weight, pacer: Some((stop, pacer)) })
+    }
+
+    /// What the ticks measured: the tick at the end, and the fine one
+    /// before it when the clock was slowed.
+    pub fn time_kind(&self) -> TimeKind {
+        match self.weight.load(Ordering::Acquire) {
+            1 => TimeKind::CpuSampled { tick_ns: TICK_NS, fine_tick_ns: 0, fine_for_ns: 0 },
+            w => TimeKind::CpuSampled { tick_ns: TICK_NS * w, fine_tick_ns: TICK_NS, fine_for_ns: FINE_FOR.as_nanos() as u64 },
+        }
+    }
+}
+
+/// Makes every CPU's clock COARSE_WEIGHT times slower and the program
+/// weigh its ticks as much; the clocks that could not be slowed leave the
+/// weight as it was (all or nothing). A tick that lands between the two
+/// steps is weighed as the other period's: one tick per CPU at most, within
+/// what sampling leaves uncertain anyway.
+fn slow_down(fds: &[OwnedFd], data: &MapHandle, weight: &AtomicU64) {
+    let period = TICK_NS * COARSE_WEIGHT;
+    // SAFETY: PERF_EVENT_IOC_PERIOD reads one u64 through the pointer.
+    let set = |fd: &OwnedFd, period: &u64| unsafe { libc::ioctl(fd.as_raw_fd(), PERF_EVENT_IOC_PERIOD as _, period as *const u64) } == 0;
+    if !fds.iter().all(|fd| set(fd, &period)) {
+        fds.iter().for_each(|fd| {
+            set(fd, &TICK_NS);
+        });
+        return;
+    }
+    if data.update(&0u32.to_ne_bytes(), &COARSE_WEIGHT.to_ne_bytes(), MapFlags::ANY).is_ok() {
+        weight.store(COARSE_WEIGHT, Ordering::Release);
+    } else {
+        fds.iter().for_each(|fd| {
+            set(fd, &TICK_NS);
+        });
+    }
+}
+
+impl Drop for Ticks {
+    fn drop(&mut self) {
+        if let Some((stop, pacer)) = self.pacer.take() {
+            let _ = stop.send(());
+            let _ = pacer.join();
+        }
+    }
+}
