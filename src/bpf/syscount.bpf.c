@@ -221,10 +221,9 @@ int BPF_PROG(sys_enter_legacy, struct pt_regs *regs, long id)
 static __always_inline void charge_tick(struct bpf_perf_event_data *ctx, struct task_struct *t,
 					__u64 *ticks, __u64 *user_ticks, const bool legacy)
 {
+	__u64 weight = tick_weight;
 	struct pt_regs *u;
 	long nr;
-
-	__u64 weight = tick_weight;
 
 	if (perf_sample_in_user_mode(ctx)) {
 		(*user_ticks) += weight;
