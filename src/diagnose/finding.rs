@@ -145,15 +145,17 @@ pub const MIN_SHARE: f64 = 0.01;
 /// interpreter's, a shell's) makes a few thousand calls in all, so its
 /// routine ones are a few percent of them, and cost under a millisecond.
 pub const UNTIMED_MIN_CALLS: u64 = 1_000;
+/// Ticks of sampled time too few to say a finding is big or small.
+const FEW_TICKS: u64 = 2;
 
 impl Finding {
     /// A few calls, or a saving well under 1% of the run: shown only with
     /// --all. With sampled time, only when it is small even at the top of
-    /// what the ticks allow. In a run so short that one tick is over 1% of
-    /// it, that can never hold: there, unless the ticks say "big" even
-    /// lowered by their slack, the calls' least cost on this host decides
-    /// (a few hundred quick calls in a 5 ms run are not 1% of it, whichever
-    /// call a tick happened to land in).
+    /// what the ticks allow. Where FEW_TICKS or fewer landed in the calls
+    /// (in a short run one tick can be over 1% of it), unless the ticks say
+    /// "big" even lowered by their slack, the calls' least cost on this
+    /// host decides: a few hundred quick calls in a 5 or 30 ms run are not
+    /// 1% of it, whichever call a tick happened to land in.
     pub fn is_small(&self) -> bool {
         let e = &self.evidence;
         if e.untimed {
@@ -166,8 +168,9 @@ impl Finding {
         if e.calls < MIN_CALLS || share < MIN_SHARE {
             return true;
         }
-        // One tick over 1% of the run: no count of ticks can say "small".
-        let undecided = of_run(e.tick_ns) >= MIN_SHARE && of_run(self.saving_ns.saturating_sub(slack)) < MIN_SHARE;
+        // Two ticks or fewer in the calls say little either way.
+        let few_ticks = e.tick_ns > 0 && e.kernel_ns / e.tick_ns <= FEW_TICKS;
+        let undecided = few_ticks && of_run(self.saving_ns.saturating_sub(slack)) < MIN_SHARE;
         undecided && !e.run_includes_tracer && e.syscall_ns > 0 && of_run(e.calls * e.syscall_ns) < MIN_SHARE
     }
 }
@@ -277,6 +280,9 @@ mod tests {
         };
         // `file` reading ELF headers: 160 × 164 ns is 0.5% of the run.
         assert!(f(160, 164).is_small());
+        // The same on a loaded host: a 32 ms run, where one tick is 0.8%.
+        let loaded = Finding { evidence: Evidence { run_ns: 32_000_000, ..f(160, 164).evidence }, ..f(160, 164) };
+        assert!(loaded.is_small());
         // 1,000 calls are 3%, whatever the tick said.
         assert!(!f(1_000, 164).is_small());
         // Not measured: kept, as before.
@@ -284,8 +290,7 @@ mod tests {
         // Many ticks in the calls (40 in 5 ms, on two CPUs): they decide.
         let slow = Finding { evidence: Evidence { kernel_ns: 10_000_000, ..f(160, 164).evidence }, saving_ns: 10_000_000, ..Default::default() };
         assert!(!slow.is_small());
-        // A run long enough for ticks to say "small" (60 ms, 3 ticks in the
-        // calls): judged by them, as before.
+        // Three ticks in the calls of a 60 ms run: judged by them, as before.
         let longer = Finding {
             evidence: Evidence { run_ns: 60_000_000, kernel_ns: 750_000, ..f(3_000, 164).evidence },
             saving_ns: 700_000,
