@@ -60,16 +60,8 @@ impl Ticks {
             events.push((fd, link));
         }
         let weight = Arc::new(AtomicU64::new(1));
-        let fds: Vec<OwnedFd> = events.iter().filter_map(|(fd, _)| fd.try_clone().ok()).collect();
-        let data = MapHandle::try_from(&skel.maps.data_ticks).map_err(bpf_error)?;
-        let (stop, stopped) = mpsc::channel();
-        let shared = Arc::clone(&weight);
-        let pacer = std::thread::Builder::new().name("sysdiet-ticks".into()).spawn(move || {
-            if stopped.recv_timeout(FINE_FOR) == Err(mpsc::RecvTimeoutError::Timeout) {
-                slow_down(&fds, &data, &shared);
-            }
-        })?;
-        Ok(Ticks { _events: events, weight, pacer: Some((stop, pacer)) })
+        let pacer = start_pacer(&events, skel, &weight);
+        Ok(Ticks { _events: events, weight, pacer })
     }
 
     /// What the ticks measured: the tick at the end, and the fine one
@@ -80,6 +72,21 @@ impl Ticks {
             w => TimeKind::CpuSampled { tick_ns: TICK_NS * w, fine_tick_ns: TICK_NS, fine_for_ns: FINE_FOR.as_nanos() as u64 },
         }
     }
+}
+
+/// The thread that slows every clock after FINE_FOR; None (the clock
+/// stays fine) if it cannot reach all of them and the weight.
+fn start_pacer(events: &[(OwnedFd, Link)], skel: &SyscountSkel<'static>, weight: &Arc<AtomicU64>) -> Option<(mpsc::Sender<()>, JoinHandle<()>)> {
+    let fds: Vec<OwnedFd> = events.iter().map(|(fd, _)| fd.try_clone()).collect::<std::io::Result<_>>().ok()?;
+    let data = MapHandle::try_from(&skel.maps.data_ticks).ok()?;
+    let (stop, stopped) = mpsc::channel();
+    let shared = Arc::clone(weight);
+    let pacer = std::thread::Builder::new().name("sysdiet-ticks".into()).spawn(move || {
+        if stopped.recv_timeout(FINE_FOR) == Err(mpsc::RecvTimeoutError::Timeout) {
+            slow_down(&fds, &data, &shared);
+        }
+    });
+    Some((stop, pacer.ok()?))
 }
 
 /// Makes every CPU's clock COARSE_WEIGHT times slower and the program
