@@ -70,12 +70,8 @@ pub struct Evidence {
     pub run_includes_tracer: bool,
     /// What one syscall costs on this host at least (`run.syscall_ns`), 0
     /// when not measured: the calls' least cost, where ticks are too few.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::model::is_zero")]
     pub syscall_ns: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]

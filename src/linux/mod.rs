@@ -19,9 +19,10 @@ pub fn hex(bytes: &[u8]) -> String {
 }
 
 /// What one syscall's round trip costs on this host, untraced: the fastest
-/// of 8 batches of 250 getppid, in ns (the fastest batch is as good with
-/// 250 as with 1,000, and the CPU is shared with the maps made at start-up). Each call a fix removes saves at
-/// least this, wherever a tick of sampled time landed.
+/// of 8 batches of 250 getppid, in ns (the fastest batch reads as with
+/// 1,000, and the CPU is shared with the maps made at start-up). Each call
+/// a fix removes saves at least this, wherever a tick of sampled time
+/// landed.
 pub fn syscall_cost_ns() -> u64 {
     const CALLS: u64 = 250;
     let mut best = u64::MAX;

@@ -100,7 +100,8 @@ pub struct Thread {
     pub syscalls: Vec<SyscallStats>,
 }
 
-pub(super) fn is_zero(n: &u64) -> bool {
+/// For serde's skip_serializing_if: a count or time left out when 0.
+pub fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 

@@ -95,9 +95,9 @@ pub enum TimeKind {
         tick_ns: u64,
         /// A finer tick, every `fine_tick_ns`, in the run's first
         /// `fine_for_ns` (0: `tick_ns` throughout).
-        #[serde(default, skip_serializing_if = "super::counts::is_zero")]
+        #[serde(default, skip_serializing_if = "super::is_zero")]
         fine_tick_ns: u64,
-        #[serde(default, skip_serializing_if = "super::counts::is_zero")]
+        #[serde(default, skip_serializing_if = "super::is_zero")]
         fine_for_ns: u64,
     },
     /// Wall time from entry to exit of every call, measured (`strace -c -w`).

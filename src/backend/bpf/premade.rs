@@ -1,5 +1,5 @@
-//! The large maps made on another thread while libbpf reads the kernel's
-//! BTF, then handed to the object before it loads. Making them is mostly
+//! The large maps made on other threads, one each, while libbpf reads the
+//! kernel's BTF, then handed to the object before it loads. Making them is mostly
 //! the kernel zeroing and charging pages (the three ring buffers,
 //! first_calls, arg_stats' buckets), which the held command would otherwise
 //! wait for in series with the BTF parse, on a host with a second CPU

@@ -98,18 +98,13 @@ fn slow_down(fds: &[OwnedFd], data: &MapHandle, weight: &AtomicU64) {
     let period = TICK_NS * COARSE_WEIGHT;
     // SAFETY: PERF_EVENT_IOC_PERIOD reads one u64 through the pointer.
     let set = |fd: &OwnedFd, period: &u64| unsafe { libc::ioctl(fd.as_raw_fd(), PERF_EVENT_IOC_PERIOD as _, period as *const u64) } == 0;
-    if !fds.iter().all(|fd| set(fd, &period)) {
-        fds.iter().for_each(|fd| {
-            set(fd, &TICK_NS);
-        });
-        return;
-    }
-    if data.update(&0u32.to_ne_bytes(), &COARSE_WEIGHT.to_ne_bytes(), MapFlags::ANY).is_ok() {
+    let slowed = fds.iter().all(|fd| set(fd, &period)) && data.update(&0u32.to_ne_bytes(), &COARSE_WEIGHT.to_ne_bytes(), MapFlags::ANY).is_ok();
+    if slowed {
         weight.store(COARSE_WEIGHT, Ordering::Release);
     } else {
-        fds.iter().for_each(|fd| {
+        for fd in fds {
             set(fd, &TICK_NS);
-        });
+        }
     }
 }
 
