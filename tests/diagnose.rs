@@ -761,6 +761,29 @@ fn a_pid_per_python_log_record() {
     assert!(!f.iter().any(|x| per_record(&x)), "{:?}", f.iter().map(|x| &x["what"]).collect::<Vec<_>>());
 }
 
+/// Debian's python3 asking for its container's memory limit (a cgroup
+/// file) for each of 3,000 requests: repeated-path, with the remedy for
+/// runtimes that do so (a JVM's); asked once, nothing.
+#[test]
+fn container_limits_read_per_request() {
+    if skip_without_bpf() {
+        return;
+    }
+    // cgroup v2 (nested or root) or v1: whichever this host has.
+    let candidates = ["/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/cgroup.controllers"];
+    let Some(limit) = candidates.iter().find(|p| std::fs::read(p).is_ok()) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let script = |n: u32| format!("for i in range({n}):\n    with open('{limit}') as f:\n        limit = f.read()\n");
+    std::fs::write(dir.path().join("each.py"), script(3000)).unwrap();
+    std::fs::write(dir.path().join("once.py"), script(1)).unwrap();
+    let f = findings_in(dir.path(), &["/usr/bin/python3", "each.py"], &[]);
+    let r = f.iter().find(|x| x["id"] == "repeated-path" && x["what"].as_str().unwrap().contains(limit)).unwrap_or_else(|| panic!("{f:?}"));
+    assert!(r["what"].as_str().unwrap().starts_with("3,000 × openat"), "{r}");
+    assert!(fixes(r).contains("-XX:ActiveProcessorCount"), "{r}");
+    let f = findings_in_with(&["--all"], dir.path(), &["/usr/bin/python3", "once.py"], &[]);
+    assert!(!f.iter().any(|x| x["what"].as_str().unwrap().contains(limit)), "{f:?}");
+}
+
 /// Spawners that put every signal back to its default in each child
 /// before its exec (node's libuv, CPython's subprocess): one finding for
 /// the parent, "in N children of". A shell's loop of the same children:

@@ -25,6 +25,15 @@ const KNOWN: &[(&[&str], &str)] = &[
     (&["iconv_open", "setlocale", "newlocale"], "locale or iconv set-up per call: create it once and reuse it"),
 ];
 
+/// Files whose re-reading has a known cause, by where they are, and what
+/// stops it.
+const KNOWN_PATHS: &[(&str, &str)] = &[(
+    "/sys/fs/cgroup/",
+    "the program asks for its container's limits (cgroup files) again each time: read them once and again on a timer; \
+     a JVM re-reads them on each Runtime.availableProcessors() and memory query (JDK-8227006, JDK-8232207; \
+     newer JDKs keep the answer for 20 ms): -XX:ActiveProcessorCount=N fixes the CPU count, or ask once and keep it",
+)];
+
 /// Calls that take a path's file away: a file opened after one of them is a
 /// new file, not the same one again.
 const REMOVALS: &[&str] = &["unlink", "unlinkat", "rename", "renameat", "renameat2"];
@@ -61,6 +70,11 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         let mut fixes = Vec::new();
         for (functions, advice) in KNOWN {
             if called_through(trace, &a.sites, functions) {
+                fixes.push(Fix::config(*advice));
+            }
+        }
+        for (prefix, advice) in KNOWN_PATHS {
+            if path.starts_with(prefix) {
                 fixes.push(Fix::config(*advice));
             }
         }
@@ -121,6 +135,19 @@ mod tests {
         let f = check(&t);
         assert!(f[0].what.contains("and the reads and closes"));
         assert!(f[0].fixes[0].text.contains("nscd"));
+    }
+
+    #[test]
+    fn container_limits_read_per_query_name_the_runtime_remedy() {
+        let mut t = trace(1_000_000_000, &[("openat", 3000, 30_000_000)]);
+        argument(&mut t, "openat", path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"), 3000, 30_000_000);
+        let f = check(&t);
+        assert!(f[0].fixes[0].text.contains("ActiveProcessorCount"), "{:?}", f[0].fixes);
+        // Any other file re-read: the plain advice alone.
+        let mut t = trace(1_000_000_000, &[("openat", 3000, 30_000_000)]);
+        argument(&mut t, "openat", path("/etc/app.conf"), 3000, 30_000_000);
+        let f = check(&t);
+        assert!(!f[0].fixes.iter().any(|x| x.text.contains("cgroup")), "{:?}", f[0].fixes);
     }
 
     #[test]
