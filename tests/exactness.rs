@@ -220,3 +220,31 @@ fn the_legacy_programs_count_as_strace_does() {
     check_env("pipeline", &["500"], &[], LEGACY);
     check_env("futimens", &["200"], &[], LEGACY);
 }
+
+/// Runs beside strace tracing other programs, all at once: each still
+/// counts exactly. (Debian 12's arm64 kernel under TCG lost every call of
+/// whole rounds of such runs: docs/kernels.md.)
+#[test]
+fn counts_beside_straced_programs() {
+    if skip_without_bpf() {
+        return;
+    }
+    let exe = victim("sigprocmask");
+    let argv = [exe.to_str().unwrap(), "300"];
+    let oracle = strace_counts(&[], &argv);
+    for _round in 0..3 {
+        let runs: Vec<_> = (0..3)
+            .map(|_| {
+                let heavy = [exe.to_str().unwrap().to_string(), "3000".to_string()];
+                let strace = std::thread::spawn(move || strace_counts(&[], &[heavy[0].as_str(), heavy[1].as_str()]));
+                let argv: Vec<String> = argv.iter().map(|a| a.to_string()).collect();
+                let ours = std::thread::spawn(move || sysdiet_json(&[], &argv.iter().map(String::as_str).collect::<Vec<_>>()).0);
+                (strace, ours)
+            })
+            .collect();
+        for (strace, ours) in runs {
+            assert_eq!(strace.join().unwrap()["rt_sigprocmask"].0, 3000);
+            assert_counts_as_strace("sigprocmask beside strace", &oracle, &ours.join().unwrap(), &[]);
+        }
+    }
+}
