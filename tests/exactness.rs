@@ -42,13 +42,8 @@ fn seen(doc: &serde_json::Value) -> String {
         .flatten()
         .map(|p| format!("pid {} {} exit {} executable {} env {}", p["pid"], p["comm"], p["exit"], p["executable"], !p["environment"].is_null()))
         .collect();
-    let lost: Vec<String> = doc["lost"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter(|(_, n)| n.as_u64() != Some(0))
-        .map(|(what, n)| format!("{what} {n}"))
-        .collect();
+    let lost: Vec<String> =
+        doc["lost"].as_object().into_iter().flatten().filter(|(_, n)| n.as_u64() != Some(0)).map(|(what, n)| format!("{what} {n}")).collect();
     format!(
         "programs {} duration {} ns, exit {}, user CPU {} ns, setup {} ns; lost [{}]; processes [{}]",
         run["bpf_programs"],
