@@ -226,20 +226,15 @@ fn counts_beside_straced_programs() {
     }
     let exe = victim("sigprocmask");
     let argv = [exe.to_str().unwrap(), "300"];
+    let heavy = [exe.to_str().unwrap(), "3000"];
     let oracle = strace_counts(&[], &argv);
     for _round in 0..3 {
-        let runs: Vec<_> = (0..3)
-            .map(|_| {
-                let heavy = [exe.to_str().unwrap().to_string(), "3000".to_string()];
-                let strace = std::thread::spawn(move || strace_counts(&[], &[heavy[0].as_str(), heavy[1].as_str()]));
-                let argv: Vec<String> = argv.iter().map(|a| a.to_string()).collect();
-                let ours = std::thread::spawn(move || sysdiet_json(&[], &argv.iter().map(String::as_str).collect::<Vec<_>>()).0);
-                (strace, ours)
-            })
-            .collect();
-        for (strace, ours) in runs {
-            assert_eq!(strace.join().unwrap()["rt_sigprocmask"].0, 3000);
-            assert_counts_as_strace("sigprocmask beside strace", &oracle, &ours.join().unwrap(), &[]);
-        }
+        std::thread::scope(|s| {
+            let runs: Vec<_> = (0..3).map(|_| (s.spawn(|| strace_counts(&[], &heavy)), s.spawn(|| sysdiet_json(&[], &argv).0))).collect();
+            for (strace, ours) in runs {
+                assert_eq!(strace.join().unwrap()["rt_sigprocmask"].0, 3000);
+                assert_counts_as_strace("sigprocmask beside strace", &oracle, &ours.join().unwrap(), &[]);
+            }
+        });
     }
 }
