@@ -332,6 +332,39 @@ fn memory_churn() {
 }
 
 #[test]
+fn a_program_mapping_files_itself_gets_no_malloc_knob() {
+    if skip_without_bpf() {
+        return;
+    }
+    // git reads each loose object through its own mmap and munmap: no
+    // allocator frame at the sites, so no malloc knob and nothing to prove
+    // with one. (The churn victim above maps through malloc: the knob.)
+    let repo = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| std::process::Command::new("git").arg("-C").arg(repo.path()).args(args).output().unwrap();
+    assert!(git(&["init", "-q", "."]).status.success());
+    let names: Vec<String> = (0..400).map(|i| format!("f{i}")).collect();
+    for n in &names {
+        std::fs::write(repo.path().join(n), format!("file {n}\n")).unwrap();
+    }
+    let ids = git(&[&["hash-object", "-w", "--"][..], &names.iter().map(String::as_str).collect::<Vec<_>>()].concat());
+    assert!(ids.status.success());
+    let ids_file = repo.path().join("ids");
+    std::fs::write(&ids_file, &ids.stdout).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("t.json");
+    let script = format!("exec git -C '{}' cat-file --batch < '{}'", repo.path().display(), ids_file.display());
+    let out =
+        sysdiet().args(["run", "--json", "-o"]).arg(&json).args(["--", "sh", "-c", &script]).stdout(std::process::Stdio::null()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let f = doc["findings"].as_array().cloned().unwrap_or_default();
+    let m = only(&f, "memory-churn");
+    assert!(m["why"].as_str().unwrap().contains("no allocator"), "{m}");
+    assert!(!fixes(m).contains("MALLOC_"), "{m}");
+    assert!(m["prove"].is_null(), "{m}");
+}
+
+#[test]
 fn a_runtime_starting_is_not_memory_churn() {
     if skip_without_bpf() {
         return;

@@ -3,12 +3,15 @@
 //! first) with its own mmap and gives it back on free; and it trims the
 //! heap top with brk when more than its trim threshold is free. Allocating
 //! and freeing such blocks in a loop makes a syscall pair each time.
+//! A program can also map and unmap itself (a file per item, a buffer per
+//! request): its call sites then show no allocator frame, and malloc's
+//! knobs would change nothing.
 
 use std::collections::HashMap;
 
 use super::{prove, Evidence, Finding, Fix};
 use crate::human::thousands;
-use crate::model::{Argument, BrkChange, Trace};
+use crate::model::{Argument, BrkChange, SiteShare, Trace};
 
 pub const ID: &str = "memory-churn";
 
@@ -26,6 +29,55 @@ const MMAP_FIX: &str = "MALLOC_MMAP_MAX_=0 with MALLOC_TRIM_THRESHOLD_=107374182
      MALLOC_MMAP_THRESHOLD_=33554432 alone (also stops the threshold from moving)";
 const TRIM: &str = "MALLOC_TRIM_THRESHOLD_=16777216";
 const TRIM_FIX: &str = "MALLOC_TRIM_THRESHOLD_=16777216 (keep up to 16 MiB free at the heap top instead of trimming it)";
+
+/// glibc malloc's functions on the way to its own mmap and munmap (a
+/// block over its threshold is mapped in sysmalloc, given back in
+/// munmap_chunk), and the entry points that lead there.
+const ALLOCATOR: &[&str] = &[
+    "malloc",
+    "free",
+    "calloc",
+    "realloc",
+    "sysmalloc",
+    "munmap_chunk",
+    "mremap_chunk",
+    "_int_malloc",
+    "_int_free",
+    "_int_realloc",
+    "_int_memalign",
+    "memalign",
+    "posix_memalign",
+    "aligned_alloc",
+    "valloc",
+    "pvalloc",
+    "tcache_init",
+    "__libc_malloc",
+    "__libc_free",
+    "__libc_calloc",
+    "__libc_realloc",
+    "__libc_memalign",
+];
+
+/// Whether the sampled sites of these calls say the program maps memory
+/// itself: most of the calls they share out come from sites whose
+/// library frames are named and none of them is the allocator's. Unnamed
+/// or unsampled sites cannot tell: malloc is assumed, as before.
+fn mapped_by_the_program(trace: &Trace, shares: &[SiteShare]) -> bool {
+    let (mut own, mut allocator) = (0u64, 0u64);
+    for share in shares {
+        let Some(site) = trace.call_site(share) else { continue };
+        // The frames from the syscall's wrapper out to the program's code.
+        let library = &site.frames[..site.responsible.map_or(site.frames.len(), |r| r.min(site.frames.len()))];
+        let bare = |n: &str| n.trim_start_matches("__GI_").trim_start_matches('_').to_string();
+        let in_allocator = library.iter().filter_map(|f| f.function.as_deref()).any(|n| ALLOCATOR.iter().any(|a| bare(a) == bare(n)));
+        if in_allocator {
+            allocator += share.calls;
+        } else if site.responsible.is_some() && !library.is_empty() && library.iter().all(|f| f.function.is_some()) {
+            own += share.calls;
+        }
+    }
+    own > allocator
+}
 
 pub fn check(trace: &Trace) -> Vec<Finding> {
     // brk calls per process by direction, in one pass.
@@ -53,14 +105,23 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         let mut sites = Vec::new();
         let mut knobs = Vec::new();
         let mut fixes = Vec::new();
+        let mut its_own = false;
         if pairs >= MIN_PAIRS && pairs * 10 >= maps.max(unmaps) * 8 {
             what.push(format!("{} × mmap with {} × munmap", thousands(maps), thousands(unmaps)));
             for s in [mmap, munmap].into_iter().flatten() {
                 ns += s.total_ns;
                 sites.extend(s.sites.clone());
             }
-            knobs.push(MMAP_OFF);
-            fixes.push(Fix::env(format!("turn glibc malloc's mmap off: {MMAP_FIX}")));
+            its_own = mmap.is_some_and(|s| mapped_by_the_program(trace, &s.sites));
+            if its_own {
+                fixes.push(Fix::code(
+                    "map once and keep the mapping for the next item (or read small files with read() into a buffer you keep): \
+                     malloc's knobs do not apply, the program calls mmap itself",
+                ));
+            } else {
+                knobs.push(MMAP_OFF);
+                fixes.push(Fix::env(format!("turn glibc malloc's mmap off: {MMAP_FIX}")));
+            }
         }
         if let Some(s) = brk.filter(|_| shrinks >= MIN_SHRINKS && grows >= shrinks) {
             what.push(format!("{} × brk ({} shrinking the heap, {} growing it again)", thousands(s.calls), thousands(shrinks), thousands(grows)));
@@ -74,7 +135,15 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         if what.is_empty() {
             continue;
         }
-        fixes.push(Fix::code("reuse the buffer across iterations instead of allocating and freeing it each time"));
+        if !its_own || !knobs.is_empty() {
+            fixes.push(Fix::code("reuse the buffer across iterations instead of allocating and freeing it each time"));
+        }
+        let why = if its_own {
+            "the program maps memory (or a file) itself and unmaps it again, again and again (its call sites show no allocator): \
+             each round trip is a syscall pair, page faults on the fresh pages and a TLB flush at each unmap"
+        } else {
+            "memory is mapped and given back again and again: each round trip is a syscall pair and page faults on the fresh pages"
+        };
         let mut variant: Vec<&str> = knobs.iter().flat_map(|k| k.split_whitespace()).collect();
         variant.dedup_by(|a, b| a.split('=').next() == b.split('=').next());
         let variant = variant.iter().map(|k| format!("--env {k}")).collect::<Vec<_>>().join(" ");
@@ -85,10 +154,11 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             evidence: Evidence::new(trace, if pairs >= MIN_PAIRS { "mmap" } else { "brk" }, pairs * 2 + 2 * shrinks, ns),
             sites,
             saving_ns: ns,
-            why: "memory is mapped and given back again and again: each round trip is a syscall pair and page faults on the fresh pages".into(),
+            why: why.into(),
             fixes,
             tradeoff: Some("the process keeps more memory mapped between uses".into()),
-            prove: prove(trace, &variant),
+            // A program's own mappings have no knob to prove a fix with.
+            prove: if knobs.is_empty() { None } else { prove(trace, &variant) },
             ..Default::default()
         });
     }
@@ -110,6 +180,26 @@ mod tests {
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].what, "10,008 × mmap with 10,001 × munmap");
         assert_eq!(f[0].prove.as_deref(), Some("sysdiet compare --env MALLOC_MMAP_MAX_=0 --env MALLOC_TRIM_THRESHOLD_=1073741824 -- ./app"));
+    }
+
+    #[test]
+    fn a_program_mapping_itself_gets_no_malloc_knob() {
+        // git reading loose objects: mmap and munmap called by its own code.
+        let mut t = trace(1_000_000_000, &[("mmap", 2_291, 10_000_000), ("munmap", 2_253, 10_000_000)]);
+        t.syscalls[0].sites = site(&mut t, &["mmap", "read_object"]);
+        t.processes[0].syscalls = t.syscalls.clone();
+        let f = check(&t);
+        assert_eq!(f.len(), 1);
+        assert!(f[0].why.contains("no allocator"), "{}", f[0].why);
+        assert!(f[0].fixes.iter().all(|x| !x.text.contains("MALLOC_")), "{:?}", f[0].fixes);
+        assert_eq!(f[0].prove, None);
+        // The same counts through malloc: the knob, and its proof.
+        let mut t = trace(1_000_000_000, &[("mmap", 2_291, 10_000_000), ("munmap", 2_253, 10_000_000)]);
+        t.syscalls[0].sites = site(&mut t, &["__mmap", "sysmalloc", "_int_malloc", "malloc", "make_buffer"]);
+        t.processes[0].syscalls = t.syscalls.clone();
+        let f = check(&t);
+        assert!(f[0].fixes[0].text.contains("MALLOC_MMAP_MAX_"), "{:?}", f[0].fixes);
+        assert!(f[0].prove.is_some());
     }
 
     #[test]
