@@ -45,6 +45,11 @@ pub struct Lost {
     /// already. Their syscalls' counts have them.
     #[serde(default)]
     pub argument_keys_over_budget: u64,
+    /// Processes whose exec was seen while not one syscall's end was: the
+    /// kernel never ran the syscall-exit hook, and every count is missing
+    /// (processes; docs/kernels.md has where this was seen).
+    #[serde(default)]
+    pub syscall_exits_unseen: u64,
 }
 
 /// One list of Lost's counters: a field left out of it does not compile
@@ -81,6 +86,7 @@ lost_counters!(
     histogram_table_full,
     environments,
     argument_keys_over_budget,
+    syscall_exits_unseen,
 );
 
 impl Lost {
@@ -96,7 +102,7 @@ impl Lost {
 
     /// Lost counters that make call counts incomplete (not just details).
     pub fn counts_incomplete(&self) -> bool {
-        self.tasks_untraced + self.exit_records + self.compat_syscalls + self.syscall_nr_out_of_range > 0
+        self.tasks_untraced + self.exit_records + self.compat_syscalls + self.syscall_nr_out_of_range + self.syscall_exits_unseen > 0
     }
 
     /// Lost counters that make per-argument stats incomplete: findings that

@@ -31,6 +31,13 @@ pub fn lost_lines(lost: &Lost) -> Vec<(&'static str, u64)> {
             ("call without argument stats: its program's key budget was spent", "calls without argument stats: their program's key budget was spent"),
             lost.argument_keys_over_budget,
         ),
+        (
+            (
+                "process whose exec was seen but no syscall's end: the kernel never ran the exit hook, counts missing",
+                "processes whose exec was seen but no syscall's end: the kernel never ran the exit hook, counts missing",
+            ),
+            lost.syscall_exits_unseen,
+        ),
     ]
     .into_iter()
     .filter(|(_, n)| *n > 0)

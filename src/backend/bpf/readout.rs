@@ -321,8 +321,9 @@ fn read_lost(maps: &SyscountMaps<'static>) -> Result<Lost> {
         samples_dropped: get(lost_counter::LOST_SAMPLES_DROPPED)?,
         histogram_table_full: get(lost_counter::LOST_HIST_TABLE_FULL)?,
         environments: get(lost_counter::LOST_EXEC)?,
-        // Counted in user space (file_into).
+        // Counted in user space (file_into, and the pipeline's finish).
         argument_keys_over_budget: 0,
+        syscall_exits_unseen: 0,
     })
 }
 
