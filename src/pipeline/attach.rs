@@ -18,8 +18,9 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
 
     let known: Vec<u32> = threads.iter().flatten().map(|&(tid, _)| tid).collect();
     let mappings = watch_mappings(opts, known.clone());
-    let (tracer, why, syscall_ns) = super::load_bpf(opts, true)?;
-    let Some(mut tracer) = tracer else {
+    // The stack reader starts after the threads are armed (born, initial).
+    let (loaded, why, syscall_ns) = super::load_bpf(opts, true, None)?;
+    let Some(super::Loaded { mut tracer, .. }) = loaded else {
         return super::ptraced::attach(pids, duration, opts, started, why);
     };
     let (tx, rx) = mpsc::channel();

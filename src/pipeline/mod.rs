@@ -27,7 +27,7 @@ use crate::diagnose::Finding;
 use crate::error::Result;
 use crate::model::builder::TraceBuilder;
 use crate::model::{RunInfo, Trace};
-use crate::stacks::collector::{Collected, Collector};
+use crate::stacks::collector::{Collected, Collector, StartingCollector};
 use crate::target::Event;
 
 /// Which tracer counts.
@@ -66,14 +66,15 @@ pub struct Traced {
 /// Loads the BPF tracer, or says why ptrace will count instead (None, with
 /// the reason, when `--backend auto` cannot use BPF here); and what one
 /// syscall costs on this host untraced (`linux::syscall_cost_ns`).
-/// `arms_running_threads`: see BpfOptions (attach).
-fn load_bpf(opts: &TraceOptions, arms_running_threads: bool) -> Result<(Option<BpfTracer>, Option<String>, u64)> {
+/// `arms_running_threads`: see BpfOptions (attach). With `stacks` (the
+/// watched mappings of targets known now), the stack reader too.
+fn load_bpf(opts: &TraceOptions, arms_running_threads: bool, stacks: MappingWatch) -> Result<(Option<Loaded>, Option<String>, u64)> {
     if opts.backend == Backend::Ptrace {
         return Ok((None, None, crate::linux::syscall_cost_ns()));
     }
-    let (tracer, syscall_ns) = load_measuring(&opts.filter, BpfOptions { arms_running_threads, ..opts.bpf() });
-    match tracer {
-        Ok(t) => Ok((Some(t), None, syscall_ns)),
+    let (loaded, syscall_ns) = load_measuring(&opts.filter, BpfOptions { arms_running_threads, ..opts.bpf() }, stacks);
+    match loaded {
+        Ok(l) => Ok((Some(l), None, syscall_ns)),
         Err(e) if opts.backend == Backend::Auto => {
             let Some(why) = bpf_unavailable(&e) else { return Err(e) };
             eprintln!("sysdiet: counting with ptrace (slower than BPF): {why}");
@@ -81,6 +82,12 @@ fn load_bpf(opts: &TraceOptions, arms_running_threads: bool) -> Result<(Option<B
         }
         Err(e) => Err(e),
     }
+}
+
+/// The attached tracer, and its stack reader when one was asked for.
+struct Loaded {
+    tracer: BpfTracer,
+    stacks: Option<Collector>,
 }
 
 /// Says on stderr that tracing has begun, as strace's "Process N
@@ -97,16 +104,33 @@ fn say_attached(pids: &[u32], threads: usize, duration: Option<std::time::Durati
 /// Loads the tracer while a syscall's untraced cost is measured on the
 /// other CPU (a few ms of start-up, no longer in series with the load),
 /// and attaches it once that is done: the probes slow every task's
-/// syscalls, the measure's too.
-fn load_measuring(filter: &SyscallSet, options: BpfOptions) -> (Result<BpfTracer>, u64) {
+/// syscalls, the measure's too. The readers map their rings (24 MiB, and
+/// 16 more for stack samples) on their own threads meanwhile.
+fn load_measuring(filter: &SyscallSet, options: BpfOptions, stacks: MappingWatch) -> (Result<Loaded>, u64) {
     let _t = crate::timings::span("load BPF");
     let cost = std::thread::spawn(|| {
         let _t = crate::timings::span("measure a syscall");
         crate::linux::syscall_cost_ns()
     });
     let loaded = BpfTracer::load_unattached(filter, options);
+    let starting = match &loaded {
+        Ok(l) => spawn_stacks(l, stacks),
+        Err(_) => Ok(None),
+    };
     let syscall_ns = cost.join().unwrap_or_else(|_| crate::linux::syscall_cost_ns());
-    (loaded.and_then(LoadedTracer::attach), syscall_ns)
+    let attached = starting.and_then(|starting| match loaded.and_then(LoadedTracer::attach) {
+        Ok(tracer) => {
+            let _t = crate::timings::span("wait for the stack reader");
+            Ok(Loaded { tracer, stacks: starting.map(StartingCollector::ready).transpose()? })
+        }
+        Err(e) => {
+            if let Some(s) = starting {
+                s.abandon();
+            }
+            Err(e)
+        }
+    });
+    (attached, syscall_ns)
 }
 
 /// Why BPF cannot count here, in a few words, for the errors that mean it
@@ -158,6 +182,17 @@ fn start_stacks(tracer: &BpfTracer, watch: MappingWatch, more: &[u32], initial: 
     let mut events = watch.join().map_err(|_| crate::error::Error::Bpf("opening the mapping events failed".into()))??;
     events.watch(more)?;
     Collector::start(tracer.samples_ring()?, events, initial, tracer.folded()).map(Some)
+}
+
+/// The same for targets known before the load, started before the
+/// programs attach: its ring is mapped while they do.
+fn spawn_stacks(loaded: &LoadedTracer, watch: MappingWatch) -> Result<Option<StartingCollector>> {
+    let Some(watch) = watch else {
+        return Ok(None);
+    };
+    let _t = crate::timings::span("start the stack reader");
+    let events = watch.join().map_err(|_| crate::error::Error::Bpf("opening the mapping events failed".into()))??;
+    Collector::spawn(loaded.samples_ring()?, events, Vec::new(), loaded.folded()).map(Some)
 }
 
 /// When tracing began, and what setting it up took: measured alike for

@@ -7,7 +7,7 @@ use std::time::Instant;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use super::{finish, not_interrupted, start_stacks, watch_mappings, Span, TraceOptions, Traced};
+use super::{finish, not_interrupted, watch_mappings, Span, TraceOptions, Traced};
 use crate::error::{Error, Result};
 use crate::model::RunInfo;
 use crate::target::{self, spawn, Event};
@@ -29,13 +29,13 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
     drop(spawning);
     let comm = program.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let mappings = watch_mappings(opts, vec![held.pid()]);
-    let (tracer, why, syscall_ns) = super::load_bpf(opts, false)?;
-    let Some(mut tracer) = tracer else {
+    // Its mappings are watched before its execve, so that the new
+    // program's are seen.
+    let (loaded, why, syscall_ns) = super::load_bpf(opts, false, mappings)?;
+    let Some(super::Loaded { mut tracer, stacks }) = loaded else {
         return super::ptraced::trace_held(held, command, env, opts, rx, started, why);
     };
     tracer.add_target(held.pid(), true, held.pid(), std::process::id(), &comm)?;
-    // Watched before its execve, so that the new program's mappings are seen.
-    let stacks = start_stacks(&tracer, mappings, &[], Vec::new())?;
 
     let span = Span::begin(started);
     not_interrupted(&rx)?;

@@ -125,23 +125,47 @@ pub struct Collector {
     thread: JoinHandle<Collected>,
 }
 
+/// A collector whose thread is mapping its ring: `ready` waits for it.
+pub struct StartingCollector {
+    collector: Collector,
+    ready: mpsc::Receiver<Result<()>>,
+}
+
+impl StartingCollector {
+    /// Waits until the ring is mapped and read.
+    pub fn ready(self) -> Result<Collector> {
+        match self.ready.recv() {
+            Ok(Ok(())) => Ok(self.collector),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(Error::Bpf("the stack sample reader did not start".into())),
+        }
+    }
+
+    /// Not needed after all: its thread ends.
+    pub fn abandon(self) {
+        self.collector.stop.stop();
+    }
+}
+
 impl Collector {
     /// Starts reading `ring`; `initial` are the mappings of processes that
     /// already ran (attach), `events` the kernel's reports of new ones.
     /// `folded`: pid -> the row a folded process's counts went to; samples
     /// follow them, so that a long run's samples stay bounded too.
     pub fn start(ring: MapHandle, events: MapEvents, initial: Vec<MapEvent>, folded: Folded) -> Result<Collector> {
+        Self::spawn(ring, events, initial, folded)?.ready()
+    }
+
+    /// The same, returning while the new thread maps the ring (16 MiB: a
+    /// few ms): the caller does its own work meanwhile, then `ready`.
+    pub fn spawn(ring: MapHandle, events: MapEvents, initial: Vec<MapEvent>, folded: Folded) -> Result<StartingCollector> {
         let stop = Arc::new(Stop::new()?);
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
         let reader_stop = stop.clone();
         let thread = std::thread::Builder::new()
             .name("sysdiet-stacks".into())
             .spawn(move || collect(ring, events, initial, folded, &reader_stop, ready_tx))?;
-        match ready_rx.recv() {
-            Ok(Ok(())) => Ok(Collector { stop, thread }),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(Error::Bpf("the stack sample reader did not start".into())),
-        }
+        Ok(StartingCollector { collector: Collector { stop, thread }, ready: ready_rx })
     }
 
     /// Reads what is left (call after the tracer stopped sampling) and

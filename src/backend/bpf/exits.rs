@@ -59,11 +59,35 @@ pub struct ExitReader {
     thread: JoinHandle<Collected>,
 }
 
+/// An exit reader whose thread is mapping its rings: `ready` waits for it.
+pub struct StartingExitReader {
+    reader: ExitReader,
+    ready: mpsc::Receiver<Result<()>>,
+}
+
+impl StartingExitReader {
+    /// Not needed after all (the programs did not attach): its thread ends.
+    pub fn abandon(self) {
+        self.reader.stop.stop();
+    }
+
+    /// Waits until the rings are mapped and read.
+    pub fn ready(self) -> Result<ExitReader> {
+        match self.ready.recv() {
+            Ok(Ok(())) => Ok(self.reader),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(Error::Bpf("the exit record reader did not start".into())),
+        }
+    }
+}
+
 impl ExitReader {
     /// Reads `rings` (the exits and the path strings) until finished.
     /// `folded` is kept up to date with the processes folded so far; folds
     /// keep argument keys within `budget`.
-    pub fn start(rings: Vec<MapHandle>, sweep: SweepMaps, folded: Shared, budget: KeyBudget) -> Result<ExitReader> {
+    /// Returns while the new thread maps the rings (a few ms for their
+    /// 24 MiB): the caller does its own work meanwhile, then `ready`.
+    pub fn spawn(rings: Vec<MapHandle>, sweep: SweepMaps, folded: Shared, budget: KeyBudget) -> Result<StartingExitReader> {
         let stop = Arc::new(Stop::new()?);
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
         let (cp_tx, cp_rx) = mpsc::channel();
@@ -72,11 +96,7 @@ impl ExitReader {
         let thread = std::thread::Builder::new()
             .name("sysdiet-exits".into())
             .spawn(move || read(rings, sweep, folded, budget, &reader_stop, Requests { checkpoints: cp_rx, snapshots: snap_rx }, ready_tx))?;
-        match ready_rx.recv() {
-            Ok(Ok(())) => Ok(ExitReader { stop, checkpoint: cp_tx, snapshots: snap_tx, thread }),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(Error::Bpf("the exit record reader did not start".into())),
-        }
+        Ok(StartingExitReader { reader: ExitReader { stop, checkpoint: cp_tx, snapshots: snap_tx, thread }, ready: ready_rx })
     }
 
     /// Reads everything sent so far; what comes after is kept apart (`late`).

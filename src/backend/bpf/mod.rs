@@ -84,7 +84,7 @@ pub struct BpfTracer {
     exits: Option<ExitReader>,
     /// pid -> fold row, as the exit reader decides it (shared with the
     /// stack collector).
-    folded: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<u32, u32>>>,
+    folded: Folded,
     /// The CPU-clock events that drive the tick program (none with
     /// --latency).
     ticks: Option<Ticks>,
@@ -101,7 +101,12 @@ pub struct LoadedTracer {
     options: BpfOptions,
     variant: Variant,
     verification_us: Vec<(String, u64)>,
+    folded: Folded,
 }
+
+/// pid -> the row a folded process's counts went to, shared with the
+/// readers.
+type Folded = std::sync::Arc<std::sync::Mutex<std::collections::HashMap<u32, u32>>>;
 
 impl BpfTracer {
     /// Which variant of the programs this kernel runs.
@@ -114,6 +119,18 @@ impl LoadedTracer {
     /// Attaches the programs. Nothing is counted until a target is added.
     pub fn attach(self) -> Result<BpfTracer> {
         BpfTracer::attach(self)
+    }
+
+    /// The ring stack samples will arrive in, for a reader to map before
+    /// the programs attach.
+    pub fn samples_ring(&self) -> Result<libbpf_rs::MapHandle> {
+        libbpf_rs::MapHandle::try_from(&self.skel.maps.samples).map_err(bpf_error)
+    }
+
+    /// The processes folded into their program's row, as the attached
+    /// tracer will keep them (BpfTracer::folded).
+    pub fn folded(&self) -> Folded {
+        std::sync::Arc::clone(&self.folded)
     }
 }
 
@@ -160,7 +177,7 @@ impl BpfTracer {
             (Err(e), None) => return Err(e),
         };
         let verification_us = if options.verifier_stats { verifier_log::times() } else { Vec::new() };
-        Ok(LoadedTracer { skel, options, variant, verification_us })
+        Ok(LoadedTracer { skel, options, variant, verification_us, folded: Folded::default() })
     }
 
     /// Opens and loads the programs, relocated against the cut kernel types
@@ -254,23 +271,37 @@ impl BpfTracer {
 
     /// Attaches the loaded programs and starts taking exited threads' counts.
     fn attach(loaded: LoadedTracer) -> Result<BpfTracer> {
-        let LoadedTracer { mut skel, options, variant, verification_us } = loaded;
-        let t = crate::timings::span("attach programs");
-        skel.attach().map_err(bpf_error)?;
-        drop(t);
-        let t = crate::timings::span("attach CPU-time ticks");
-        let ticks = if options.latency { None } else { Some(Ticks::attach(&skel, variant)?) };
-        drop(t);
-        let _t = crate::timings::span("start the exit reader");
+        let LoadedTracer { mut skel, options, variant, verification_us, folded } = loaded;
+        // The reader maps its rings on its own thread while the programs
+        // attach; what they send meanwhile waits in the rings.
         let handle = |m| libbpf_rs::MapHandle::try_from(m).map_err(bpf_error);
-        let folded = std::sync::Arc::default();
-        let exits = ExitReader::start(
+        let exits = ExitReader::spawn(
             vec![handle(&skel.maps.exits)?, handle(&skel.maps.strings)?],
             SweepMaps { args: handle(&skel.maps.arg_stats)?, hists: handle(&skel.maps.io_hists)? },
             std::sync::Arc::clone(&folded),
             // A host watched for hours: ended programs' keys are bounded.
             if options.system_wide { fold::KeyBudget::host() } else { fold::KeyBudget::UNBOUNDED },
         )?;
+        let attached = (|| {
+            let t = crate::timings::span("attach programs");
+            skel.attach().map_err(bpf_error)?;
+            drop(t);
+            let _t = crate::timings::span("attach CPU-time ticks");
+            if options.latency {
+                Ok(None)
+            } else {
+                Ticks::attach(&skel, variant).map(Some)
+            }
+        })();
+        let ticks = match attached {
+            Ok(ticks) => ticks,
+            Err(e) => {
+                exits.abandon();
+                return Err(e);
+            }
+        };
+        let _t = crate::timings::span("wait for the exit reader");
+        let exits = exits.ready()?;
         Ok(BpfTracer {
             skel,
             options,
@@ -286,7 +317,7 @@ impl BpfTracer {
 
     /// The processes folded into their program's row so far (pid -> row),
     /// kept up to date while the target runs.
-    pub fn folded(&self) -> std::sync::Arc<std::sync::Mutex<std::collections::HashMap<u32, u32>>> {
+    pub fn folded(&self) -> Folded {
         std::sync::Arc::clone(&self.folded)
     }
 
