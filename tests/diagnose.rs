@@ -71,6 +71,7 @@ fn tz_unset_localtime() {
     assert_eq!(tz["what"], "19,999 × newfstatat(\"/etc/localtime\")");
     assert_eq!(tz["blamed"], "use_localtime timeloop.c:9");
     assert!(fixes(tz).contains("TZ=:/etc/localtime"));
+    assert!(fixes(tz).contains("call localtime_r()"), "{tz}");
     assert!(tz["prove"].as_str().unwrap().starts_with("sysdiet compare --env TZ=:/etc/localtime -- "));
     assert!(tz["tradeoff"].as_str().unwrap().contains("until it restarts"));
     // Close, but not: localtime_r, and TZ set.
@@ -312,6 +313,43 @@ fn signal_disposition_churn() {
     assert!(fixes(d).contains("set the handler once"), "{d}");
     // Every handler installed once, then the work: a set-up, not churn.
     assert!(!ids(&findings_with(&["--all"], "sigchurn", &["10000", "once"], &[])).contains(&"signal-disposition-churn"));
+}
+
+#[test]
+fn tz_unset_code_fix_follows_the_rechecking_function() {
+    if skip_without_bpf() {
+        return;
+    }
+    // mktime() re-checks whatever else the program calls: not localtime_r's advice.
+    let f = findings("timeloop", &["mktime", "3000"], &[]);
+    let tz = only(&f, "tz-unset");
+    assert!(fixes(tz).contains("timegm()") && !fixes(tz).contains("call localtime_r()"), "{tz}");
+    // perl calls tzset() itself before each localtime_r() (a real program).
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("t.json");
+    let out = sysdiet()
+        .args(["run", "--json", "-o"])
+        .arg(&json)
+        .args(["--", "perl", "-e", "my $x; $x = localtime for 1..3000"])
+        .env_remove("TZ")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let f = doc["findings"].as_array().cloned().unwrap_or_default();
+    let tz = only(&f, "tz-unset");
+    assert!(fixes(tz).contains("call tzset() once"), "{tz}");
+    // TZ set: the control, nothing.
+    let out = sysdiet()
+        .args(["run", "--json", "-o"])
+        .arg(&json)
+        .args(["--", "perl", "-e", "my $x; $x = localtime for 1..3000"])
+        .env("TZ", ":/etc/localtime")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(!ids(doc["findings"].as_array().unwrap()).contains(&"tz-unset"));
 }
 
 #[test]

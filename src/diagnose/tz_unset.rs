@@ -12,6 +12,31 @@ pub const ID: &str = "tz-unset";
 /// The glibc functions that re-check the zone file when TZ is unset.
 const RECHECKING: &[&str] = &["localtime", "mktime", "timelocal", "tzset", "ctime", "strftime", "asctime"];
 
+/// What to change in the code, by the functions the sites went through:
+/// localtime_r() helps only where localtime()-like calls re-check; mktime()
+/// re-checks whatever else is called; a program calling tzset() itself
+/// before each conversion (as POSIX asks of localtime_r's callers, and
+/// perl does) needs it once.
+fn code_fixes(via: &[&str]) -> Vec<&'static str> {
+    let any = |names: &[&str]| names.iter().any(|n| via.contains(n));
+    let mut fixes = Vec::new();
+    if any(&["mktime", "timelocal"]) {
+        fixes.push(
+            "mktime() checks the zone file on every call, beside localtime_r() too: convert with timegm() and the offset found once, or set TZ",
+        );
+    }
+    if any(&["localtime", "ctime", "asctime", "strftime"]) {
+        fixes.push("call localtime_r(), which checks the zone file once");
+    }
+    if fixes.is_empty() && any(&["tzset"]) {
+        fixes.push("call tzset() once at start-up, not before each conversion (localtime_r() then needs no more)");
+    }
+    if fixes.is_empty() {
+        fixes.push("call localtime_r(), which checks the zone file once");
+    }
+    fixes
+}
+
 pub fn check(trace: &Trace) -> Vec<Finding> {
     // With TZ unset, glibc's zone is /etc/localtime (TZDIR does not apply).
     let zone_file = "/etc/localtime";
@@ -43,11 +68,13 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                     "TZ is unset, so glibc checks {zone_file} for a change on every {through}; \
                      localtime_r(), gmtime() and strftime() without %s check once"
                 ),
-                fixes: vec![
+                fixes: [
                     Fix::env("start it with TZ=:/etc/localtime"),
                     Fix::config("for a systemd service: Environment=TZ=:/etc/localtime in a drop-in (systemctl edit UNIT)"),
-                    Fix::code("call localtime_r(), which checks the zone file once"),
-                ],
+                ]
+                .into_iter()
+                .chain(code_fixes(&via).into_iter().map(Fix::code))
+                .collect(),
                 tradeoff: Some("with TZ set, the process no longer notices a change of the system's time zone until it restarts".into()),
                 prove: prove(trace, "--env TZ=:/etc/localtime"),
                 ..Default::default()
@@ -60,6 +87,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
 mod tests {
     use super::*;
     use crate::diagnose::testing::*;
+    use crate::diagnose::FixKind;
 
     fn stat_loop(calls: u64) -> Trace {
         let mut t = trace(2_000_000_000, &[("newfstatat", calls, calls * 1200)]);
@@ -77,6 +105,25 @@ mod tests {
         assert!(f[0].fixes[0].text.contains("TZ=:/etc/localtime"));
         assert_eq!(f[0].prove.as_deref(), Some("sysdiet compare --env TZ=:/etc/localtime -- ./app"));
         assert!(f[0].tradeoff.as_ref().unwrap().contains("until it restarts"));
+    }
+
+    #[test]
+    fn the_code_fix_follows_the_function_that_rechecks() {
+        let fixes = |functions: &[&str]| {
+            let mut t = trace(2_000_000_000, &[("newfstatat", 1000, 1_200_000)]);
+            let s = site(&mut t, functions);
+            argument(&mut t, "newfstatat", path("/etc/localtime"), 1000, 1_200_000).sites = s;
+            check(&t)[0].fixes.iter().filter(|f| f.kind == FixKind::Code).map(|f| f.text.clone()).collect::<Vec<_>>().join(" | ")
+        };
+        // localtime(): localtime_r() is the cure.
+        let f = fixes(&["__GI___fstatat64", "__tzfile_read", "tzset_internal", "__tz_convert", "localtime", "use_localtime"]);
+        assert!(f.starts_with("call localtime_r()"), "{f}");
+        // mktime() re-checks even beside localtime_r(): not that advice.
+        let f = fixes(&["__GI___fstatat64", "__tzfile_read", "tzset_internal", "__tzset", "mktime", "to_epoch"]);
+        assert!(f.contains("timegm()") && !f.contains("call localtime_r()"), "{f}");
+        // perl calls tzset() before each localtime_r().
+        let f = fixes(&["fstatat", "__tzfile_read", "tzset_internal", "tzset", "Perl_localtime64_r"]);
+        assert!(f.starts_with("call tzset() once"), "{f}");
     }
 
     #[test]
