@@ -909,3 +909,26 @@ fn an_event_loop_with_timers_is_not_busy_polling() {
         assert!(!ids(&f).contains(&"busy-poll"), "{argv:?}: {:?}", f.iter().map(|x| &x["what"]).collect::<Vec<_>>());
     }
 }
+
+/// The same loops yielding once per item (setImmediate, asyncio.sleep(0)):
+/// they never wait, and the fix is the program's, named for its loop.
+#[test]
+fn an_event_loop_yielding_per_item_is_told_to_batch() {
+    if skip_without_bpf() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let node = which("node").expect("node is installed (make deps installs Debian's nodejs)");
+    std::fs::write(dir.path().join("yield.js"), "let n = 0;\nfunction f() { if (++n < 20000) setImmediate(f); }\nf();\n").unwrap();
+    std::fs::write(
+        dir.path().join("yield.py"),
+        "import asyncio\nasync def work():\n    for i in range(20000):\n        await asyncio.sleep(0)\nasyncio.run(work())\n",
+    )
+    .unwrap();
+    for (argv, says) in [([node.to_str().unwrap(), "yield.js"], "setImmediate"), (["/usr/bin/python3", "yield.py"], "asyncio.sleep(0)")] {
+        let f = findings_in_with(&[], dir.path(), &argv, &[]);
+        let b = only(&f, "busy-poll");
+        assert!(fixes(b).contains(says), "{argv:?}: {b}");
+        assert!(!fixes(b).contains("wait with a timeout"), "{argv:?}: {b}");
+    }
+}

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use super::{Evidence, Finding, Fix};
+use super::{called_through, runs_python, sites_of, Evidence, Finding, Fix};
 use crate::human::thousands;
 use crate::model::{Argument, Timeout, Trace};
 
@@ -16,6 +16,38 @@ pub const ID: &str = "busy-poll";
 /// Zero-timeout calls per waiting one above which a loop spins: an event
 /// loop's look before it waits makes about one.
 const SPIN_RATIO: u64 = 4;
+
+/// libuv's loop, which polls without waiting while callbacks are queued
+/// for its next turn.
+const LIBUV_LOOP: &[&str] = &["uv__io_poll", "uv_run"];
+
+/// An event loop that polls without waiting spins because its program
+/// keeps queueing work for the next turn, one item at a time: the cure is
+/// in the program, not in the loop's timeout.
+fn event_loop_fix(trace: &Trace, a: &crate::model::ArgumentStats) -> Option<(&'static str, Fix)> {
+    // Debian's node links libuv, whose uv__io_poll is not exported: its
+    // file tells it then.
+    let in_libuv =
+        || sites_of(trace, &a.sites).flat_map(|s| &s.frames).any(|f| f.module.rsplit('/').next().is_some_and(|m| m.starts_with("libuv.so")));
+    if called_through(trace, &a.sites, LIBUV_LOOP) || in_libuv() {
+        return Some((
+            "libuv's loop",
+            Fix::code(
+                "libuv does not wait while callbacks are queued for the next turn (setImmediate, idle or pending handles): \
+                 do a batch of work per callback instead of yielding with setImmediate per item",
+            ),
+        ));
+    }
+    runs_python(trace, &a.sites).then(|| {
+        (
+            "the interpreter's event loop",
+            Fix::code(
+                "asyncio does not wait while callbacks are ready: a task that awaits asyncio.sleep(0) per item, or a chain of \
+                 call_soon, keeps it polling; do a batch of items per turn",
+            ),
+        )
+    })
+}
 
 pub fn check(trace: &Trace) -> Vec<Finding> {
     let mut out = Vec::new();
@@ -33,6 +65,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         if a.calls < SPIN_RATIO * waited.get(&a.pid).copied().unwrap_or(0) {
             continue;
         }
+        let event_loop = event_loop_fix(trace, a);
         out.push(Finding {
             id: ID.into(),
             what: format!("{} × {}(timeout 0)", thousands(a.calls), a.syscall),
@@ -40,14 +73,24 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             evidence: Evidence::new(trace, &a.syscall, a.calls, a.total_ns),
             sites: a.sites.clone(),
             saving_ns: a.total_ns,
-            why: format!(
-                "{} with a zero timeout returns at once: called in a loop it spins, asking whether anything is ready instead of waiting for it",
-                a.syscall
-            ),
-            fixes: vec![
-                Fix::code("wait with a timeout (or -1) and let the kernel wake the thread when an fd is ready"),
-                Fix::code("if a loop must also do other work, wait until that work's deadline instead of 0"),
-            ],
+            why: match &event_loop {
+                Some((who, _)) => format!(
+                    "{} with a zero timeout returns at once: {who} asks whether anything is ready without waiting, turn after turn, \
+                     because more work is always queued for the next turn",
+                    a.syscall
+                ),
+                None => format!(
+                    "{} with a zero timeout returns at once: called in a loop it spins, asking whether anything is ready instead of waiting for it",
+                    a.syscall
+                ),
+            },
+            fixes: match event_loop {
+                Some((_, fix)) => vec![fix],
+                None => vec![
+                    Fix::code("wait with a timeout (or -1) and let the kernel wake the thread when an fd is ready"),
+                    Fix::code("if a loop must also do other work, wait until that work's deadline instead of 0"),
+                ],
+            },
             ..Default::default()
         });
     }
@@ -95,6 +138,31 @@ mod tests {
         assert!(check(&t).is_empty());
         t.arguments[0].calls = 2_008;
         assert_eq!(check(&t).len(), 1, "four looks per wait: a spin");
+    }
+
+    #[test]
+    fn an_event_loop_spinning_is_told_to_batch_its_work() {
+        let spin = |functions: &[&str]| {
+            let mut t = trace(1_000_000_000, &[("epoll_pwait", 20_000, 5_000_000)]);
+            let s = site(&mut t, functions);
+            argument(&mut t, "epoll_pwait", Argument::Timeout { timeout: Timeout::Zero }, 20_000, 5_000_000).sites = s;
+            check(&t).remove(0)
+        };
+        let f = spin(&["epoll_pwait", "uv__io_poll", "uv_run", "node_main"]);
+        assert!(f.fixes[0].text.contains("setImmediate"), "{:?}", f.fixes);
+        assert!(f.why.contains("libuv"), "{}", f.why);
+        // Debian's node: libuv's own file, its internals unnamed.
+        let mut t = trace(1_000_000_000, &[("epoll_pwait", 20_000, 5_000_000)]);
+        let s = site(&mut t, &["epoll_pwait", "x", "node_main"]);
+        t.call_sites[0].frames[1] =
+            crate::model::Frame { module: "/usr/lib/x86_64-linux-gnu/libuv.so.1".into(), address: 0x1234, ..Default::default() };
+        argument(&mut t, "epoll_pwait", Argument::Timeout { timeout: Timeout::Zero }, 20_000, 5_000_000).sites = s;
+        assert!(check(&t)[0].fixes[0].text.contains("setImmediate"));
+        let f = spin(&["epoll_wait", "select_epoll_poll", "_PyEval_EvalFrameDefault"]);
+        assert!(f.fixes[0].text.contains("asyncio.sleep(0)"), "{:?}", f.fixes);
+        // A C program's own loop: wait with a timeout.
+        let f = spin(&["epoll_wait", "main_loop"]);
+        assert!(f.fixes[0].text.starts_with("wait with a timeout"), "{:?}", f.fixes);
     }
 
     #[test]
