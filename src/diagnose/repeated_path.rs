@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 
 use super::{called_through, environment_of, Evidence, Finding, Fix, PATH_LOOKUPS, PATH_OPENS};
-use crate::human::{quoted, thousands};
-use crate::model::{Argument, Trace};
+use crate::human::{duration, quoted, thousands};
+use crate::model::{callsite, Argument, ArgumentStats, Trace};
 
 pub const ID: &str = "repeated-path";
 
@@ -47,7 +47,8 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         }
     }
     let loaders = super::LoaderLookups::new(trace);
-    let mut out = Vec::new();
+    // The repeats of one file each, with what each is: a lookup or an open.
+    let mut repeats: Vec<(&ArgumentStats, &str, bool)> = Vec::new();
     for a in &trace.arguments {
         let lookup = PATH_LOOKUPS.contains(&a.syscall.as_str());
         let open = PATH_OPENS.contains(&a.syscall.as_str());
@@ -66,6 +67,15 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         }
         if removed.get(&(a.pid, path.as_str())).is_some_and(|r| r * 2 >= a.calls) {
             continue; // created and deleted per operation (a journal, a lock file): the answer changes
+        }
+        repeats.push((a, path, open));
+    }
+    let polled = polled_sets(&repeats);
+    let mut out: Vec<Finding> = polled.iter().map(|set| polling(trace, &set.iter().map(|&i| repeats[i].0).collect::<Vec<_>>())).collect();
+    let in_a_set: std::collections::HashSet<usize> = polled.iter().flatten().copied().collect();
+    for (i, &(a, path, open)) in repeats.iter().enumerate() {
+        if in_a_set.contains(&i) {
+            continue;
         }
         let mut fixes = Vec::new();
         for (functions, advice) in KNOWN {
@@ -104,6 +114,95 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         });
     }
     out
+}
+
+/// A poller looks at each of its files about as often as the others, at
+/// its period: at least this many files, each looked up at least
+/// `MIN_POLLS` times, four in five of them within a quarter of the median.
+const MIN_POLLED_FILES: usize = 20;
+const MIN_POLLS: u64 = 5;
+
+/// The sets of files one process looks up (stat, access) again and again,
+/// each about as often as the others: polled for changes (node's
+/// fs.watchFile, chokidar's usePolling, a build tool's watch mode). Each
+/// alone is a small repeat; together they are the poller's cost.
+/// Each set is given by its indices in `repeats`.
+fn polled_sets(repeats: &[(&ArgumentStats, &str, bool)]) -> Vec<Vec<usize>> {
+    let mut by_caller: HashMap<(u32, &str), Vec<usize>> = HashMap::new();
+    for (i, &(a, path, open)) in repeats.iter().enumerate() {
+        // /proc, /sys and /dev are read for their current values, which
+        // inotify would not report: a monitor's sampling, not a poll.
+        let pseudo = ["/proc/", "/sys/", "/dev/"].iter().any(|p| path.starts_with(p));
+        if !open && !pseudo && a.calls >= MIN_POLLS {
+            by_caller.entry((a.pid, a.syscall.as_str())).or_default().push(i);
+        }
+    }
+    let calls = |i: &usize| repeats[*i].0.calls;
+    let mut sets: Vec<Vec<usize>> = by_caller
+        .into_values()
+        .filter_map(|mut files| {
+            if files.len() < MIN_POLLED_FILES {
+                return None;
+            }
+            files.sort_by_key(calls);
+            let median = calls(&files[files.len() / 2]);
+            let n = files.len();
+            files.retain(|i| calls(i) * 4 >= median * 3 && calls(i) * 4 <= median * 5);
+            (files.len() * 5 >= n * 4 && files.len() >= MIN_POLLED_FILES).then_some(files)
+        })
+        .collect();
+    sets.sort_unstable();
+    sets
+}
+
+/// One finding for a polled set of files.
+fn polling(trace: &Trace, set: &[&ArgumentStats]) -> Finding {
+    let calls: u64 = set.iter().map(|a| a.calls).sum();
+    let ns: u64 = set.iter().map(|a| a.total_ns).sum();
+    let each = calls / set.len() as u64;
+    let syscall = &set[0].syscall;
+    let mut sites = Vec::new();
+    for a in set {
+        callsite::merge_shares(&mut sites, &a.sites);
+    }
+    let mut names: Vec<&str> =
+        set.iter().filter_map(|a| if let Argument::Path { path: Some(p), .. } = &a.argument { Some(p.as_str()) } else { None }).collect();
+    names.sort_unstable();
+    let shown: Vec<String> = names.iter().take(3).map(|p| quoted(p)).collect();
+    Finding {
+        id: ID.into(),
+        what: format!(
+            "{} × {syscall} of {} files, each about {} times ({}, …)",
+            thousands(calls),
+            thousands(set.len() as u64),
+            thousands(each),
+            shown.join(", ")
+        ),
+        pid: Some(set[0].pid),
+        evidence: Evidence::new(trace, syscall, calls, ns),
+        sites,
+        saving_ns: set.iter().map(|a| a.total_ns - a.total_ns / a.calls).sum(),
+        why: format!(
+            "the same {} files are looked up again and again, each about as often as the others (about once every {}): \
+             they are polled for changes, and nearly every look finds none",
+            thousands(set.len() as u64),
+            duration(trace.run.duration_ns / each.max(1))
+        ),
+        fixes: vec![
+            Fix::code(
+                "be told of changes instead of polling: inotify (node's fs.watch, or chokidar without usePolling or \
+                 CHOKIDAR_USEPOLLING; webpack's and vite's watchOptions.poll off; Python watchdog's inotify observer, not its \
+                 PollingObserver)",
+            ),
+            Fix::config("if polling must stay (a network file system, some container mounts): poll fewer files, or less often"),
+        ],
+        tradeoff: Some(
+            "inotify does not see changes made on another host of a network file system, and takes a watch per directory \
+             (fs.inotify.max_user_watches)"
+                .into(),
+        ),
+        ..Default::default()
+    }
 }
 
 /// Whether process `pid` changed its working directory: its relative
@@ -159,6 +258,41 @@ mod tests {
         argument(&mut t, "newfstatat", path("/etc/localtime"), 900, 900);
         argument(&mut t, "newfstatat", Argument::Path { path: Some(String::new()), dirfd: Some(3), null: false, cut: false, raw: None }, 900, 900);
         assert!(check(&t).is_empty());
+    }
+
+    #[test]
+    fn many_files_looked_up_alike_are_one_polling_finding() {
+        // fs.watchFile on 200 files: each stat'ed about 21 times in 2 s.
+        let mut t = trace(2_000_000_000, &[("statx", 4_200, 15_000_000)]);
+        for i in 0..200 {
+            argument(&mut t, "statx", path(&format!("/srv/app/f{i:03}.js")), 20 + i % 3, 75_000);
+        }
+        // One file the program re-reads more often is its own repeat.
+        argument(&mut t, "statx", path("/srv/app/config.json"), 400, 150_000);
+        let f = check(&t);
+        assert_eq!(f.len(), 2, "{:?}", f.iter().map(|x| &x.what).collect::<Vec<_>>());
+        assert!(f[0].what.starts_with("4,199 × statx of 200 files, each about 20 times (\"/srv/app/f000.js\""), "{}", f[0].what);
+        assert!(f[0].why.contains("about once every 100 ms"), "{}", f[0].why);
+        assert!(f[0].fixes[0].text.contains("inotify"));
+        assert_eq!(f[1].what, "400 × statx(\"/srv/app/config.json\")");
+        // Counts that differ widely (a build looking up what each step needs) are no poll.
+        let mut t = trace(2_000_000_000, &[("statx", 4_200, 15_000_000)]);
+        for i in 0..200 {
+            argument(&mut t, "statx", path(&format!("/srv/app/f{i:03}.js")), 5 + (i % 10) * 10, 75_000);
+        }
+        assert!(check(&t).iter().all(|x| !x.what.contains("files, each about")));
+        // A monitor sampling /proc is not polling for changes.
+        let mut t = trace(2_000_000_000, &[("newfstatat", 4_200, 15_000_000)]);
+        for i in 0..200 {
+            argument(&mut t, "newfstatat", path(&format!("/proc/{}", 100 + i)), 21, 75_000);
+        }
+        assert!(check(&t).iter().all(|x| !x.what.contains("files, each about")));
+        // Too few files: each its own repeat.
+        let mut t = trace(2_000_000_000, &[("statx", 210, 1_000_000)]);
+        for i in 0..10 {
+            argument(&mut t, "statx", path(&format!("/srv/app/f{i}.js")), 21, 100_000);
+        }
+        assert_eq!(check(&t).len(), 10);
     }
 
     #[test]
