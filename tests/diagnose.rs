@@ -637,9 +637,13 @@ fn library_search_names_ld_library_path() {
     let f = shell_findings(&[], "for i in $(seq 200); do /bin/true; done", &[]);
     assert!(!ids(&f).contains(&"library-search") && !ids(&f).contains(&"failing-calls"), "{:?}", ids(&f));
 
-    // Given from outside, compare can take it away.
-    let f = shell_findings(&[], "for i in $(seq 200); do /bin/true; done", &[("LD_LIBRARY_PATH", "/opt/a:")]);
-    let s = only(&f, "library-search");
+    // Given from outside, compare can take it away. Its 33 misses per
+    // process are about 1% of the run, so whether it passes the small
+    // line rests on where CPU ticks landed: --all, the advice is tested.
+    // (The shell's and seq's own few searches show too, under --all.)
+    let f = shell_findings(&["--all"], "for i in $(seq 200); do /bin/true; done", &[("LD_LIBRARY_PATH", "/opt/a:")]);
+    let s = f.iter().filter(|x| x["id"] == "library-search").max_by_key(|x| x["evidence"]["calls"].as_u64()).expect("a library-search finding");
+    assert_eq!(s["program"], "true", "{s}");
     assert!(s["prove"].as_str().unwrap().starts_with("sysdiet compare --unset-env LD_LIBRARY_PATH -- sh -c "), "{s}");
     assert!(fixes(s).contains("empty entry"), "{s}");
 }
