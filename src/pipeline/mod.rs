@@ -104,8 +104,9 @@ fn say_attached(pids: &[u32], threads: usize, duration: Option<std::time::Durati
 /// Loads the tracer while a syscall's untraced cost is measured on the
 /// other CPU (a few ms of start-up, no longer in series with the load),
 /// and attaches it once that is done: the probes slow every task's
-/// syscalls, the measure's too. The readers map their rings (24 MiB, and
-/// 16 more for stack samples) on their own threads meanwhile.
+/// syscalls, the measure's too. The readers map their rings on their own
+/// threads meanwhile. A stack reader that cannot start fails the load, as
+/// a program that does not load: `--backend auto` then counts with ptrace.
 fn load_measuring(filter: &SyscallSet, options: BpfOptions, stacks: MappingWatch) -> (Result<Loaded>, u64) {
     let _t = crate::timings::span("load BPF");
     let cost = std::thread::spawn(|| {

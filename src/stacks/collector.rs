@@ -156,8 +156,8 @@ impl Collector {
         Self::spawn(ring, events, initial, folded)?.ready()
     }
 
-    /// The same, returning while the new thread maps the ring (16 MiB: a
-    /// few ms): the caller does its own work meanwhile, then `ready`.
+    /// The same, returning while the new thread maps the ring: the caller
+    /// does its own work meanwhile, then `ready`.
     pub fn spawn(ring: MapHandle, events: MapEvents, initial: Vec<MapEvent>, folded: Folded) -> Result<StartingCollector> {
         let stop = Arc::new(Stop::new()?);
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);

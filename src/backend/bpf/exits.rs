@@ -85,8 +85,9 @@ impl ExitReader {
     /// Reads `rings` (the exits and the path strings) until finished.
     /// `folded` is kept up to date with the processes folded so far; folds
     /// keep argument keys within `budget`.
-    /// Returns while the new thread maps the rings (a few ms for their
-    /// 24 MiB): the caller does its own work meanwhile, then `ready`.
+    /// Returns while the new thread maps the rings (milliseconds: the
+    /// kernel maps every page at once): the caller does its own work
+    /// meanwhile, then `ready`.
     pub fn spawn(rings: Vec<MapHandle>, sweep: SweepMaps, folded: Shared, budget: KeyBudget) -> Result<StartingExitReader> {
         let stop = Arc::new(Stop::new()?);
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
