@@ -340,16 +340,8 @@ fn tz_unset_code_fix_follows_the_rechecking_function() {
     let tz = only(&f, "tz-unset");
     assert!(fixes(tz).contains("call tzset() once"), "{tz}");
     // TZ set: the control, nothing.
-    let out = sysdiet()
-        .args(["run", "--json", "-o"])
-        .arg(&json)
-        .args(["--", "perl", "-e", "my $x; $x = localtime for 1..3000"])
-        .env("TZ", ":/etc/localtime")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert!(!ids(doc["findings"].as_array().unwrap()).contains(&"tz-unset"));
+    let f = findings_in_with(&[], dir.path(), &["perl", "-e", "my $x; $x = localtime for 1..3000"], &[("TZ", ":/etc/localtime")]);
+    assert!(!ids(&f).contains(&"tz-unset"), "{:?}", ids(&f));
 }
 
 #[test]
@@ -386,16 +378,8 @@ fn a_program_mapping_files_itself_gets_no_malloc_knob() {
     }
     let ids = git(&[&["hash-object", "-w", "--"][..], &names.iter().map(String::as_str).collect::<Vec<_>>()].concat());
     assert!(ids.status.success());
-    let ids_file = repo.path().join("ids");
-    std::fs::write(&ids_file, &ids.stdout).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("t.json");
-    let script = format!("exec git -C '{}' cat-file --batch < '{}'", repo.path().display(), ids_file.display());
-    let out =
-        sysdiet().args(["run", "--json", "-o"]).arg(&json).args(["--", "sh", "-c", &script]).stdout(std::process::Stdio::null()).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let f = doc["findings"].as_array().cloned().unwrap_or_default();
+    std::fs::write(repo.path().join("ids"), &ids.stdout).unwrap();
+    let f = findings_in_with(&[], repo.path(), &["sh", "-c", "exec git cat-file --batch < ids"], &[]);
     let m = only(&f, "memory-churn");
     assert!(m["why"].as_str().unwrap().contains("no allocator"), "{m}");
     assert!(!fixes(m).contains("MALLOC_"), "{m}");
