@@ -1,6 +1,7 @@
 //! repeated-path: the same path looked up (stat, access, readlink) or
 //! opened over and over: config files re-read per request, name-service
-//! files re-read per lookup, open/read/close of one file in a loop. The
+//! files re-read per lookup, open/read/close of one file in a loop; and
+//! many files looked up alike, polled for changes, as one finding. The
 //! zone file with TZ unset is tz-unset's.
 
 use std::collections::HashMap;
