@@ -876,6 +876,19 @@ fn a_signal_reset_in_each_spawned_child() {
     assert!(!f.iter().any(|x| x["what"].as_str().unwrap().contains(" children of ")), "{:?}", ids(&f));
 }
 
+/// The findings of node running `js` and of Python running `py` (each
+/// written to a file of a fresh directory and run there).
+fn event_loop_findings(options: &[&str], js: &str, py: &str) -> [(&'static str, Vec<Value>); 2] {
+    let dir = tempfile::tempdir().unwrap();
+    let node = which("node").expect("node is installed (make deps installs Debian's nodejs)");
+    std::fs::write(dir.path().join("loop.js"), js).unwrap();
+    std::fs::write(dir.path().join("loop.py"), py).unwrap();
+    [
+        ("node", findings_in_with(options, dir.path(), &[node.to_str().unwrap(), "loop.js"], &[])),
+        ("python3", findings_in_with(options, dir.path(), &["/usr/bin/python3", "loop.py"], &[])),
+    ]
+}
+
 /// Real event loops with timers every 10 ms, node's libuv and Python's
 /// asyncio: each wake is followed by one more look that does not wait,
 /// as many zero-timeout polls as waiting ones. Not busy polling.
@@ -884,17 +897,13 @@ fn an_event_loop_with_timers_is_not_busy_polling() {
     if skip_without_bpf() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let node = which("node").expect("node is installed (make deps installs Debian's nodejs)");
-    std::fs::write(dir.path().join("timers.js"), "let n = 0;\nconst t = setInterval(() => { if (++n == 100) clearInterval(t); }, 10);\n").unwrap();
-    std::fs::write(
-        dir.path().join("timers.py"),
+    let runs = event_loop_findings(
+        &["--all"],
+        "let n = 0;\nconst t = setInterval(() => { if (++n == 100) clearInterval(t); }, 10);\n",
         "import asyncio\nasync def tick():\n    for i in range(100):\n        await asyncio.sleep(0.01)\nasyncio.run(tick())\n",
-    )
-    .unwrap();
-    for argv in [[node.to_str().unwrap(), "timers.js"], ["/usr/bin/python3", "timers.py"]] {
-        let f = findings_in_with(&["--all"], dir.path(), &argv, &[]);
-        assert!(!ids(&f).contains(&"busy-poll"), "{argv:?}: {:?}", f.iter().map(|x| &x["what"]).collect::<Vec<_>>());
+    );
+    for (who, f) in runs {
+        assert!(!ids(&f).contains(&"busy-poll"), "{who}: {:?}", f.iter().map(|x| &x["what"]).collect::<Vec<_>>());
     }
 }
 
@@ -905,19 +914,15 @@ fn an_event_loop_yielding_per_item_is_told_to_batch() {
     if skip_without_bpf() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let node = which("node").expect("node is installed (make deps installs Debian's nodejs)");
-    std::fs::write(dir.path().join("yield.js"), "let n = 0;\nfunction f() { if (++n < 20000) setImmediate(f); }\nf();\n").unwrap();
-    std::fs::write(
-        dir.path().join("yield.py"),
+    let [(_, node), (_, python)] = event_loop_findings(
+        &[],
+        "let n = 0;\nfunction f() { if (++n < 20000) setImmediate(f); }\nf();\n",
         "import asyncio\nasync def work():\n    for i in range(20000):\n        await asyncio.sleep(0)\nasyncio.run(work())\n",
-    )
-    .unwrap();
-    for (argv, says) in [([node.to_str().unwrap(), "yield.js"], "setImmediate"), (["/usr/bin/python3", "yield.py"], "asyncio.sleep(0)")] {
-        let f = findings_in_with(&[], dir.path(), &argv, &[]);
+    );
+    for (who, f, says) in [("node", node, "setImmediate"), ("python3", python, "asyncio.sleep(0)")] {
         let b = only(&f, "busy-poll");
-        assert!(fixes(b).contains(says), "{argv:?}: {b}");
-        assert!(!fixes(b).contains("wait with a timeout"), "{argv:?}: {b}");
+        assert!(fixes(b).contains(says), "{who}: {b}");
+        assert!(!fixes(b).contains("wait with a timeout"), "{who}: {b}");
     }
 }
 

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use super::{prove, Evidence, Finding, Fix};
+use super::{called_through, prove, Evidence, Finding, Fix};
 use crate::human::thousands;
 use crate::model::{Argument, BrkChange, SiteShare, Trace};
 
@@ -60,7 +60,8 @@ const ALLOCATOR: &[&str] = &[
 
 /// Whether the sampled sites of these calls say the program maps memory
 /// itself: most of the calls they share out come from sites whose
-/// library frames are named and none of them is the allocator's. Unnamed
+/// library frames are all named and none of whose frames is the
+/// allocator's. Unnamed
 /// or unsampled sites cannot tell: malloc is assumed, as before.
 fn mapped_by_the_program(trace: &Trace, shares: &[SiteShare]) -> bool {
     let (mut own, mut allocator) = (0u64, 0u64);
@@ -68,9 +69,7 @@ fn mapped_by_the_program(trace: &Trace, shares: &[SiteShare]) -> bool {
         let Some(site) = trace.call_site(share) else { continue };
         // The frames from the syscall's wrapper out to the program's code.
         let library = &site.frames[..site.responsible.map_or(site.frames.len(), |r| r.min(site.frames.len()))];
-        let bare = |n: &str| n.trim_start_matches("__GI_").trim_start_matches('_').to_string();
-        let in_allocator = library.iter().filter_map(|f| f.function.as_deref()).any(|n| ALLOCATOR.iter().any(|a| bare(a) == bare(n)));
-        if in_allocator {
+        if called_through(trace, std::slice::from_ref(share), ALLOCATOR) {
             allocator += share.calls;
         } else if site.responsible.is_some() && !library.is_empty() && library.iter().all(|f| f.function.is_some()) {
             own += share.calls;

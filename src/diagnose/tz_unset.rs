@@ -18,6 +18,7 @@ const RECHECKING: &[&str] = &["localtime", "mktime", "timelocal", "tzset", "ctim
 /// before each conversion (as POSIX asks of localtime_r's callers, and
 /// perl does) needs it once.
 fn code_fixes(via: &[&str]) -> Vec<&'static str> {
+    const LOCALTIME_R: &str = "call localtime_r(), which checks the zone file once";
     let any = |names: &[&str]| names.iter().any(|n| via.contains(n));
     let mut fixes = Vec::new();
     if any(&["mktime", "timelocal"]) {
@@ -26,13 +27,13 @@ fn code_fixes(via: &[&str]) -> Vec<&'static str> {
         );
     }
     if any(&["localtime", "ctime", "asctime", "strftime"]) {
-        fixes.push("call localtime_r(), which checks the zone file once");
+        fixes.push(LOCALTIME_R);
     }
     if fixes.is_empty() && any(&["tzset"]) {
         fixes.push("call tzset() once at start-up, not before each conversion (localtime_r() then needs no more)");
     }
     if fixes.is_empty() {
-        fixes.push("call localtime_r(), which checks the zone file once");
+        fixes.push(LOCALTIME_R);
     }
     fixes
 }
