@@ -177,6 +177,15 @@ pub enum Command {
         #[arg(long)]
         system_wide: bool,
     },
+    /// Keeps a run's loaded programs for the next run (started by a run,
+    /// not by hand; SYSDIET_KEEP in the README)
+    #[command(name = "__keep", hide = true)]
+    Keep {
+        set: String,
+        seconds: u64,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        given: Vec<String>,
+    },
     /// Print a shell's completion script for sysdiet
     #[command(after_help = "Examples:\n  sysdiet completions bash > /usr/share/bash-completion/completions/sysdiet\n  \
                             sysdiet completions zsh > /usr/local/share/zsh/site-functions/_sysdiet\n  \

@@ -238,3 +238,66 @@ fn counts_beside_straced_programs() {
         });
     }
 }
+
+/// Programs kept between runs (keeper.rs): a run borrows the previous
+/// run's, counts as strace does with them, and gives them back reset; a
+/// run that leaves a target alive does not give them back; SYSDIET_KEEP=0
+/// neither borrows nor leaves them.
+#[test]
+fn kept_programs_count_as_strace_run_after_run() {
+    if skip_without_bpf() {
+        return;
+    }
+    // A filter no other test uses: a set of programs of this test's own.
+    let filter = ["-e", "trace=newfstatat,openat,close,read,execve,exit_group"];
+    let exe = victim("manypaths");
+    // 2,000 paths twice each: first sightings, then promotions.
+    let argv = [exe.to_str().unwrap(), "2000", "50", "2"];
+    let keep = [("SYSDIET_KEEP", "30")];
+    let run = |env: &[(&str, &str)], argv: &[&str]| {
+        let (doc, out) = sysdiet_json_env(&filter, argv, env);
+        assert!(out.status.success(), "sysdiet failed: {}", stderr_of(&out));
+        let kept = doc["run"]["bpf_programs_kept"].as_bool().unwrap_or(false);
+        (doc, kept)
+    };
+    let oracle = strace_counts(&filter, &argv);
+    let (first, _) = run(&keep, &argv);
+    assert_counts_as_strace("manypaths, programs loaded", &oracle, &first, &[]);
+    // The keeper the first run left starts on its own: ask until it answers.
+    let (second, kept) = (0..20)
+        .map(|_| run(&keep, &argv))
+        .find(|(_, kept)| {
+            *kept || {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                false
+            }
+        })
+        .unwrap_or_else(|| panic!("no run borrowed the kept programs"));
+    assert!(kept);
+    assert_counts_as_strace("manypaths, programs kept", &oracle, &second, &[]);
+    assert_eq!(argument_counts(&second), argument_counts(&first), "per-path counts after a reset");
+    assert_eq!(second["lost"], first["lost"]);
+    let (third, kept) = run(&keep, &argv);
+    assert!(kept, "given back clean, lent again");
+    assert_counts_as_strace("manypaths, programs kept twice", &oracle, &third, &[]);
+    assert_eq!(argument_counts(&third), argument_counts(&first));
+
+    let (_, kept) = run(&[("SYSDIET_KEEP", "0")], &argv);
+    assert!(!kept, "SYSDIET_KEEP=0 borrows nothing");
+    let (_, kept) = run(&keep, &["sh", "-c", "sleep 2 >/dev/null 2>&1 &"]);
+    assert!(kept, "the keeper is still there after a run that did not ask");
+    let (_, kept) = run(&keep, &argv);
+    assert!(!kept, "a run that left a target alive gave nothing back");
+}
+
+/// Each argument row's syscall, argument, calls and errors, in order.
+fn argument_counts(doc: &serde_json::Value) -> Vec<(String, String, u64, u64)> {
+    let mut rows: Vec<_> = doc["arguments"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|a| (a["syscall"].to_string(), a["argument"].to_string(), a["calls"].as_u64().unwrap_or(0), a["errors"].as_u64().unwrap_or(0)))
+        .collect();
+    rows.sort();
+    rows
+}

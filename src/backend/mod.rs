@@ -36,6 +36,10 @@ pub trait Tracer {
     fn programs(&self) -> Option<&'static str> {
         None
     }
+    /// Whether its programs came loaded from a keeper (a previous run's).
+    fn programs_kept(&self) -> bool {
+        false
+    }
     /// What the syscalls' times measure.
     fn time_kind(&self) -> TimeKind;
     /// How stacks are sampled: a new thread's first gap (calls), and the

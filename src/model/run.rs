@@ -14,6 +14,10 @@ pub struct RunInfo {
     /// "legacy" (5.8 to 5.16); absent without BPF.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bpf_programs: Option<String>,
+    /// The BPF programs came loaded and verified from a keeper, a previous
+    /// run's (SYSDIET_KEEP): this run's set-up did not load them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bpf_programs_kept: bool,
     /// Why sysdiet chose this backend by itself (`--backend auto` when BPF
     /// could not load): "no rights to load BPF".
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -72,7 +72,9 @@ fn load_bpf(opts: &TraceOptions, arms_running_threads: bool, stacks: MappingWatc
     if opts.backend == Backend::Ptrace {
         return Ok((None, None, crate::linux::syscall_cost_ns()));
     }
-    let (loaded, syscall_ns) = load_measuring(&opts.filter, BpfOptions { arms_running_threads, ..opts.bpf() }, stacks);
+    // A command's run ends with its targets: its programs can be kept.
+    let keep_loaded = !arms_running_threads;
+    let (loaded, syscall_ns) = load_measuring(&opts.filter, BpfOptions { arms_running_threads, keep_loaded, ..opts.bpf() }, stacks);
     match loaded {
         Ok(l) => Ok((Some(l), None, syscall_ns)),
         Err(e) if opts.backend == Backend::Auto => {
@@ -217,6 +219,7 @@ impl Span {
         RunInfo {
             backend: tracer.backend().into(),
             bpf_programs: tracer.programs().map(Into::into),
+            bpf_programs_kept: tracer.programs_kept(),
             filter: opts.filter.expr.clone(),
             started_at: self.started_at,
             duration_ns: (ended - self.t0).as_nanos() as u64,

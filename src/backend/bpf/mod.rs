@@ -11,6 +11,7 @@
 mod exits;
 pub mod features;
 mod fold;
+pub mod keeper;
 mod kernel_types;
 pub mod maps;
 mod premade;
@@ -20,7 +21,7 @@ mod skel;
 mod ticks;
 
 use std::mem::MaybeUninit;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 use std::time::Duration;
 
@@ -42,7 +43,7 @@ use skel::OBJECT;
 use ticks::{Ticks, TICK_NS};
 
 use skel::types::{arg_kind, syscall_spec, target_state, task_state, tick_count};
-use skel::{SyscountSkel, SyscountSkelBuilder};
+use skel::{OpenSyscountSkel, SyscountSkel, SyscountSkelBuilder};
 
 /// Stack samples: a new thread starts at one per FIRST_GAP calls; the gap
 /// then adapts to about one sample per SAMPLE_INTERVAL_NS of its time.
@@ -71,6 +72,19 @@ pub struct BpfOptions {
     /// Ask the verifier for its statistics (`sysdiet __programs`): each
     /// program's verification time, kept in `verification_us`.
     pub verifier_stats: bool,
+    /// The programs may come from a keeper (keeper.rs), and go to one
+    /// after a run whose targets all ended: a command's run.
+    pub keep_loaded: bool,
+}
+
+/// What becomes of the programs when the run ends clean.
+enum Keeping {
+    /// They are unloaded.
+    No,
+    /// They go back to the keeper they were borrowed from.
+    Borrowed(keeper::Lease),
+    /// They are left with a new keeper of set `set`.
+    Leave { set: String, idle: Duration },
 }
 
 pub struct BpfTracer {
@@ -92,6 +106,12 @@ pub struct BpfTracer {
     added: std::sync::atomic::AtomicU64,
     /// (program, verification time in µs), when the options asked.
     verification_us: Vec<(String, u64)>,
+    /// Each loaded program, by name (the object's, or a keeper's).
+    programs: Vec<(String, OwnedFd)>,
+    /// The attached syscall and lifecycle hooks, by program: closed,
+    /// detached.
+    links: Vec<(String, OwnedFd)>,
+    keeping: Keeping,
 }
 
 /// The programs loaded and verified, not yet attached: no task's syscalls
@@ -102,6 +122,10 @@ pub struct LoadedTracer {
     variant: Variant,
     verification_us: Vec<(String, u64)>,
     folded: Folded,
+    programs: Vec<(String, OwnedFd)>,
+    /// Hooks a keeper lent still attached, by program.
+    links: Vec<(String, OwnedFd)>,
+    keeping: Keeping,
 }
 
 /// pid -> the row a folded process's counts went to, shared with the
@@ -163,32 +187,116 @@ impl BpfTracer {
         let cut = crate::timings::span("cut kernel types");
         let types = if std::env::var_os("SYSDIET_KERNEL_BTF").is_none() { kernel_types::cut(OBJECT, &kernel_btf_path()) } else { None };
         drop(cut);
-        let skel = match (Self::load_skel(filter, &options, variant, storage, types.as_ref().map(|t| t.path()).as_deref()), types) {
+        let types_path = types.as_ref().map(|t| t.path());
+        let mut open = Self::open_skel(filter, &options, variant, storage, types_path.as_deref())?;
+        let mut keeping = match options.keep_loaded.then(keeper::idle).flatten() {
+            Some(idle) if !options.verifier_stats => Keeping::Leave { set: set_name(&open, variant), idle },
+            _ => Keeping::No,
+        };
+        if let Keeping::Leave { set, .. } = &keeping {
+            if let Some(borrowed) = keeper::borrow(set) {
+                match Self::load_borrowed(open, borrowed) {
+                    Ok((skel, keeper::Borrowed { programs, links, lease, .. })) => {
+                        let keeping = Keeping::Borrowed(lease);
+                        return Ok(LoadedTracer {
+                            skel,
+                            options,
+                            variant,
+                            verification_us: Vec::new(),
+                            folded: Folded::default(),
+                            programs,
+                            links,
+                            keeping,
+                        });
+                    }
+                    // Not this run's set after all: its own, kept by none.
+                    Err(_) => {
+                        keeping = Keeping::No;
+                        open = Self::open_skel(filter, &options, variant, object_storage()?, types_path.as_deref())?;
+                    }
+                }
+            }
+        }
+        let skel = match (Self::load_fresh(open, &options, variant), types) {
             (Ok(skel), _) => skel,
             // Only the cut types' fault if the whole BTF loads: without
             // BPF rights, say, both fail and the file stays.
-            (Err(first), Some(types)) => match Self::load_skel(filter, &options, variant, object_storage()?, None) {
-                Ok(skel) => {
-                    types.set_aside();
-                    skel
+            (Err(first), Some(types)) => {
+                match Self::open_skel(filter, &options, variant, object_storage()?, None).and_then(|o| Self::load_fresh(o, &options, variant)) {
+                    Ok(skel) => {
+                        types.set_aside();
+                        skel
+                    }
+                    Err(_) => return Err(first),
                 }
-                Err(_) => return Err(first),
-            },
+            }
             (Err(e), None) => return Err(e),
         };
         let verification_us = if options.verifier_stats { verifier_log::times() } else { Vec::new() };
-        Ok(LoadedTracer { skel, options, variant, verification_us, folded: Folded::default() })
+        let programs = skel
+            .object()
+            .progs()
+            .filter(|p| p.autoload())
+            .map(|p| Ok((p.name().to_string_lossy().into_owned(), p.as_fd().try_clone_to_owned().map_err(|e| Error::Bpf(e.to_string()))?)))
+            .collect::<Result<_>>()?;
+        Ok(LoadedTracer { skel, options, variant, verification_us, folded: Folded::default(), programs, links: Vec::new(), keeping })
     }
 
-    /// Opens and loads the programs, relocated against the cut kernel types
-    /// when there are some (kernel_types.rs), else the whole kernel BTF.
-    fn load_skel(
+    /// Loads the object with a keeper's maps and no programs of its own:
+    /// nothing to verify, the maps are the keeper's.
+    fn load_borrowed(mut open: OpenSyscountSkel<'static>, borrowed: keeper::Borrowed) -> Result<(SyscountSkel<'static>, keeper::Borrowed)> {
+        let _t = crate::timings::span("load the borrowed maps");
+        for mut map in open.open_object_mut().maps_mut() {
+            if !map.autocreate() {
+                continue;
+            }
+            let name = map.name().to_string_lossy().into_owned();
+            let (_, fd) = borrowed.maps.iter().find(|(n, _)| *n == name).ok_or_else(|| Error::Bpf(format!("the keeper lent no map {name}")))?;
+            map.reuse_fd(fd.as_fd()).map_err(bpf_error)?;
+        }
+        for mut prog in open.open_object_mut().progs_mut() {
+            prog.set_autoload(false);
+        }
+        let mut skel = open.load().map_err(bpf_error)?;
+        // libbpf maps a global data section's kernel map over its own copy
+        // only for a map it made: here that is done for it, or the fields
+        // read and written through the skeleton would be the copy's.
+        let m = &mut skel.maps;
+        let sections: [(Option<*mut u8>, usize, std::os::fd::BorrowedFd<'_>, bool); 3] = [
+            (m.rodata_data.map(|d| d as *const _ as *mut u8), std::mem::size_of::<skel::types::rodata>(), m.rodata.as_fd(), false),
+            (
+                m.data_ticks_data.as_deref_mut().map(|d| d as *mut _ as *mut u8),
+                std::mem::size_of::<skel::types::data_ticks>(),
+                m.data_ticks.as_fd(),
+                true,
+            ),
+            (m.bss_data.as_deref_mut().map(|d| d as *mut _ as *mut u8), std::mem::size_of::<skel::types::bss>(), m.bss.as_fd(), true),
+        ];
+        for (at, size, fd, writable) in sections {
+            let Some(at) = at else { continue };
+            let len = size.div_ceil(perf::page_size()) * perf::page_size();
+            let prot = if writable { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_READ };
+            // SAFETY: `at` is the start of libbpf's page-rounded copy of the
+            // section, at least `len` long; the kernel map replaces it in
+            // place, as libbpf itself does for the maps it makes.
+            let mapped = unsafe { libc::mmap(at.cast(), len, prot, libc::MAP_SHARED | libc::MAP_FIXED, fd.as_raw_fd(), 0) };
+            if mapped == libc::MAP_FAILED {
+                return Err(Error::Bpf(format!("mapping a borrowed global section: {}", std::io::Error::last_os_error())));
+            }
+        }
+        Ok((skel, borrowed))
+    }
+
+    /// Opens the object and sets it up for `options`, relocated against the
+    /// cut kernel types when there are some (kernel_types.rs), else the whole
+    /// kernel BTF.
+    fn open_skel(
         filter: &SyscallSet,
         options: &BpfOptions,
         variant: Variant,
         storage: &'static mut MaybeUninit<libbpf_rs::OpenObject>,
         types: Option<&Path>,
-    ) -> Result<SyscountSkel<'static>> {
+    ) -> Result<OpenSyscountSkel<'static>> {
         let opening = crate::timings::span("open object");
         let builder = SyscountSkelBuilder::default();
         let mut open = match types.and_then(|p| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).ok()) {
@@ -211,7 +319,9 @@ impl BpfTracer {
         rodata.latency = options.latency as u8;
         rodata.keep_every_key = options.keep_every_key as u8;
         rodata.system_wide = options.system_wide as u8;
-        rodata.self_tgid = std::process::id();
+        // Only a host-wide run enrols tasks, and must not enrol itself;
+        // left 0 otherwise, so that a command's runs load the same data.
+        rodata.self_tgid = if options.system_wide { std::process::id() } else { 0 };
         rodata.tick_ns = TICK_NS;
         rodata.sample_stacks = options.stacks as u8;
         rodata.sample_first_gap = SAMPLE_FIRST_GAP;
@@ -244,6 +354,12 @@ impl BpfTracer {
             m.set_autocreate(legacy).map_err(bpf_error)?;
         }
         drop(opening);
+        Ok(open)
+    }
+
+    /// Loads the object's programs: the kernel verifies them.
+    fn load_fresh(mut open: OpenSyscountSkel<'static>, options: &BpfOptions, variant: Variant) -> Result<SyscountSkel<'static>> {
+        let legacy = variant == Variant::Legacy;
         let m = &open.maps;
         let premade = premade::Premade::start(&[&m.arg_stats, &m.first_calls, &m.exits, &m.strings, &m.samples]);
         let print_before = options.verifier_stats.then(verifier_log::capture);
@@ -271,7 +387,7 @@ impl BpfTracer {
 
     /// Attaches the loaded programs and starts taking exited threads' counts.
     fn attach(loaded: LoadedTracer) -> Result<BpfTracer> {
-        let LoadedTracer { mut skel, options, variant, verification_us, folded } = loaded;
+        let LoadedTracer { skel, options, variant, verification_us, folded, programs, links: lent, keeping } = loaded;
         // The reader maps its rings on its own thread while the programs
         // attach; what they send meanwhile waits in the rings.
         let handle = |m| libbpf_rs::MapHandle::try_from(m).map_err(bpf_error);
@@ -284,17 +400,17 @@ impl BpfTracer {
         )?;
         let attached = (|| {
             let t = crate::timings::span("attach programs");
-            skel.attach().map_err(bpf_error)?;
+            let links = attach_hooks(&programs, lent)?;
             drop(t);
             let _t = crate::timings::span("attach CPU-time ticks");
-            if options.latency {
-                Ok(None)
-            } else {
-                Ticks::attach(&skel, variant).map(Some)
+            let on_tick = programs.iter().find(|(name, _)| name.starts_with("on_tick")).map(|(_, fd)| fd.as_fd());
+            match on_tick {
+                Some(on_tick) if !options.latency => Ok((links, Some(Ticks::attach(on_tick, &skel)?))),
+                _ => Ok((links, None)),
             }
         })();
-        let ticks = match attached {
-            Ok(ticks) => ticks,
+        let (links, ticks) = match attached {
+            Ok(attached) => attached,
             Err(e) => {
                 exits.abandon();
                 return Err(e);
@@ -312,7 +428,36 @@ impl BpfTracer {
             ticks,
             added: Default::default(),
             verification_us,
+            programs,
+            links,
+            keeping,
         })
+    }
+
+    /// After a run read out to its end (`read_into`): detaches the
+    /// programs and, when no target can be alive, gives them to a keeper
+    /// for the next run (keeper.rs); else they are unloaded.
+    pub fn keep_loaded(mut self) {
+        let clean = !self.may_have_live_targets();
+        self.ticks = None;
+        let links = std::mem::take(&mut self.links);
+        match std::mem::replace(&mut self.keeping, Keeping::No) {
+            Keeping::Borrowed(lease) if clean => lease.give_back(&links),
+            Keeping::Leave { set, idle } if clean => {
+                let owned: Vec<(String, OwnedFd)> = self
+                    .skel
+                    .object()
+                    .maps()
+                    .filter(|m| m.autocreate())
+                    .filter_map(|m| Some((m.name().to_string_lossy().into_owned(), m.as_fd().try_clone_to_owned().ok()?)))
+                    .collect();
+                let maps: Vec<_> = owned.iter().map(|(n, fd)| (n.clone(), fd.as_fd())).collect();
+                let programs: Vec<_> = self.programs.iter().map(|(n, fd)| (n.clone(), fd.as_fd())).collect();
+                let links: Vec<_> = links.iter().map(|(n, fd)| (n.clone(), fd.as_fd())).collect();
+                keeper::leave(&set, idle, &maps, &programs, &links);
+            }
+            _ => {}
+        }
     }
 
     /// The processes folded into their program's row so far (pid -> row),
@@ -443,16 +588,14 @@ impl BpfTracer {
     }
 
     fn program_infos(&self) -> Vec<(String, libbpf_sys::bpf_prog_info)> {
-        use std::os::fd::AsFd;
-        self.skel
-            .object()
-            .progs()
-            .filter_map(|p| {
+        self.programs
+            .iter()
+            .filter_map(|(name, fd)| {
                 let mut info = libbpf_sys::bpf_prog_info::default();
                 let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
                 // SAFETY: info is a bpf_prog_info of `len` bytes.
-                let ret = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(p.as_fd().as_raw_fd(), &mut info, &mut len) };
-                (ret == 0).then(|| (p.name().to_string_lossy().into_owned(), info))
+                let ret = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len) };
+                (ret == 0).then(|| (name.clone(), info))
             })
             .collect()
     }
@@ -484,6 +627,10 @@ impl Tracer for BpfTracer {
         Some(self.variant.name())
     }
 
+    fn programs_kept(&self) -> bool {
+        matches!(self.keeping, Keeping::Borrowed(_))
+    }
+
     fn time_kind(&self) -> TimeKind {
         BpfTracer::time_kind(self)
     }
@@ -499,6 +646,49 @@ impl Tracer for BpfTracer {
     fn argument_of_sample(&self, nr: u32, fd: i64, key: u64) -> Option<Argument> {
         self.argument_for(nr, fd, key)
     }
+}
+
+/// Attaches each program but the CPU-clock one to the tracepoint it was
+/// loaded for, but those `lent` attached already; each returned
+/// descriptor holds one attached.
+fn attach_hooks(programs: &[(String, OwnedFd)], mut lent: Vec<(String, OwnedFd)>) -> Result<Vec<(String, OwnedFd)>> {
+    use std::os::fd::FromRawFd;
+    programs
+        .iter()
+        .filter(|(name, _)| !name.starts_with("on_tick"))
+        .map(|(name, fd)| {
+            if let Some(at) = lent.iter().position(|(n, _)| n == name) {
+                return Ok(lent.swap_remove(at));
+            }
+            // A tp_btf program names its tracepoint itself (its BTF id).
+            // SAFETY: no name; the program's descriptor is live.
+            let link = unsafe { libbpf_sys::bpf_raw_tracepoint_open(std::ptr::null(), fd.as_raw_fd()) };
+            if link < 0 {
+                return Err(bpf_error(libbpf_rs::Error::from_raw_os_error(-link)));
+            }
+            // SAFETY: a new descriptor of ours.
+            Ok((name.clone(), unsafe { OwnedFd::from_raw_fd(link) }))
+        })
+        .collect()
+}
+
+/// The name of the set of programs and maps `open` loads: what a keeper
+/// is found by. Everything the load depends on is in it: the object, the
+/// variant, the read-only data the options set, each program loaded or
+/// not, each map made or not and its size.
+fn set_name(open: &OpenSyscountSkel<'static>, variant: Variant) -> String {
+    let object = open.open_object();
+    let mut parts: Vec<Vec<u8>> = vec![OBJECT.to_vec(), variant.name().as_bytes().to_vec()];
+    for p in object.progs() {
+        parts.push([p.name().as_encoded_bytes(), &[p.autoload() as u8]].concat());
+    }
+    for m in object.maps() {
+        parts.push([m.name().as_encoded_bytes(), &[m.autocreate() as u8], &m.max_entries().to_le_bytes()].concat());
+        if m.name().to_string_lossy().ends_with(".rodata") {
+            parts.push(m.initial_value().unwrap_or_default().to_vec());
+        }
+    }
+    keeper::set_name(&parts.iter().map(Vec::as_slice).collect::<Vec<_>>())
 }
 
 fn spec_for(nr: u32, filter: &SyscallSet) -> syscall_spec {

@@ -6,15 +6,14 @@
 //! program it runs (docs/overhead.md), and a longer run has ticks enough.
 //! The program weighs each tick by `tick_weight`, raised with the period.
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use libbpf_rs::{Link, MapCore, MapFlags, MapHandle};
+use libbpf_rs::{MapCore, MapFlags, MapHandle};
 
-use super::features::Variant;
 use super::maps::bpf_error;
 use super::skel::SyscountSkel;
 use crate::backend::perf::{self, PerfEventAttr, PERF_COUNT_SW_CPU_CLOCK, PERF_TYPE_SOFTWARE};
@@ -30,19 +29,21 @@ const COARSE_WEIGHT: u64 = 4;
 
 /// _IOW('$', 4, __u64): a sampling event's new period.
 const PERF_EVENT_IOC_PERIOD: libc::c_ulong = 0x4008_2404;
+/// _IOW('$', 8, __u32): the BPF program an event runs.
+const PERF_EVENT_IOC_SET_BPF: libc::c_ulong = 0x4004_2408;
 
-/// The attached clock events, and the thread that slows them down.
+/// The attached clock events (closed, the program is detached), and the
+/// thread that slows them down.
 pub struct Ticks {
-    _events: Vec<(OwnedFd, Link)>,
+    _events: Vec<OwnedFd>,
     weight: Arc<AtomicU64>,
     pacer: Option<(mpsc::Sender<()>, JoinHandle<()>)>,
 }
 
 impl Ticks {
-    /// Attaches `on_tick` (the variant's) to a fine clock on every CPU,
-    /// made coarser after FINE_FOR.
-    pub fn attach(skel: &SyscountSkel<'static>, variant: Variant) -> Result<Ticks> {
-        let on_tick = if variant == Variant::Legacy { &skel.progs.on_tick_legacy } else { &skel.progs.on_tick };
+    /// Attaches `on_tick` (the variant's program) to a fine clock on every
+    /// CPU, made coarser after FINE_FOR.
+    pub fn attach(on_tick: BorrowedFd<'_>, skel: &SyscountSkel<'static>) -> Result<Ticks> {
         let attr = PerfEventAttr {
             kind: PERF_TYPE_SOFTWARE,
             size: std::mem::size_of::<PerfEventAttr>() as u32,
@@ -56,8 +57,13 @@ impl Ticks {
                 Some(libc::EACCES) | Some(libc::EPERM) => Error::NoBpfRights,
                 _ => Error::Bpf(format!("perf_event_open (CPU-time ticks, CPU {cpu}): {e}")),
             })?;
-            let link = on_tick.attach_perf_event(fd.as_raw_fd()).map_err(bpf_error)?;
-            events.push((fd, link));
+            // The event counts from its open; the ioctl works on every
+            // kernel (a BPF link for this needs 5.15).
+            // SAFETY: takes an int argument, the program's descriptor.
+            if unsafe { libc::ioctl(fd.as_raw_fd(), PERF_EVENT_IOC_SET_BPF as _, on_tick.as_raw_fd()) } != 0 {
+                return Err(bpf_error(libbpf_rs::Error::from(std::io::Error::last_os_error())));
+            }
+            events.push(fd);
         }
         let weight = Arc::new(AtomicU64::new(1));
         let pacer = start_pacer(&events, skel, &weight);
@@ -76,8 +82,8 @@ impl Ticks {
 
 /// The thread that slows every clock after FINE_FOR; None (the clock
 /// stays fine) if it cannot reach all of them and the weight.
-fn start_pacer(events: &[(OwnedFd, Link)], skel: &SyscountSkel<'static>, weight: &Arc<AtomicU64>) -> Option<(mpsc::Sender<()>, JoinHandle<()>)> {
-    let fds: Vec<OwnedFd> = events.iter().map(|(fd, _)| fd.try_clone()).collect::<std::io::Result<_>>().ok()?;
+fn start_pacer(events: &[OwnedFd], skel: &SyscountSkel<'static>, weight: &Arc<AtomicU64>) -> Option<(mpsc::Sender<()>, JoinHandle<()>)> {
+    let fds: Vec<OwnedFd> = events.iter().map(OwnedFd::try_clone).collect::<std::io::Result<_>>().ok()?;
     let data = MapHandle::try_from(&skel.maps.data_ticks).ok()?;
     let (stop, stopped) = mpsc::channel();
     let shared = Arc::clone(weight);

@@ -1,0 +1,571 @@
+//! Loaded programs kept between runs. Loading costs a short command most
+//! of its start-up (the kernel's verifier, its BTF parsed, the big maps
+//! zeroed: docs/overhead.md); a run whose targets have all ended leaves
+//! its programs and maps, detached, with a keeper: a process of its own
+//! (`sysdiet __keep`) that lends them to the next run with the same
+//! programs and options, resets what the run counted when they come back,
+//! and exits when none has asked for SYSDIET_KEEP seconds (60 by default;
+//! 0: no keeper, every run loads its own).
+//!
+//! Lent, not shared: a keeper lends its set to one run at a time (another
+//! run meanwhile loads its own), and discards it unless the borrower says
+//! it ended clean (detached, its rings read, no target alive). The keeper
+//! and its borrowers meet at an abstract Unix socket named after the user
+//! and the set (the object, its read-only data, which programs and maps);
+//! each side checks that the other is the same user.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
+
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+
+use super::skel::SyscountSkelBuilder;
+use crate::error::{Error, Result};
+
+/// How long a keeper waits for the next run when SYSDIET_KEEP does not say.
+const IDLE: Duration = Duration::from_secs(60);
+
+/// The most descriptors a set has (SCM_RIGHTS takes up to 253).
+const MAX_FDS: usize = 64;
+
+/// The byte a borrower sends back when its run ended clean.
+const CLEAN: u8 = b'c';
+
+/// How long a borrower waits for a keeper's answer before loading its own.
+const ANSWER_WAIT: Duration = Duration::from_secs(1);
+
+/// How long the hooks a run gave back stay attached, waiting for the
+/// next run. A tracepoint whose last probe went and came back within one
+/// RCU grace period makes its new probe wait out that period (tracepoint.c:
+/// TP_TRANSITION_SYNC_1_0_1), ~10 ms here; runs one after another (a
+/// script's loop, hyperfine) then never detach. Meanwhile every syscall on
+/// the host pays the hooks' floor (they find no target and leave).
+const LINGER: Duration = Duration::from_millis(200);
+
+/// How long keepers wait for a run, from SYSDIET_KEEP (seconds); None
+/// when it says 0 or is not a number: no keeper.
+pub fn idle() -> Option<Duration> {
+    idle_from(std::env::var("SYSDIET_KEEP").ok().as_deref())
+}
+
+fn idle_from(setting: Option<&str>) -> Option<Duration> {
+    match setting {
+        None => Some(IDLE),
+        Some(v) => v.trim().parse::<u64>().ok().filter(|&s| s > 0).map(Duration::from_secs),
+    }
+}
+
+/// A set's name: the object, the options in its read-only data, which
+/// programs load and each map's size. Two runs with the same name load
+/// the same programs.
+pub fn set_name(parts: &[&[u8]]) -> String {
+    // FNV-1a: stable across builds and processes, unlike std's hasher.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for &b in part.iter().chain((part.len() as u64).to_le_bytes().iter()) {
+            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    format!("{h:016x}")
+}
+
+/// The socket a set's keeper listens on, in the abstract namespace.
+fn address(set: &str) -> Vec<u8> {
+    // SAFETY: geteuid cannot fail.
+    format!("sysdiet/keep/{}/{set}", unsafe { libc::geteuid() }).into_bytes()
+}
+
+/// A set borrowed from its keeper: each map's and program's name and
+/// descriptor, the hooks still attached (by program), and the connection
+/// that gives it back.
+pub struct Borrowed {
+    pub maps: Vec<(String, OwnedFd)>,
+    pub programs: Vec<(String, OwnedFd)>,
+    pub links: Vec<(String, OwnedFd)>,
+    pub lease: Lease,
+}
+
+/// The connection to the keeper a set was borrowed from. Dropped without
+/// `give_back`, the keeper discards the set.
+pub struct Lease(OwnedFd);
+
+impl Lease {
+    /// Tells the keeper the run ended clean, with the hooks still
+    /// attached (by program): it resets the set and lends it again.
+    pub fn give_back(self, links: &[(String, OwnedFd)]) {
+        let mut text = vec![CLEAN];
+        for (name, _) in links {
+            text.extend_from_slice(format!("\nl:{name}").as_bytes());
+        }
+        let _ = send(&self.0, &text, &links.iter().map(|(_, fd)| fd.as_raw_fd()).collect::<Vec<_>>());
+    }
+}
+
+/// Borrows set `set` from its keeper, if one has it free.
+pub fn borrow(set: &str) -> Option<Borrowed> {
+    let _t = crate::timings::span("borrow loaded programs");
+    let sock = seqpacket().ok()?;
+    connect(&sock, &address(set)).ok()?;
+    if !same_user(&sock) {
+        return None;
+    }
+    let tv = libc::timeval { tv_sec: ANSWER_WAIT.as_secs() as _, tv_usec: 0 };
+    // SAFETY: sets a timeval option from a live value.
+    unsafe {
+        libc::setsockopt(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVTIMEO, (&tv as *const libc::timeval).cast(), std::mem::size_of_val(&tv) as _)
+    };
+    let (text, fds) = receive(&sock).ok()?;
+    let names: Vec<&str> = std::str::from_utf8(&text).ok()?.lines().collect();
+    if fds.is_empty() || names.len() != fds.len() {
+        return None; // busy, or not a set
+    }
+    let (mut maps, mut programs, mut links) = (Vec::new(), Vec::new(), Vec::new());
+    for (name, fd) in names.into_iter().zip(fds) {
+        match name.split_once(':') {
+            Some(("m", n)) => maps.push((n.to_string(), fd)),
+            Some(("p", n)) => programs.push((n.to_string(), fd)),
+            Some(("l", n)) => links.push((n.to_string(), fd)),
+            _ => return None,
+        }
+    }
+    Some(Borrowed { maps, programs, links, lease: Lease(sock) })
+}
+
+/// Leaves a set, and its hooks still attached, with a new keeper, which
+/// lends it from now on; if set `set` has a keeper already, the new one
+/// exits and the set is freed.
+pub fn leave(
+    set: &str,
+    idle: Duration,
+    maps: &[(String, BorrowedFd<'_>)],
+    programs: &[(String, BorrowedFd<'_>)],
+    links: &[(String, BorrowedFd<'_>)],
+) {
+    let _t = crate::timings::span("leave the programs with a keeper");
+    let mut args = vec!["__keep".to_string(), set.to_string(), idle.as_secs().to_string()];
+    let mut inherited = Vec::new();
+    for (kind, list) in [("m", maps), ("p", programs), ("l", links)] {
+        for (name, fd) in list {
+            // A copy without close-on-exec: the keeper inherits it.
+            // SAFETY: duplicates a live descriptor.
+            let dup = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD, 3) };
+            if dup < 0 {
+                return;
+            }
+            // SAFETY: dup is a new descriptor of ours.
+            inherited.push(unsafe { OwnedFd::from_raw_fd(dup) });
+            args.push(format!("{kind}:{name}={dup}"));
+        }
+    }
+    use std::os::unix::process::CommandExt;
+    // /proc/self/exe: this very binary, even if replaced on disk since.
+    let _ = std::process::Command::new("/proc/self/exe")
+        .arg0("sysdiet")
+        .args(&args)
+        .current_dir("/")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        // Its errors are seen with SYSDIET_DEBUG only: else it would hold
+        // the run's stderr (a pipe, often) open for as long as it waits.
+        .stderr(if std::env::var_os("SYSDIET_DEBUG").is_some() { std::process::Stdio::inherit() } else { std::process::Stdio::null() })
+        .spawn();
+    drop(inherited);
+}
+
+/// The keeper (`sysdiet __keep SET SECONDS KIND:NAME=FD...`): lends the
+/// inherited set until no run has asked for `idle`, or a borrower did not
+/// give it back clean.
+pub fn keep(set: &str, idle: Duration, given: &[String]) -> Result<()> {
+    // Its own session: the terminal's signals and hang-up are not for it.
+    // SAFETY: setsid has no memory effects.
+    unsafe { libc::setsid() };
+    let mut names = Vec::new();
+    let mut fds = Vec::new();
+    // Hooks still attached, by program: given back with the set.
+    let mut attached: Vec<(String, OwnedFd)> = Vec::new();
+    for arg in given {
+        let (name, fd) = arg.rsplit_once('=').ok_or_else(|| Error::Usage(format!("__keep: not KIND:NAME=FD: {arg}")))?;
+        let fd: RawFd = fd.parse().map_err(|_| Error::Usage(format!("__keep: not a descriptor: {arg}")))?;
+        // SAFETY: the parent passed this descriptor open for us alone.
+        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: sets a flag of a descriptor we own.
+        unsafe { libc::fcntl(owned.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
+        match name.strip_prefix("l:") {
+            Some(program) => attached.push((program.to_string(), owned)),
+            None => {
+                names.push(name.to_string());
+                fds.push(owned);
+            }
+        }
+    }
+    let listener = seqpacket().map_err(|e| Error::Bpf(format!("keeper socket: {e}")))?;
+    if bind_listen(&listener, &address(set)).is_err() {
+        return Ok(()); // the set has a keeper already
+    }
+    let initial = initial_images();
+    // As the run that loaded it left it: counted in.
+    reset(&names, &fds, &initial)?;
+    let mut free_since = Instant::now();
+    loop {
+        // Free: wait for a run; detach the hooks after LINGER, leave after `idle`.
+        let until = if attached.is_empty() { idle } else { LINGER };
+        if !readable(&[&listener], Some(until.saturating_sub(free_since.elapsed())))[0] {
+            if attached.is_empty() {
+                return Ok(());
+            }
+            attached.clear();
+            continue;
+        }
+        let Ok(run) = accept(&listener) else { continue };
+        if !same_user(&run) {
+            continue;
+        }
+        let mut text = names.join("\n");
+        for (program, _) in &attached {
+            text += &format!("\nl:{program}");
+        }
+        let lent: Vec<RawFd> = fds.iter().chain(attached.iter().map(|(_, fd)| fd)).map(|fd| fd.as_raw_fd()).collect();
+        if send(&run, text.as_bytes(), &lent).is_err() {
+            continue; // gone before it was lent anything
+        }
+        // The run holds the hooks now: if it dies, they go with it.
+        attached.clear();
+        // Lent: turn others away until it comes back.
+        loop {
+            let ready = readable(&[&listener, &run], None);
+            if ready[1] {
+                // Not given back clean (closed, say): what it holds is unknown.
+                let Ok((text, links)) = receive(&run) else { return Ok(()) };
+                let mut lines = text.split(|&b| b == b'\n');
+                if lines.next() != Some(&[CLEAN][..]) {
+                    return Ok(());
+                }
+                let programs: Vec<String> = lines.map(|l| String::from_utf8_lossy(l.strip_prefix(b"l:").unwrap_or(l)).into_owned()).collect();
+                if programs.len() != links.len() {
+                    return Ok(());
+                }
+                attached = programs.into_iter().zip(links).collect();
+                reset(&names, &fds, &initial)?;
+                free_since = Instant::now();
+                break;
+            }
+            if ready[0] {
+                if let Ok(other) = accept(&listener) {
+                    let _ = send(&other, b"busy", &[]);
+                }
+            }
+        }
+    }
+}
+
+/// The writable global data's first contents (.bss, .data.*), by map
+/// name, as the object holds them (zeros for .bss).
+fn initial_images() -> Vec<(String, Vec<u8>)> {
+    let storage = Box::leak(Box::new(std::mem::MaybeUninit::uninit()));
+    let Ok(open) = SyscountSkelBuilder::default().open(storage) else { return Vec::new() };
+    open.open_object()
+        .maps()
+        .filter_map(|m| {
+            let name = m.name().to_string_lossy().into_owned();
+            // libbpf names them after the object: "syscount.bss".
+            let writable = name.ends_with(".bss") || name.contains(".data");
+            writable.then(|| Some((name, m.initial_value()?.to_vec()))).flatten()
+        })
+        .collect()
+}
+
+/// Puts a set back as a load leaves it: hash maps emptied, arrays zeroed
+/// (global data to its first contents), the rings' unread records
+/// skipped. The read-only data is the set's own; task storage goes with
+/// its tasks, and a run gives a set back only when its targets have ended.
+fn reset(names: &[String], fds: &[OwnedFd], initial: &[(String, Vec<u8>)]) -> Result<()> {
+    let cpus = libbpf_rs::num_possible_cpus().map_err(|e| Error::Bpf(e.to_string()))?;
+    for (kind_name, fd) in names.iter().zip(fds) {
+        let Some(name) = kind_name.strip_prefix("m:") else { continue };
+        let info = map_info(fd)?;
+        let fd = fd.as_raw_fd();
+        let zeros = |len: usize| vec![0u8; len];
+        let failed = |what: &str| Error::Bpf(format!("keeper resetting map {name}: {what}: {}", io::Error::last_os_error()));
+        match info.type_ {
+            libbpf_sys::BPF_MAP_TYPE_HASH | libbpf_sys::BPF_MAP_TYPE_PERCPU_HASH | libbpf_sys::BPF_MAP_TYPE_LRU_HASH => {
+                let mut key = zeros(info.key_size as usize);
+                // SAFETY: key is key-sized; the first key, while any is left.
+                while unsafe { libbpf_sys::bpf_map_get_next_key(fd, std::ptr::null(), key.as_mut_ptr().cast()) } == 0 {
+                    // SAFETY: deletes by a key-sized key.
+                    if unsafe { libbpf_sys::bpf_map_delete_elem(fd, key.as_ptr().cast()) } != 0 {
+                        return Err(failed("delete"));
+                    }
+                }
+            }
+            // Read-only data: the set's own, frozen.
+            libbpf_sys::BPF_MAP_TYPE_ARRAY if info.map_flags & libbpf_sys::BPF_F_RDONLY_PROG != 0 => {}
+            libbpf_sys::BPF_MAP_TYPE_ARRAY => {
+                let value_size = info.value_size as usize;
+                if let Some((_, image)) = initial.iter().find(|(n, _)| n == name) {
+                    let mut value = zeros(value_size);
+                    let n = image.len().min(value_size);
+                    value[..n].copy_from_slice(&image[..n]);
+                    update(fd, 0, &value).map_err(|_| failed("update"))?;
+                } else if info.map_flags & libbpf_sys::BPF_F_MMAPABLE != 0 {
+                    let len = value_size * info.max_entries as usize;
+                    // SAFETY: maps the array's values shared, writes zeros
+                    // over exactly its length, unmaps.
+                    unsafe {
+                        let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0);
+                        if p == libc::MAP_FAILED {
+                            return Err(failed("mmap"));
+                        }
+                        std::ptr::write_bytes(p.cast::<u8>(), 0, len);
+                        libc::munmap(p, len);
+                    }
+                } else {
+                    let value = zeros(value_size);
+                    for k in 0..info.max_entries {
+                        update(fd, k, &value).map_err(|_| failed("update"))?;
+                    }
+                }
+            }
+            libbpf_sys::BPF_MAP_TYPE_PERCPU_ARRAY => {
+                let value = zeros(super::maps::percpu_stride(info.value_size as usize) * cpus);
+                for k in 0..info.max_entries {
+                    update(fd, k, &value).map_err(|_| failed("update"))?;
+                }
+            }
+            libbpf_sys::BPF_MAP_TYPE_RINGBUF => skip_unread(fd).map_err(|_| failed("mmap"))?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn update(fd: RawFd, key: u32, value: &[u8]) -> std::result::Result<(), ()> {
+    // SAFETY: a u32 key and a value of the map's value size.
+    let ret = unsafe { libbpf_sys::bpf_map_update_elem(fd, (&key as *const u32).cast(), value.as_ptr().cast(), 0) };
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(())
+    }
+}
+
+/// Moves a ring's reader past whatever was written and not read.
+fn skip_unread(fd: RawFd) -> std::result::Result<(), ()> {
+    let page = crate::backend::perf::page_size();
+    // SAFETY: the ring's first page is the reader's position (writable),
+    // its second the writer's (read-only); each u64 at its page's start,
+    // as the kernel lays them out; both unmapped before returning.
+    unsafe {
+        let consumer = libc::mmap(std::ptr::null_mut(), page, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0);
+        if consumer == libc::MAP_FAILED {
+            return Err(());
+        }
+        let producer = libc::mmap(std::ptr::null_mut(), page, libc::PROT_READ, libc::MAP_SHARED, fd, page as libc::off_t);
+        if producer == libc::MAP_FAILED {
+            libc::munmap(consumer, page);
+            return Err(());
+        }
+        let written = std::sync::atomic::AtomicU64::from_ptr(producer.cast()).load(std::sync::atomic::Ordering::Acquire);
+        std::sync::atomic::AtomicU64::from_ptr(consumer.cast()).store(written, std::sync::atomic::Ordering::Release);
+        libc::munmap(producer, page);
+        libc::munmap(consumer, page);
+    }
+    Ok(())
+}
+
+fn map_info(fd: &OwnedFd) -> Result<libbpf_sys::bpf_map_info> {
+    let mut info = libbpf_sys::bpf_map_info::default();
+    let mut len = std::mem::size_of::<libbpf_sys::bpf_map_info>() as u32;
+    // SAFETY: info is a bpf_map_info of `len` bytes.
+    if unsafe { libbpf_sys::bpf_map_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len) } != 0 {
+        return Err(Error::Bpf(format!("keeper reading a map's kind: {}", io::Error::last_os_error())));
+    }
+    Ok(info)
+}
+
+fn seqpacket() -> io::Result<OwnedFd> {
+    // SAFETY: socket(2); the descriptor is owned at once.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor of ours.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// An abstract address: a NUL, then the name.
+fn sockaddr(name: &[u8]) -> (libc::sockaddr_un, libc::socklen_t) {
+    // SAFETY: sockaddr_un is plain data; zero is valid.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as _;
+    let n = name.len().min(addr.sun_path.len() - 1);
+    for (d, s) in addr.sun_path[1..=n].iter_mut().zip(name) {
+        *d = *s as libc::c_char;
+    }
+    (addr, (std::mem::size_of::<libc::sa_family_t>() + 1 + n) as libc::socklen_t)
+}
+
+fn connect(sock: &OwnedFd, name: &[u8]) -> io::Result<()> {
+    let (addr, len) = sockaddr(name);
+    // SAFETY: a sockaddr_un of `len` meaningful bytes.
+    if unsafe { libc::connect(sock.as_raw_fd(), (&addr as *const libc::sockaddr_un).cast(), len) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn bind_listen(sock: &OwnedFd, name: &[u8]) -> io::Result<()> {
+    let (addr, len) = sockaddr(name);
+    // SAFETY: a sockaddr_un of `len` meaningful bytes; then listen.
+    if unsafe { libc::bind(sock.as_raw_fd(), (&addr as *const libc::sockaddr_un).cast(), len) } != 0
+        || unsafe { libc::listen(sock.as_raw_fd(), 8) } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn accept(listener: &OwnedFd) -> io::Result<OwnedFd> {
+    // SAFETY: accept4 without an address; the descriptor is owned at once.
+    let fd = unsafe { libc::accept4(listener.as_raw_fd(), std::ptr::null_mut(), std::ptr::null_mut(), libc::SOCK_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor of ours.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Whether the process at the other end runs as our effective user.
+fn same_user(sock: &OwnedFd) -> bool {
+    // SAFETY: ucred is plain data; SO_PEERCRED fills `len` bytes of it.
+    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    let ok =
+        unsafe { libc::getsockopt(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PEERCRED, (&mut cred as *mut libc::ucred).cast(), &mut len) } == 0;
+    // SAFETY: geteuid cannot fail.
+    ok && cred.uid == unsafe { libc::geteuid() }
+}
+
+/// Which of `fds` can be read, waiting at most `timeout` (None: for ever).
+fn readable(fds: &[&OwnedFd], timeout: Option<Duration>) -> Vec<bool> {
+    let mut polls: Vec<libc::pollfd> = fds.iter().map(|fd| libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
+    let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
+    loop {
+        // SAFETY: polls is a live array of its length.
+        let n = unsafe { libc::poll(polls.as_mut_ptr(), polls.len() as _, ms) };
+        if n >= 0 {
+            return polls.iter().map(|p| p.revents != 0).collect();
+        }
+        if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return vec![false; fds.len()];
+        }
+    }
+}
+
+/// Sends `text` with descriptors `raw` attached, as one message.
+fn send(sock: &OwnedFd, text: &[u8], raw: &[RawFd]) -> io::Result<()> {
+    let fd_bytes = std::mem::size_of_val(raw);
+    // SAFETY: CMSG_SPACE of a byte count.
+    let mut control = vec![0u8; unsafe { libc::CMSG_SPACE(fd_bytes as u32) } as usize];
+    let mut iov = libc::iovec { iov_base: text.as_ptr() as *mut _, iov_len: text.len() };
+    // SAFETY: msghdr is plain data; zero is valid.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if !raw.is_empty() {
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = control.len() as _;
+        // SAFETY: the control buffer holds one SCM_RIGHTS header and
+        // `fd_bytes` of descriptors, as CMSG_SPACE sized it.
+        unsafe {
+            let c = libc::CMSG_FIRSTHDR(&msg);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_RIGHTS;
+            (*c).cmsg_len = libc::CMSG_LEN(fd_bytes as u32) as _;
+            std::ptr::copy_nonoverlapping(raw.as_ptr().cast::<u8>(), libc::CMSG_DATA(c), fd_bytes);
+        }
+    }
+    // SAFETY: msg points at live buffers.
+    if unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// One message and the descriptors attached to it.
+fn receive(sock: &OwnedFd) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
+    let mut text = vec![0u8; 8192];
+    // SAFETY: CMSG_SPACE of a byte count.
+    let mut control = vec![0u8; unsafe { libc::CMSG_SPACE((MAX_FDS * std::mem::size_of::<RawFd>()) as u32) } as usize];
+    let mut iov = libc::iovec { iov_base: text.as_mut_ptr().cast(), iov_len: text.len() };
+    // SAFETY: msghdr is plain data; zero is valid.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = control.len() as _;
+    // SAFETY: msg points at live buffers of the lengths it says.
+    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut fds = Vec::new();
+    // SAFETY: walks the control messages the kernel wrote, within
+    // msg_controllen; each SCM_RIGHTS one holds descriptors now ours.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let bytes = (*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                let data = libc::CMSG_DATA(c);
+                for i in 0..bytes / std::mem::size_of::<RawFd>() {
+                    let fd = std::ptr::read_unaligned(data.cast::<RawFd>().add(i));
+                    fds.push(OwnedFd::from_raw_fd(fd));
+                }
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    if msg.msg_flags & libc::MSG_CTRUNC != 0 {
+        return Err(io::Error::other("descriptors cut off"));
+    }
+    text.truncate(n as usize);
+    Ok((text, fds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_set_is_named_by_every_part_and_where_parts_end() {
+        let a = set_name(&[b"object", b"rodata"]);
+        assert_eq!(a, set_name(&[b"object", b"rodata"]));
+        assert_ne!(a, set_name(&[b"object", b"rodatb"]));
+        assert_ne!(a, set_name(&[b"objectr", b"odata"]));
+        assert_eq!(a.len(), 16);
+    }
+
+    #[test]
+    fn a_descriptor_and_its_name_cross_a_socket_pair() {
+        let mut pair = [0; 2];
+        // SAFETY: socketpair fills two descriptors, owned at once.
+        assert_eq!(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, pair.as_mut_ptr()) }, 0);
+        let (a, b) = unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
+        let file = OwnedFd::from(std::fs::File::open("/proc/self/stat").unwrap());
+        send(&a, b"m:.bss", &[file.as_raw_fd()]).unwrap();
+        let (text, fds) = receive(&b).unwrap();
+        assert_eq!(text, b"m:.bss");
+        assert_eq!(fds.len(), 1);
+        assert!(std::fs::read_link(format!("/proc/self/fd/{}", fds[0].as_raw_fd())).unwrap().ends_with("stat"));
+        assert!(same_user(&b));
+    }
+
+    #[test]
+    fn sysdiet_keep_says_how_long_and_zero_says_never() {
+        assert_eq!(idle_from(None), Some(IDLE));
+        assert_eq!(idle_from(Some("5")), Some(Duration::from_secs(5)));
+        assert_eq!(idle_from(Some("0")), None);
+        assert_eq!(idle_from(Some("soon")), None);
+    }
+}
