@@ -199,6 +199,7 @@ pub fn keep(set: &str, idle: Duration, given: &[String]) -> Result<()> {
             }
         }
     }
+    close_inherited(fds.iter().chain(attached.iter().map(|(_, fd)| fd)).map(|fd| fd.as_raw_fd()).collect());
     let listener = seqpacket().map_err(|e| Error::Bpf(format!("keeper socket: {e}")))?;
     if bind_listen(&listener, &address(set)).is_err() {
         return Ok(()); // the set has a keeper already
@@ -255,6 +256,21 @@ pub fn keep(set: &str, idle: Duration, given: &[String]) -> Result<()> {
                     let _ = send(&other, b"busy", &[]);
                 }
             }
+        }
+    }
+}
+
+/// Closes every descriptor but stdio and `keep`: a keeper outlives the
+/// run that started it, and must not hold what that run was given
+/// without close-on-exec (a pipe a CI step waits on, a jobserver).
+fn close_inherited(keep: Vec<RawFd>) {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return };
+    let open: Vec<RawFd> = dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect();
+    for fd in open {
+        if fd > 2 && !keep.contains(&fd) {
+            // SAFETY: closes a descriptor nothing in this process uses (the
+            // directory's own is gone, read to its end above).
+            unsafe { libc::close(fd) };
         }
     }
 }
