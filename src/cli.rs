@@ -183,6 +183,7 @@ pub enum Command {
     Keep {
         set: String,
         seconds: u64,
+        syscall_ns: u64,
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         given: Vec<String>,
     },

@@ -83,8 +83,8 @@ fn dispatch(cli: Cli, started: Instant) -> Result<i32> {
         Command::Programs { no_stacks, latency, system_wide } => {
             programs(BpfOptions { stacks: !no_stacks, latency, system_wide, verifier_stats: true, ..Default::default() })
         }
-        Command::Keep { set, seconds, given } => {
-            sysdiet::backend::bpf::keeper::keep(&set, std::time::Duration::from_secs(seconds), &given).map(|()| 0)
+        Command::Keep { set, seconds, syscall_ns, given } => {
+            sysdiet::backend::bpf::keeper::keep(&set, std::time::Duration::from_secs(seconds), syscall_ns, &given).map(|()| 0)
         }
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut public_command(), "sysdiet", &mut std::io::stdout());

@@ -120,7 +120,13 @@ fn load_measuring(filter: &SyscallSet, options: BpfOptions, stacks: MappingWatch
         Ok(l) => spawn_stacks(l, stacks),
         Err(_) => Ok(None),
     };
-    let syscall_ns = cost.join().unwrap_or_else(|_| crate::linux::syscall_cost_ns());
+    let measured = cost.join().unwrap_or_else(|_| crate::linux::syscall_cost_ns());
+    // Kept programs may come attached: their keeper's figure, from before.
+    let syscall_ns = loaded.as_ref().ok().and_then(LoadedTracer::kept_syscall_ns).unwrap_or(measured);
+    let loaded = loaded.map(|mut l| {
+        l.set_syscall_ns(syscall_ns);
+        l
+    });
     let attached = starting.and_then(|starting| match loaded.and_then(LoadedTracer::attach) {
         Ok(tracer) => {
             let _t = crate::timings::span("wait for the stack reader");

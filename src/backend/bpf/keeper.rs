@@ -77,9 +77,12 @@ fn address(set: &str) -> Vec<u8> {
 }
 
 /// A set borrowed from its keeper: each map's and program's name and
-/// descriptor, the hooks still attached (by program), and the connection
-/// that gives it back.
+/// descriptor, the hooks still attached (by program), what an untraced
+/// syscall cost when the set was loaded (before any of its hooks: a run
+/// that borrows them attached cannot measure it), and the connection that
+/// gives it back.
 pub struct Borrowed {
+    pub syscall_ns: u64,
     pub maps: Vec<(String, OwnedFd)>,
     pub programs: Vec<(String, OwnedFd)>,
     pub links: Vec<(String, OwnedFd)>,
@@ -116,7 +119,9 @@ pub fn borrow(set: &str) -> Option<Borrowed> {
         libc::setsockopt(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVTIMEO, (&tv as *const libc::timeval).cast(), std::mem::size_of_val(&tv) as _)
     };
     let (text, fds) = receive(&sock).ok()?;
-    let names: Vec<&str> = std::str::from_utf8(&text).ok()?.lines().collect();
+    let mut lines = std::str::from_utf8(&text).ok()?.lines();
+    let syscall_ns = lines.next()?.parse().ok()?;
+    let names: Vec<&str> = lines.collect();
     if fds.is_empty() || names.len() != fds.len() {
         return None; // busy, or not a set
     }
@@ -129,7 +134,7 @@ pub fn borrow(set: &str) -> Option<Borrowed> {
             _ => return None,
         }
     }
-    Some(Borrowed { maps, programs, links, lease: Lease(sock) })
+    Some(Borrowed { syscall_ns, maps, programs, links, lease: Lease(sock) })
 }
 
 /// Leaves a set, and its hooks still attached, with a new keeper, which
@@ -138,12 +143,13 @@ pub fn borrow(set: &str) -> Option<Borrowed> {
 pub fn leave(
     set: &str,
     idle: Duration,
+    syscall_ns: u64,
     maps: &[(String, BorrowedFd<'_>)],
     programs: &[(String, BorrowedFd<'_>)],
     links: &[(String, BorrowedFd<'_>)],
 ) {
     let _t = crate::timings::span("leave the programs with a keeper");
-    let mut args = vec!["__keep".to_string(), set.to_string(), idle.as_secs().to_string()];
+    let mut args = vec!["__keep".to_string(), set.to_string(), idle.as_secs().to_string(), syscall_ns.to_string()];
     let mut inherited = Vec::new();
     for (kind, list) in [("m", maps), ("p", programs), ("l", links)] {
         for (name, fd) in list {
@@ -173,10 +179,10 @@ pub fn leave(
     drop(inherited);
 }
 
-/// The keeper (`sysdiet __keep SET SECONDS KIND:NAME=FD...`): lends the
-/// inherited set until no run has asked for `idle`, or a borrower did not
-/// give it back clean.
-pub fn keep(set: &str, idle: Duration, given: &[String]) -> Result<()> {
+/// The keeper (`sysdiet __keep SET SECONDS SYSCALL_NS KIND:NAME=FD...`):
+/// lends the inherited set until no run has asked for `idle`, or a
+/// borrower did not give it back clean.
+pub fn keep(set: &str, idle: Duration, syscall_ns: u64, given: &[String]) -> Result<()> {
     // Its own session: the terminal's signals and hang-up are not for it.
     // SAFETY: setsid has no memory effects.
     unsafe { libc::setsid() };
@@ -222,7 +228,7 @@ pub fn keep(set: &str, idle: Duration, given: &[String]) -> Result<()> {
         if !same_user(&run) {
             continue;
         }
-        let mut text = names.join("\n");
+        let mut text = format!("{syscall_ns}\n{}", names.join("\n"));
         for (program, _) in &attached {
             text += &format!("\nl:{program}");
         }

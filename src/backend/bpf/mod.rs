@@ -112,6 +112,7 @@ pub struct BpfTracer {
     /// detached.
     links: Vec<(String, OwnedFd)>,
     keeping: Keeping,
+    syscall_ns: u64,
 }
 
 /// The programs loaded and verified, not yet attached: no task's syscalls
@@ -126,6 +127,9 @@ pub struct LoadedTracer {
     /// Hooks a keeper lent still attached, by program.
     links: Vec<(String, OwnedFd)>,
     keeping: Keeping,
+    /// An untraced syscall's cost on this host, as measured before any
+    /// hook of this set was attached (kept with the set).
+    syscall_ns: u64,
 }
 
 /// pid -> the row a folded process's counts went to, shared with the
@@ -149,6 +153,18 @@ impl LoadedTracer {
     /// the programs attach.
     pub fn samples_ring(&self) -> Result<libbpf_rs::MapHandle> {
         libbpf_rs::MapHandle::try_from(&self.skel.maps.samples).map_err(bpf_error)
+    }
+
+    /// What an untraced syscall cost when a keeper's programs were
+    /// loaded; None for programs loaded by this run.
+    pub fn kept_syscall_ns(&self) -> Option<u64> {
+        matches!(self.keeping, Keeping::Borrowed(_)).then_some(self.syscall_ns)
+    }
+
+    /// What an untraced syscall costs, measured before any hook: kept with
+    /// the programs.
+    pub fn set_syscall_ns(&mut self, ns: u64) {
+        self.syscall_ns = ns;
     }
 
     /// The processes folded into their program's row, as the attached
@@ -196,7 +212,7 @@ impl BpfTracer {
         if let Keeping::Leave { set, .. } = &keeping {
             if let Some(borrowed) = keeper::borrow(set) {
                 match Self::load_borrowed(open, borrowed) {
-                    Ok((skel, keeper::Borrowed { programs, links, lease, .. })) => {
+                    Ok((skel, keeper::Borrowed { programs, links, lease, syscall_ns, .. })) => {
                         let keeping = Keeping::Borrowed(lease);
                         return Ok(LoadedTracer {
                             skel,
@@ -207,6 +223,7 @@ impl BpfTracer {
                             programs,
                             links,
                             keeping,
+                            syscall_ns,
                         });
                     }
                     // Not this run's set after all: its own, kept by none.
@@ -239,7 +256,7 @@ impl BpfTracer {
             .filter(|p| p.autoload())
             .map(|p| Ok((p.name().to_string_lossy().into_owned(), p.as_fd().try_clone_to_owned().map_err(|e| Error::Bpf(e.to_string()))?)))
             .collect::<Result<_>>()?;
-        Ok(LoadedTracer { skel, options, variant, verification_us, folded: Folded::default(), programs, links: Vec::new(), keeping })
+        Ok(LoadedTracer { skel, options, variant, verification_us, folded: Folded::default(), programs, links: Vec::new(), keeping, syscall_ns: 0 })
     }
 
     /// Loads the object with a keeper's maps and no programs of its own:
@@ -387,7 +404,7 @@ impl BpfTracer {
 
     /// Attaches the loaded programs and starts taking exited threads' counts.
     fn attach(loaded: LoadedTracer) -> Result<BpfTracer> {
-        let LoadedTracer { skel, options, variant, verification_us, folded, programs, links: lent, keeping } = loaded;
+        let LoadedTracer { skel, options, variant, verification_us, folded, programs, links: lent, keeping, syscall_ns } = loaded;
         // The reader maps its rings on its own thread while the programs
         // attach; what they send meanwhile waits in the rings.
         let handle = |m| libbpf_rs::MapHandle::try_from(m).map_err(bpf_error);
@@ -431,6 +448,7 @@ impl BpfTracer {
             programs,
             links,
             keeping,
+            syscall_ns,
         })
     }
 
@@ -454,7 +472,7 @@ impl BpfTracer {
                 let maps: Vec<_> = owned.iter().map(|(n, fd)| (n.clone(), fd.as_fd())).collect();
                 let programs: Vec<_> = self.programs.iter().map(|(n, fd)| (n.clone(), fd.as_fd())).collect();
                 let links: Vec<_> = links.iter().map(|(n, fd)| (n.clone(), fd.as_fd())).collect();
-                keeper::leave(&set, idle, &maps, &programs, &links);
+                keeper::leave(&set, idle, self.syscall_ns, &maps, &programs, &links);
             }
             _ => {}
         }
