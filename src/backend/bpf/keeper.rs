@@ -60,14 +60,9 @@ fn idle_from(setting: Option<&str>) -> Option<Duration> {
 /// programs load and each map's size. Two runs with the same name load
 /// the same programs.
 pub fn set_name(parts: &[&[u8]]) -> String {
-    // FNV-1a: stable across builds and processes, unlike std's hasher.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in parts {
-        for &b in part.iter().chain((part.len() as u64).to_le_bytes().iter()) {
-            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    format!("{h:016x}")
+    // Each part followed by its length, so that where parts end counts.
+    let framed: Vec<u8> = parts.iter().flat_map(|p| p.iter().copied().chain((p.len() as u64).to_le_bytes())).collect();
+    format!("{:016x}", super::maps::fnv1a(&framed))
 }
 
 /// The socket a set's keeper listens on, in the abstract namespace.

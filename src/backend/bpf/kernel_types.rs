@@ -42,16 +42,17 @@ impl CutTypes {
     }
 }
 
-/// The cut types for `object` on the running kernel: made now if there
-/// are none yet, None if they cannot be had.
-pub fn cut(object: &[u8], kernel_btf: &Path) -> Option<CutTypes> {
+/// The cut types for `object` (whose maps::fnv1a is `object_hash`) on the
+/// running kernel: made now if there are none yet, None if they cannot be
+/// had.
+pub fn cut(object: &[u8], object_hash: u64, kernel_btf: &Path) -> Option<CutTypes> {
     let notes = std::fs::read(KERNEL_NOTES).ok()?;
-    let kept = cut_in(object, kernel_btf, &build_id(&notes)?, &crate::linux::host::cache_dir()?)?;
+    let kept = cut_in(object, object_hash, kernel_btf, &build_id(&notes)?, &crate::linux::host::cache_dir()?)?;
     Some(CutTypes { file: open_own(&kept)?, kept })
 }
 
-fn cut_in(object: &[u8], kernel_btf: &Path, build_id: &str, cache: &Path) -> Option<PathBuf> {
-    let out = cache.join("btf").join(format!("{build_id}-{:016x}.btf", fnv1a(object)));
+fn cut_in(object: &[u8], object_hash: u64, kernel_btf: &Path, build_id: &str, cache: &Path) -> Option<PathBuf> {
+    let out = cache.join("btf").join(format!("{build_id}-{object_hash:016x}.btf"));
     if out.with_extension("unusable").exists() {
         return None;
     }
@@ -91,10 +92,6 @@ fn build_id(notes: &[u8]) -> Option<String> {
     None
 }
 
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf29ce484222325, |h, &b| (h ^ b as u64).wrapping_mul(0x100000001b3))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,21 +128,23 @@ mod tests {
             return;
         }
         let cache = tempfile::tempdir().unwrap();
-        let made = cut_in(object, btf, "k1", cache.path()).expect("cut");
+        let hash = super::super::maps::fnv1a(object);
+        let made = cut_in(object, hash, btf, "k1", cache.path()).expect("cut");
         let size = std::fs::metadata(&made).unwrap().len();
         assert!(size > 0 && size < std::fs::metadata(btf).unwrap().len() / 100, "{size} bytes");
         // Found again, not made again.
         std::fs::write(&made, b"kept").unwrap();
-        assert_eq!(cut_in(object, btf, "k1", cache.path()), Some(made.clone()));
+        assert_eq!(cut_in(object, hash, btf, "k1", cache.path()), Some(made.clone()));
         assert_eq!(std::fs::read(&made).unwrap(), b"kept");
         // Another kernel: a file of its own. An object bpftool cannot
         // read: none.
-        let other = cut_in(object, btf, "k2", cache.path()).expect("cut");
+        let other = cut_in(object, hash, btf, "k2", cache.path()).expect("cut");
         assert_ne!(other, made);
-        assert_eq!(cut_in(&object[..object.len() / 2], btf, "k1", cache.path()), None);
+        let half = &object[..object.len() / 2];
+        assert_eq!(cut_in(half, super::super::maps::fnv1a(half), btf, "k1", cache.path()), None);
         // Set aside: not used, not made again.
         unusable(&made);
-        assert_eq!(cut_in(object, btf, "k1", cache.path()), None);
+        assert_eq!(cut_in(object, hash, btf, "k1", cache.path()), None);
         assert!(!made.exists());
         // Nothing left behind but the files themselves.
         let stray: Vec<_> = std::fs::read_dir(cache.path().join("btf"))

@@ -161,6 +161,12 @@ fn os_error(text: &str) -> Option<i32> {
     rest.split(')').next()?.parse().ok()
 }
 
+/// FNV-1a of `bytes`: stable across builds and processes, unlike std's
+/// hasher (it names files on disk and a keeper's socket).
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf29ce484222325, |h, &b| (h ^ b as u64).wrapping_mul(0x100000001b3))
+}
+
 pub fn c_string(bytes: &[u8]) -> String {
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
     String::from_utf8_lossy(&bytes[..end]).into_owned()

@@ -201,12 +201,14 @@ impl BpfTracer {
     fn load_variant(filter: &SyscallSet, options: BpfOptions, variant: Variant) -> Result<LoadedTracer> {
         let storage = object_storage()?;
         let cut = crate::timings::span("cut kernel types");
-        let types = if std::env::var_os("SYSDIET_KERNEL_BTF").is_none() { kernel_types::cut(OBJECT, &kernel_btf_path()) } else { None };
+        // Hashed once: it names both the cut types' file and a kept set.
+        let object_hash = maps::fnv1a(OBJECT);
+        let types = if std::env::var_os("SYSDIET_KERNEL_BTF").is_none() { kernel_types::cut(OBJECT, object_hash, &kernel_btf_path()) } else { None };
         drop(cut);
         let types_path = types.as_ref().map(|t| t.path());
         let mut open = Self::open_skel(filter, &options, variant, storage, types_path.as_deref())?;
         let mut keeping = match options.keep_loaded.then(keeper::idle).flatten() {
-            Some(idle) if !options.verifier_stats => Keeping::Leave { set: set_name(&open, variant), idle },
+            Some(idle) if !options.verifier_stats => Keeping::Leave { set: set_name(&open, object_hash, variant), idle },
             _ => Keeping::No,
         };
         if let Keeping::Leave { set, .. } = &keeping {
@@ -694,9 +696,9 @@ fn attach_hooks(programs: &[(String, OwnedFd)], mut lent: Vec<(String, OwnedFd)>
 /// is found by. Everything the load depends on is in it: the object, the
 /// variant, the read-only data the options set, each program loaded or
 /// not, each map made or not and its size.
-fn set_name(open: &OpenSyscountSkel<'static>, variant: Variant) -> String {
+fn set_name(open: &OpenSyscountSkel<'static>, object_hash: u64, variant: Variant) -> String {
     let object = open.open_object();
-    let mut parts: Vec<Vec<u8>> = vec![OBJECT.to_vec(), variant.name().as_bytes().to_vec()];
+    let mut parts: Vec<Vec<u8>> = vec![object_hash.to_le_bytes().to_vec(), variant.name().as_bytes().to_vec()];
     for p in object.progs() {
         parts.push([p.name().as_encoded_bytes(), &[p.autoload() as u8]].concat());
     }
