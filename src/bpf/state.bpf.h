@@ -45,6 +45,9 @@ __u64 tick_weight SEC(".data.ticks") = 1;
 const volatile __u8 sample_stacks = 0;
 const volatile __u32 sample_first_gap = 8;
 const volatile __u64 sample_interval_ns = 1000000;
+/* Unread sample bytes past which a sample wakes the reader: a sixteenth
+ * of the ring, whose size user space picks. */
+const volatile __u64 sample_wakeup_bytes = 1 << 20;
 
 /* Set by sysdiet when it reads out: counts freeze, so that what it reads
  * from a live thread is all there is. */
@@ -214,10 +217,10 @@ const enum timeout_class *unused_timeout_class __attribute__((unused));
 const enum mask_change *unused_mask_change __attribute__((unused));
 const enum brk_change *unused_brk_change __attribute__((unused));
 
-#define SAMPLES_BYTES (16 << 20)
+/* Sized by user space to the CPUs (samples_ring_bytes in mod.rs). */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, SAMPLES_BYTES);
+	__uint(max_entries, 4 << 20);
 } samples SEC(".maps");
 
 struct {

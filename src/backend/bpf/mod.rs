@@ -50,6 +50,15 @@ use skel::{OpenSyscountSkel, SyscountSkel, SyscountSkelBuilder};
 pub const SAMPLE_FIRST_GAP: u32 = 8;
 pub const SAMPLE_INTERVAL_NS: u64 = 500_000;
 
+/// The stack-sample ring for `cpus` CPUs: 2 MiB each (a CPU yields at
+/// most a sample of ~16 KiB per SAMPLE_INTERVAL_NS of a thread's time, so
+/// that is ~60 ms of one CPU's samples), between 4 and 64 MiB, a power of
+/// two as ring buffers must be.
+pub fn samples_ring_bytes(cpus: usize) -> u32 {
+    const MIB: u32 = 1 << 20;
+    (2 * MIB).saturating_mul(cpus.max(1) as u32).clamp(4 * MIB, 64 * MIB).next_power_of_two()
+}
+
 /// How the tracer counts.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BpfOptions {
@@ -345,10 +354,11 @@ impl BpfTracer {
         rodata.sample_stacks = options.stacks as u8;
         rodata.sample_first_gap = SAMPLE_FIRST_GAP;
         rodata.sample_interval_ns = SAMPLE_INTERVAL_NS;
-        if !options.stacks {
-            // Ring buffers are allocated whole at load: no 16 MiB for nothing.
-            open.maps.samples.set_max_entries(perf::page_size() as u32).map_err(bpf_error)?;
-        }
+        // Ring buffers are allocated whole at load, and a run maps every
+        // page of them: no bigger than the CPUs can fill.
+        let samples_bytes = if options.stacks { samples_ring_bytes(perf::online_cpus().len()) } else { perf::page_size() as u32 };
+        open.maps.samples.set_max_entries(samples_bytes).map_err(bpf_error)?;
+        rodata.sample_wakeup_bytes = u64::from(samples_bytes / 16);
         let legacy = variant == Variant::Legacy;
         if options.keep_every_key || legacy {
             // Every key goes to arg_stats at once: no first-sighting slots.
@@ -778,5 +788,18 @@ mod verifier_log {
             let log = "libbpf: prog 'sys_exit': -- BEGIN PROG LOAD LOG --\nverification time 6539 usec\nprocessed 6305 insns\n-- END PROG LOAD LOG --\nlibbpf: prog 'on_tick': -- BEGIN PROG LOAD LOG --\nverification time 75 usec\n";
             assert_eq!(super::parse(log), [("sys_exit".to_string(), 6539), ("on_tick".to_string(), 75)]);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn samples_ring_grows_with_the_cpus_within_bounds() {
+        const MIB: u32 = 1 << 20;
+        assert_eq!(super::samples_ring_bytes(0), 4 * MIB);
+        assert_eq!(super::samples_ring_bytes(2), 4 * MIB);
+        assert_eq!(super::samples_ring_bytes(3), 8 * MIB);
+        assert_eq!(super::samples_ring_bytes(8), 16 * MIB);
+        assert_eq!(super::samples_ring_bytes(4096), 64 * MIB);
     }
 }
