@@ -205,7 +205,7 @@ static __always_inline int send_exit(struct task_struct *p, const bool legacy)
 	if (size > sizeof(*rec))
 		goto out;
 	if (bpf_ringbuf_output(&exits, rec, size,
-			       bpf_ringbuf_query(&exits, BPF_RB_AVAIL_DATA) >= EXITS_BYTES / 8 ?
+			       bpf_ringbuf_query(&exits, BPF_RB_AVAIL_DATA) >= exits_wakeup_bytes ?
 				       BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP))
 		count_lost(LOST_EXIT_RECORDS, x.calls);
 	/* After the record: user space files a thread's slots where its

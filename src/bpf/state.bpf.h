@@ -48,6 +48,9 @@ const volatile __u64 sample_interval_ns = 1000000;
 /* Unread sample bytes past which a sample wakes the reader: a sixteenth
  * of the ring, whose size user space picks. */
 const volatile __u64 sample_wakeup_bytes = 1 << 20;
+/* Unread exit bytes past which an exit record wakes the reader: an
+ * eighth of its ring. */
+const volatile __u64 exits_wakeup_bytes = 1 << 19;
 
 /* Set by sysdiet when it reads out: counts freeze, so that what it reads
  * from a live thread is all there is. */
@@ -166,11 +169,11 @@ struct {
 	__type(value, __u64);
 } errno_stats SEC(".maps");
 
-/* Exited threads' counts and their cached argument counts. */
-#define EXITS_BYTES (4 << 20)
+/* Exited threads' counts and their cached argument counts. Sized by
+ * user space to the CPUs, as are the other rings (mod.rs, ring_bytes). */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, EXITS_BYTES);
+	__uint(max_entries, 4 << 20);
 } exits SEC(".maps");
 
 struct {
@@ -199,7 +202,7 @@ struct {
  * can never crowd out a thread's exit record. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 8 << 20);
+	__uint(max_entries, 4 << 20);
 } strings SEC(".maps");
 
 /* Makes the skeleton generate these for the Rust side. */
@@ -217,7 +220,6 @@ const enum timeout_class *unused_timeout_class __attribute__((unused));
 const enum mask_change *unused_mask_change __attribute__((unused));
 const enum brk_change *unused_brk_change __attribute__((unused));
 
-/* Sized by user space to the CPUs (samples_ring_bytes in mod.rs). */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4 << 20);

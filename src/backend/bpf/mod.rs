@@ -50,13 +50,31 @@ use skel::{OpenSyscountSkel, SyscountSkel, SyscountSkelBuilder};
 pub const SAMPLE_FIRST_GAP: u32 = 8;
 pub const SAMPLE_INTERVAL_NS: u64 = 500_000;
 
-/// The stack-sample ring for `cpus` CPUs: 2 MiB each (a CPU yields at
-/// most a sample of ~16 KiB per SAMPLE_INTERVAL_NS of a thread's time, so
-/// that is ~60 ms of one CPU's samples), between 4 and 64 MiB, a power of
-/// two as ring buffers must be.
-pub fn samples_ring_bytes(cpus: usize) -> u32 {
-    const MIB: u32 = 1 << 20;
-    (2 * MIB).saturating_mul(cpus.max(1) as u32).clamp(4 * MIB, 64 * MIB).next_power_of_two()
+/// A ring buffer's size: so much per CPU (what fills it comes from the
+/// CPUs' threads), within bounds, a power of two as rings must be.
+pub struct RingSize {
+    /// Bytes per online CPU.
+    per_cpu: u32,
+    /// The least, whatever the CPUs.
+    min: u32,
+    /// The most, whatever the CPUs.
+    max: u32,
+}
+
+const MIB: u32 = 1 << 20;
+
+impl RingSize {
+    /// Stack samples: a CPU yields at most one of ~16 KiB per
+    /// SAMPLE_INTERVAL_NS of a thread's time, so 2 MiB holds ~60 ms of it.
+    pub const SAMPLES: RingSize = RingSize { per_cpu: 2 * MIB, min: 4 * MIB, max: 64 * MIB };
+    /// Exit records (~10 KiB a process with its slots) and path strings
+    /// (~50 bytes each): read every 50 ms, or sooner when they pile up.
+    pub const EXITS: RingSize = RingSize { per_cpu: MIB, min: 2 * MIB, max: 32 * MIB };
+    pub const STRINGS: RingSize = RingSize { per_cpu: MIB, min: 2 * MIB, max: 32 * MIB };
+
+    pub fn bytes(&self, cpus: usize) -> u32 {
+        self.per_cpu.saturating_mul(cpus.max(1) as u32).clamp(self.min, self.max).next_power_of_two()
+    }
 }
 
 /// How the tracer counts.
@@ -356,9 +374,14 @@ impl BpfTracer {
         rodata.sample_interval_ns = SAMPLE_INTERVAL_NS;
         // Ring buffers are allocated whole at load, and a run maps every
         // page of them: no bigger than the CPUs can fill.
-        let samples_bytes = if options.stacks { samples_ring_bytes(perf::online_cpus().len()) } else { perf::page_size() as u32 };
+        let cpus = perf::online_cpus().len();
+        let samples_bytes = if options.stacks { RingSize::SAMPLES.bytes(cpus) } else { perf::page_size() as u32 };
         open.maps.samples.set_max_entries(samples_bytes).map_err(bpf_error)?;
         rodata.sample_wakeup_bytes = u64::from(samples_bytes / 16);
+        let exits_bytes = RingSize::EXITS.bytes(cpus);
+        open.maps.exits.set_max_entries(exits_bytes).map_err(bpf_error)?;
+        rodata.exits_wakeup_bytes = u64::from(exits_bytes / 8);
+        open.maps.strings.set_max_entries(RingSize::STRINGS.bytes(cpus)).map_err(bpf_error)?;
         let legacy = variant == Variant::Legacy;
         if options.keep_every_key || legacy {
             // Every key goes to arg_stats at once: no first-sighting slots.
@@ -794,12 +817,15 @@ mod verifier_log {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn samples_ring_grows_with_the_cpus_within_bounds() {
-        const MIB: u32 = 1 << 20;
-        assert_eq!(super::samples_ring_bytes(0), 4 * MIB);
-        assert_eq!(super::samples_ring_bytes(2), 4 * MIB);
-        assert_eq!(super::samples_ring_bytes(3), 8 * MIB);
-        assert_eq!(super::samples_ring_bytes(8), 16 * MIB);
-        assert_eq!(super::samples_ring_bytes(4096), 64 * MIB);
+    fn rings_grow_with_the_cpus_within_bounds() {
+        use super::{RingSize, MIB};
+        assert_eq!(RingSize::SAMPLES.bytes(0), 4 * MIB);
+        assert_eq!(RingSize::SAMPLES.bytes(2), 4 * MIB);
+        assert_eq!(RingSize::SAMPLES.bytes(3), 8 * MIB);
+        assert_eq!(RingSize::SAMPLES.bytes(8), 16 * MIB);
+        assert_eq!(RingSize::SAMPLES.bytes(4096), 64 * MIB);
+        assert_eq!(RingSize::EXITS.bytes(1), 2 * MIB);
+        assert_eq!(RingSize::EXITS.bytes(5), 8 * MIB);
+        assert_eq!(RingSize::STRINGS.bytes(1 << 20), 32 * MIB);
     }
 }
