@@ -21,15 +21,16 @@ static __always_inline __u32 size_bucket(__u64 v)
 
 /* A 64-bit hash of the first len bytes of r->path (len < PATH_LEN), eight
  * at a time, then the last len % 8 of them.
- * The loop has a single way out, and the last word is masked after it:
- * each way out would leave a state of its own for the rest of sys_exit to
- * be verified with, and a branch in the loop would be explored for each of
- * its 32 turns (docs/overhead.md has what this saves at load). */
+ * The loop has a single way out, and what it learnt of `full` there is
+ * forgotten (recomputed from a `len` the verifier cannot relate to it): each
+ * turn's way out then leaves the same state, verified once with the rest of
+ * sys_exit, not once per turn. So the hash is inlined, with no call (a call
+ * costs more than the hash: docs/overhead.md). */
 static __always_inline __u64 hash_path(struct path_record *r, __u32 len)
 {
 	__u64 h = 0x9E3779B97F4A7C15ULL ^ len, w;
 	const __u64 *words;
-	__u32 i, full = len / 8, left = len % 8;
+	__u32 i, full = len / 8, left;
 
 	if (!r)
 		return PATH_HASH_UNREADABLE;
@@ -42,6 +43,9 @@ static __always_inline __u64 hash_path(struct path_record *r, __u32 len)
 		h = (h ^ words[i]) * 0xFF51AFD7ED558CCDULL;
 		h ^= h >> 32;
 	}
+	barrier_var(len);
+	full = len / 8;
+	left = len % 8;
 	if (left) {
 		w = words[full & (PATH_LEN / 8 - 1)] & ((1ULL << (left * 8)) - 1);
 		h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
@@ -50,13 +54,9 @@ static __always_inline __u64 hash_path(struct path_record *r, __u32 len)
 	return h | 1; /* never 0, which marks fd calls */
 }
 
-__noinline __u64 path_hash(struct path_record *r, __u32 len)
-{
-	return hash_path(r, len);
-}
-
-/* Kernels before 5.12 take no pointer argument of a global function: a
- * static one, verified with each caller. */
+/* Kernels before 5.12 take no pointer argument of a global function, and
+ * their verifier is another's: a static function there, verified with each
+ * caller. */
 static __noinline __u64 path_hash_legacy(struct path_record *r, __u32 len)
 {
 	return hash_path(r, len);
@@ -207,7 +207,7 @@ out:
 	return 0;
 }
 
-/* Global, so verified once (see path_hash). */
+/* Global, so verified once: a call, but checked once, not with each caller. */
 __noinline int flush_slot(__u32 tgid, struct arg_slot *s)
 {
 	return flush(tgid, s, false);
@@ -500,7 +500,7 @@ static __always_inline bool miss(struct task_state *ts, struct call *c, struct a
 	return false;
 }
 
-/* Global, so verified once (see path_hash). */
+/* Global, so verified once: a call, but checked once, not with each caller. */
 __noinline bool argument_miss(struct task_state *ts, struct call *c, struct arg_slot *s)
 {
 	return miss(ts, c, s, false);

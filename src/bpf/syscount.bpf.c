@@ -131,7 +131,7 @@ static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool
 			count_lost(LOST_PATH_UNREADABLE, 1);
 			c.path_hash = PATH_HASH_UNREADABLE; /* counted together */
 		} else {
-			c.path_hash = legacy ? path_hash_legacy(r, n - 1) : path_hash(r, n - 1);
+			c.path_hash = legacy ? path_hash_legacy(r, n - 1) : hash_path(r, n - 1);
 			r->len = n;
 			/* A full buffer holds a 255-byte path, or the start of a
 			 * longer one: the byte after says which. A cut path is
