@@ -207,7 +207,8 @@ out:
 	return 0;
 }
 
-/* Global, so verified once: a call, but checked once, not with each caller. */
+/* Global, so verified once, not with each caller: called only when a slot
+ * changes hands or fills. */
 __noinline int flush_slot(__u32 tgid, struct arg_slot *s)
 {
 	return flush(tgid, s, false);
@@ -500,7 +501,7 @@ static __always_inline bool miss(struct task_state *ts, struct call *c, struct a
 	return false;
 }
 
-/* Global, so verified once: a call, but checked once, not with each caller. */
+/* Global, so verified once, not with each caller: called on a miss only. */
 __noinline bool argument_miss(struct task_state *ts, struct call *c, struct arg_slot *s)
 {
 	return miss(ts, c, s, false);

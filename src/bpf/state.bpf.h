@@ -170,7 +170,7 @@ struct {
 } errno_stats SEC(".maps");
 
 /* Exited threads' counts and their cached argument counts. Sized by
- * user space to the CPUs, as are the other rings (mod.rs, ring_bytes). */
+ * user space to the CPUs, as are the other rings (RingSize in mod.rs). */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4 << 20);

@@ -67,9 +67,11 @@ impl RingSize {
     /// Stack samples: a CPU yields at most one of ~16 KiB per
     /// SAMPLE_INTERVAL_NS of a thread's time, so 2 MiB holds ~60 ms of it.
     pub const SAMPLES: RingSize = RingSize { per_cpu: 2 * MIB, min: 4 * MIB, max: 64 * MIB };
-    /// Exit records (~10 KiB a process with its slots) and path strings
-    /// (~50 bytes each): read every 50 ms, or sooner when they pile up.
+    /// Exit records (~10 KiB a process with its slots): read every 50 ms,
+    /// or sooner when an eighth of the ring is unread.
     pub const EXITS: RingSize = RingSize { per_cpu: MIB, min: 2 * MIB, max: 32 * MIB };
+    /// Path strings (~50 bytes each), each of which wakes a reader that
+    /// has caught up.
     pub const STRINGS: RingSize = RingSize { per_cpu: MIB, min: 2 * MIB, max: 32 * MIB };
 
     pub fn bytes(&self, cpus: usize) -> u32 {
