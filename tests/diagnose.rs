@@ -697,6 +697,11 @@ fn findings_in_with(options: &[&str], dir: &std::path::Path, argv: &[&str], env:
     doc["findings"].as_array().cloned().unwrap_or_default()
 }
 
+/// Debian's node, which the tests of real event loops and module search run.
+fn node() -> std::path::PathBuf {
+    which("node").expect("node is installed (make deps installs Debian's nodejs)")
+}
+
 /// Debian's node requiring 300 packages from ten directories below their
 /// node_modules: one module-search finding, as many calls as strace sees
 /// failing on those ten node_modules, with node's own remedies. Required
@@ -706,7 +711,7 @@ fn module_search_names_nodes_remedies() {
     if skip_without_bpf() {
         return;
     }
-    let node = which("node").expect("node is installed (make deps installs Debian's nodejs)");
+    let node = node();
     let node = node.to_str().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
@@ -853,7 +858,7 @@ fn a_signal_reset_in_each_spawned_child() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let node = which("node").expect("node is installed (make deps installs Debian's nodejs)");
+    let node = node();
     std::fs::write(
         dir.path().join("spawn.js"),
         "const { spawnSync } = require('child_process');\nfor (let i = 0; i < 50; i++) spawnSync('/bin/true');\n",
@@ -880,7 +885,7 @@ fn a_signal_reset_in_each_spawned_child() {
 /// written to a file of a fresh directory and run there).
 fn event_loop_findings(options: &[&str], js: &str, py: &str) -> [(&'static str, Vec<Value>); 2] {
     let dir = tempfile::tempdir().unwrap();
-    let node = which("node").expect("node is installed (make deps installs Debian's nodejs)");
+    let node = node();
     std::fs::write(dir.path().join("loop.js"), js).unwrap();
     std::fs::write(dir.path().join("loop.py"), py).unwrap();
     [
@@ -935,7 +940,7 @@ fn files_polled_for_changes_are_one_finding() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let node = which("node").expect("node is installed (make deps installs Debian's nodejs)");
+    let node = node();
     for i in 0..300 {
         std::fs::write(dir.path().join(format!("f{i}.txt")), "x\n").unwrap();
     }
