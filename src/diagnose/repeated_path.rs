@@ -103,7 +103,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             pid: Some(a.pid),
             evidence: Evidence::new(trace, &a.syscall, a.calls, a.total_ns),
             sites: a.sites.clone(),
-            saving_ns: a.total_ns - a.total_ns / a.calls,
+            saving_ns: all_but_one(a),
             why: format!(
                 "the same path is {} {} times; the answer rarely changes between two of them",
                 if open { "opened" } else { "looked up" },
@@ -115,6 +115,12 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         });
     }
     out
+}
+
+/// What a file's repeats cost beyond its first look: what looking it up
+/// once would save.
+fn all_but_one(a: &ArgumentStats) -> u64 {
+    a.total_ns - a.total_ns / a.calls
 }
 
 /// A poller looks at each of its files about as often as the others, at
@@ -182,7 +188,7 @@ fn polling(trace: &Trace, set: &[&ArgumentStats]) -> Finding {
         pid: Some(set[0].pid),
         evidence: Evidence::new(trace, syscall, calls, ns),
         sites,
-        saving_ns: set.iter().map(|a| a.total_ns - a.total_ns / a.calls).sum(),
+        saving_ns: set.iter().map(|a| all_but_one(a)).sum(),
         why: format!(
             "the same {} files are looked up again and again, each about as often as the others (about once every {}): \
              they are polled for changes, and nearly every look finds none",
