@@ -106,23 +106,26 @@ fn say_attached(pids: &[u32], threads: usize, duration: Option<std::time::Durati
 /// Loads the tracer while a syscall's untraced cost is measured on the
 /// other CPU (a few ms of start-up, no longer in series with the load),
 /// and attaches it once that is done: the probes slow every task's
-/// syscalls, the measure's too. The readers map their rings on their own
-/// threads meanwhile. A stack reader that cannot start fails the load, as
-/// a program that does not load: `--backend auto` then counts with ptrace.
+/// syscalls, the measure's too. Kept programs come with their keeper's
+/// figure, from before their hooks were attached: measured only for
+/// programs loaded now. The readers map their rings on their own threads
+/// meanwhile. A stack reader that cannot start fails the load, as a
+/// program that does not load: `--backend auto` then counts with ptrace.
 fn load_measuring(filter: &SyscallSet, options: BpfOptions, stacks: MappingWatch) -> (Result<Loaded>, u64) {
     let _t = crate::timings::span("load BPF");
-    let cost = std::thread::spawn(|| {
-        let _t = crate::timings::span("measure a syscall");
-        crate::linux::syscall_cost_ns()
+    let mut cost = None;
+    let loaded = BpfTracer::load_unattached_then(filter, options, || {
+        cost = Some(std::thread::spawn(|| {
+            let _t = crate::timings::span("measure a syscall");
+            crate::linux::syscall_cost_ns()
+        }))
     });
-    let loaded = BpfTracer::load_unattached(filter, options);
     let starting = match &loaded {
         Ok(l) => spawn_stacks(l, stacks),
         Err(_) => Ok(None),
     };
-    let measured = cost.join().unwrap_or_else(|_| crate::linux::syscall_cost_ns());
-    // Kept programs may come attached: their keeper's figure, from before.
-    let syscall_ns = loaded.as_ref().ok().and_then(LoadedTracer::kept_syscall_ns).unwrap_or(measured);
+    let measured = || cost.and_then(|c| c.join().ok()).unwrap_or_else(crate::linux::syscall_cost_ns);
+    let syscall_ns = loaded.as_ref().ok().and_then(LoadedTracer::kept_syscall_ns).unwrap_or_else(measured);
     let loaded = loaded.map(|mut l| {
         l.set_syscall_ns(syscall_ns);
         l

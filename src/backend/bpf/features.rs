@@ -2,6 +2,8 @@
 //! libbpf-tools and bpftrace do), and so which variant of syscount.bpf.c's
 //! programs it runs.
 
+use std::path::{Path, PathBuf};
+
 use crate::error::{Error, Result};
 
 /// The programs of syscount.bpf.c a kernel runs.
@@ -26,26 +28,27 @@ impl Variant {
 
     /// Which variant this kernel runs; an error naming what it lacks if it
     /// runs neither. SYSDIET_BPF_VARIANT=legacy (or current) picks one, so
-    /// that the legacy programs are tested on any kernel.
+    /// that the legacy programs are tested on any kernel. A kernel's BPF
+    /// does not change while it runs, so the answer is kept in the cache
+    /// under the kernel's build id: probing makes and drops five maps and
+    /// programs, a part of every short command's start-up.
     pub fn for_this_kernel() -> Result<Variant> {
         match std::env::var("SYSDIET_BPF_VARIANT").as_deref() {
             Ok("legacy") => return Ok(Variant::Legacy),
             Ok("current") => return Ok(Variant::Current),
             _ => {}
         }
+        let kept = crate::linux::host::cache_dir().zip(super::kernel_types::kernel_build_id()).map(|(dir, id)| kept_in(&dir, &id));
+        if let Some(v) = kept.as_deref().and_then(read_kept) {
+            return Ok(v);
+        }
         // Probes that cannot tell (no rights: libbpf then says "no" to
         // everything) leave it to the load, whose error says why.
-        if map_type(libbpf_sys::BPF_MAP_TYPE_ARRAY) != Some(true) {
-            return Ok(Variant::Current);
+        let Some(v) = probe()? else { return Ok(Variant::Current) };
+        if let Some(path) = kept {
+            crate::linux::host::replace_file(&path, |tmp| std::fs::write(tmp, v.name()).is_ok());
         }
-        let has = |probe: Option<bool>| probe.unwrap_or(true);
-        if !has(map_type(libbpf_sys::BPF_MAP_TYPE_RINGBUF)) {
-            return Err(Error::KernelLacks { release: release(), feature: "BPF ring buffer", since: "5.8" });
-        }
-        let current = has(map_type(libbpf_sys::BPF_MAP_TYPE_TASK_STORAGE))
-            && has(helper(libbpf_sys::BPF_PROG_TYPE_PERF_EVENT, libbpf_sys::BPF_FUNC_loop))
-            && has(helper(libbpf_sys::BPF_PROG_TYPE_PERF_EVENT, libbpf_sys::BPF_FUNC_task_pt_regs));
-        Ok(if current { Variant::Current } else { Variant::Legacy })
+        Ok(v)
     }
 
     /// The name of a program of this variant: the `_legacy` programs are
@@ -56,6 +59,34 @@ impl Variant {
             Variant::Legacy => format!("{name}_legacy"),
         }
     }
+}
+
+/// The probes' answer; None when they cannot tell.
+fn probe() -> Result<Option<Variant>> {
+    if map_type(libbpf_sys::BPF_MAP_TYPE_ARRAY) != Some(true) {
+        return Ok(None);
+    }
+    let has = |probe: Option<bool>| probe.unwrap_or(true);
+    if !has(map_type(libbpf_sys::BPF_MAP_TYPE_RINGBUF)) {
+        return Err(Error::KernelLacks { release: release(), feature: "BPF ring buffer", since: "5.8" });
+    }
+    let current = has(map_type(libbpf_sys::BPF_MAP_TYPE_TASK_STORAGE))
+        && has(helper(libbpf_sys::BPF_PROG_TYPE_PERF_EVENT, libbpf_sys::BPF_FUNC_loop))
+        && has(helper(libbpf_sys::BPF_PROG_TYPE_PERF_EVENT, libbpf_sys::BPF_FUNC_task_pt_regs));
+    Ok(Some(if current { Variant::Current } else { Variant::Legacy }))
+}
+
+/// Where the answer for the kernel of build id `kernel` is kept: named by
+/// sysdiet's version too, whose probes may differ.
+fn kept_in(cache: &Path, kernel: &str) -> PathBuf {
+    cache.join("features").join(format!("{kernel}-{}.variant", env!("CARGO_PKG_VERSION")))
+}
+
+/// A kept answer, if the file is this user's own and says one.
+fn read_kept(path: &Path) -> Option<Variant> {
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut crate::linux::host::open_own(path)?, &mut text).ok()?;
+    [Variant::Current, Variant::Legacy].into_iter().find(|v| v.name() == text)
 }
 
 fn map_type(kind: libbpf_sys::bpf_map_type) -> Option<bool> {
@@ -76,4 +107,26 @@ fn answer(ret: i32) -> Option<bool> {
 /// The running kernel's release, as uname says.
 fn release() -> String {
     nix::sys::utsname::uname().map(|u| u.release().to_string_lossy().into_owned()).unwrap_or_else(|_| "unknown".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_kept_answer_is_read_back_only_when_it_says_one_and_is_ours_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = kept_in(dir.path(), "abc123");
+        assert!(path.starts_with(dir.path().join("features")) && path.to_string_lossy().contains("abc123"));
+        assert_eq!(read_kept(&path), None, "none kept yet");
+        crate::linux::host::replace_file(&path, |tmp| std::fs::write(tmp, Variant::Legacy.name()).is_ok()).unwrap();
+        assert_eq!(read_kept(&path), Some(Variant::Legacy));
+        std::fs::write(&path, "newest").unwrap();
+        assert_eq!(read_kept(&path), None, "not a variant");
+        std::fs::write(&path, "current").unwrap();
+        assert_eq!(read_kept(&path), Some(Variant::Current));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert_eq!(read_kept(&path), None, "others may write it");
+    }
 }

@@ -46,9 +46,13 @@ impl CutTypes {
 /// running kernel: made now if there are none yet, None if they cannot be
 /// had.
 pub fn cut(object: &[u8], object_hash: u64, kernel_btf: &Path) -> Option<CutTypes> {
-    let notes = std::fs::read(KERNEL_NOTES).ok()?;
-    let kept = cut_in(object, object_hash, kernel_btf, &build_id(&notes)?, &crate::linux::host::cache_dir()?)?;
+    let kept = cut_in(object, object_hash, kernel_btf, &kernel_build_id()?, &crate::linux::host::cache_dir()?)?;
     Some(CutTypes { file: open_own(&kept)?, kept })
+}
+
+/// The running kernel's build id, in hex: what names the files kept for it.
+pub fn kernel_build_id() -> Option<String> {
+    build_id(&std::fs::read(KERNEL_NOTES).ok()?)
 }
 
 fn cut_in(object: &[u8], object_hash: u64, kernel_btf: &Path, build_id: &str, cache: &Path) -> Option<PathBuf> {

@@ -211,23 +211,38 @@ impl BpfTracer {
     }
 
     /// Loads the programs without attaching them.
+    pub fn load_unattached(filter: &SyscallSet, options: BpfOptions) -> Result<LoadedTracer> {
+        Self::load_unattached_then(filter, options, || {})
+    }
+
+    /// Loads the programs without attaching them, calling `fresh` once
+    /// before it loads programs of its own (no keeper lent a set): what
+    /// only programs loaded now need can start then, beside the verifier.
     /// The variant the kernel's features call for; if the kernel refuses
     /// the current one all the same (a distribution kernel with some of
     /// the features backported, say), the legacy one.
-    pub fn load_unattached(filter: &SyscallSet, options: BpfOptions) -> Result<LoadedTracer> {
+    pub fn load_unattached_then(filter: &SyscallSet, options: BpfOptions, fresh: impl FnOnce()) -> Result<LoadedTracer> {
+        let probing = crate::timings::span("probe the kernel's features");
         let variant = match Variant::for_this_kernel()? {
             Variant::Current if options.arms_running_threads && !crate::target::thread_pidfds() => Variant::Legacy,
             v => v,
         };
-        match Self::load_variant(filter, options, variant) {
+        drop(probing);
+        let mut fresh = Some(fresh);
+        let mut fresh_once = || {
+            if let Some(f) = fresh.take() {
+                f()
+            }
+        };
+        match Self::load_variant(filter, options, variant, &mut fresh_once) {
             Err(Error::Bpf(first)) if variant == Variant::Current => {
-                Self::load_variant(filter, options, Variant::Legacy).map_err(|_| Error::Bpf(first))
+                Self::load_variant(filter, options, Variant::Legacy, &mut fresh_once).map_err(|_| Error::Bpf(first))
             }
             loaded => loaded,
         }
     }
 
-    fn load_variant(filter: &SyscallSet, options: BpfOptions, variant: Variant) -> Result<LoadedTracer> {
+    fn load_variant(filter: &SyscallSet, options: BpfOptions, variant: Variant, fresh: &mut dyn FnMut()) -> Result<LoadedTracer> {
         let storage = object_storage()?;
         let cut = crate::timings::span("cut kernel types");
         // Hashed once: it names both the cut types' file and a kept set.
@@ -265,6 +280,7 @@ impl BpfTracer {
                 }
             }
         }
+        fresh();
         let skel = match (Self::load_fresh(open, &options, variant), types) {
             (Ok(skel), _) => skel,
             // Only the cut types' fault if the whole BTF loads: without
@@ -305,7 +321,9 @@ impl BpfTracer {
         for mut prog in open.open_object_mut().progs_mut() {
             prog.set_autoload(false);
         }
+        let libbpf = crate::timings::span("libbpf's load, no programs");
         let mut skel = open.load().map_err(bpf_error)?;
+        drop(libbpf);
         // libbpf maps a global data section's kernel map over its own copy
         // only for a map it made: here that is done for it, or the fields
         // read and written through the skeleton would be the copy's.
