@@ -86,11 +86,22 @@ fn the_vdso_copy_is_private() {
     if skip_without_bpf() {
         return;
     }
-    // Call sites symbolize the vDSO from a copy: a private file (random
-    // name, O_EXCL) in TMPDIR, gone at the end.
+    // Call sites in the vDSO (a CPU-time clock's syscall is made there) are
+    // named from a copy of it: a private file (random name, O_EXCL) in
+    // TMPDIR, gone at the end.
     let tmp = tempfile::tempdir().unwrap();
-    let out = sysdiet().args(["run", "--", "true"]).env("TMPDIR", tmp.path()).output().unwrap();
+    let out = sysdiet()
+        .args(["run", "--json", "-o", "-", "--"])
+        .arg(victim("clocks"))
+        .args(["cputime", "2000"])
+        .env("TMPDIR", tmp.path())
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let frames = run["call_sites"].as_array().unwrap().iter().flat_map(|s| s["frames"].as_array().unwrap().iter());
+    let named_in_vdso = frames.filter(|f| f["module"] == "[vdso]" && f["function"].is_string()).count();
+    assert!(named_in_vdso > 0, "a frame in the vDSO, named from the copy: {}", run["call_sites"]);
     let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
     assert!(left.is_empty(), "the copy is removed at the end: {left:?}");
 }

@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use framehop::{ExplicitModuleSectionInfo, Module};
 use object::{Object, ObjectSection, ObjectSegment};
@@ -16,11 +16,21 @@ pub const VDSO: &str = "[vdso]";
 pub struct Image {
     /// As the mapping names it: a path, or `[vdso]`.
     pub name: String,
-    /// The file to read symbols from (the vDSO is copied out to one).
-    pub file: PathBuf,
+    /// The file to read symbols from.
+    file: ImageFile,
     /// PT_LOAD segments: (vaddr, file offset, file size).
     segments: Vec<(u64, u64, u64)>,
     sections: Sections,
+}
+
+enum ImageFile {
+    Path(PathBuf),
+    /// The vDSO, copied out to a file the first time a symbolizer asks:
+    /// most runs name no frame in it. Removed when dropped.
+    Vdso {
+        data: Vec<u8>,
+        copy: OnceLock<Option<tempfile::NamedTempFile>>,
+    },
 }
 
 #[derive(Clone, Default)]
@@ -36,7 +46,7 @@ struct Sections {
 }
 
 impl Image {
-    fn parse<'d, R: object::ReadRef<'d>>(name: &str, file: PathBuf, data: R) -> Option<Image> {
+    fn parse<'d, R: object::ReadRef<'d>>(name: &str, file: ImageFile, data: R) -> Option<Image> {
         let elf = object::File::parse(data).ok()?;
         let section = |n: &str| {
             let s = elf.section_by_name(n)?;
@@ -60,6 +70,24 @@ impl Image {
                 debug_frame: section(".debug_frame").map(|(_, d)| d),
             },
         })
+    }
+
+    /// The file to read its symbols from; None for a vDSO that could not
+    /// be copied out. A private file (O_EXCL, mode 0600, a random name): a
+    /// predictable name in /tmp would let another user plant a link for
+    /// root to follow.
+    pub fn file(&self) -> Option<&Path> {
+        match &self.file {
+            ImageFile::Path(p) => Some(p),
+            ImageFile::Vdso { data, copy } => copy
+                .get_or_init(|| {
+                    let mut copy = tempfile::Builder::new().prefix("sysdiet-vdso-").suffix(".so").tempfile().ok()?;
+                    std::io::Write::write_all(&mut copy, data).ok()?;
+                    Some(copy)
+                })
+                .as_ref()
+                .map(|c| c.path()),
+        }
     }
 
     /// Where the file's address 0 lies in a process that maps file offset
@@ -95,8 +123,6 @@ impl Image {
 pub struct Images {
     by_name: HashMap<String, Option<ImageId>>,
     list: Vec<Image>,
-    /// Removed when dropped.
-    vdso_copy: Option<tempfile::NamedTempFile>,
 }
 
 impl Images {
@@ -117,17 +143,12 @@ impl Images {
         &self.list[id]
     }
 
-    /// The vDSO is the same image in every process on this kernel: copy
-    /// sysdiet's own out to a file that symbolizers can read.
+    /// The vDSO is the same image in every process on this kernel: sysdiet's
+    /// own, which symbolizers read from a copy (Image::file).
     fn load_vdso(&mut self) -> Option<Image> {
         let data = own_vdso()?;
-        // A private file (O_EXCL, mode 0600, a random name): a predictable
-        // name in /tmp would let another user plant a link for root to follow.
-        let mut copy = tempfile::Builder::new().prefix("sysdiet-vdso-").suffix(".so").tempfile().ok()?;
-        std::io::Write::write_all(&mut copy, &data).ok()?;
-        let file = copy.path().to_path_buf();
-        self.vdso_copy = Some(copy);
-        Image::parse(VDSO, file, &data[..])
+        let image = Image::parse(VDSO, ImageFile::Vdso { data: Vec::new(), copy: OnceLock::new() }, &data[..])?;
+        Some(Image { file: ImageFile::Vdso { data, copy: OnceLock::new() }, ..image })
     }
 }
 
@@ -139,7 +160,7 @@ fn load_file(path: &str) -> Option<Image> {
     // Read as far as the headers and the sections unwinding needs: a
     // library built with debug info is mostly DWARF (libpython: 23 MB).
     let data = object::ReadCache::new(std::fs::File::open(path).ok()?);
-    Image::parse(path, PathBuf::from(path), &data)
+    Image::parse(path, ImageFile::Path(PathBuf::from(path)), &data)
 }
 
 fn own_vdso() -> Option<Vec<u8>> {
@@ -172,11 +193,13 @@ mod tests {
     }
 
     #[test]
-    fn the_vdso_is_copied_out() {
+    fn the_vdso_is_copied_out_when_asked_for() {
         let mut images = Images::default();
         let id = images.get(VDSO).expect("vdso");
-        let file = images.image(id).file.clone();
+        let file = images.image(id).file().expect("copied").to_path_buf();
         assert!(file.exists());
+        assert_eq!(std::fs::read(&file).unwrap()[..4], *b"\x7fELF");
+        assert_eq!(images.image(id).file(), Some(file.as_path()), "one copy");
         drop(images);
         assert!(!file.exists());
     }

@@ -72,10 +72,11 @@ impl Namer {
             addrs.sort_unstable();
             addrs.dedup();
             let img = images.image(id);
+            let Some(file) = img.file() else { continue };
             // Named in an earlier run: no file is parsed for these. (Not
             // the vDSO: a small file, copied out anew each run.)
             let cached = img.name != super::images::VDSO;
-            addrs.retain(|&a| match cached.then(|| self.cache.get(id, &img.file, &img.name, a)).flatten() {
+            addrs.retain(|&a| match cached.then(|| self.cache.get(id, file, &img.name, a)).flatten() {
                 Some(frames) => {
                     names.named.insert(RawFrame { image: Some(id), addr: a, pid: 0 }, frames);
                     false
@@ -85,12 +86,10 @@ impl Namer {
             if addrs.is_empty() {
                 continue;
             }
-            let source = self.sources.entry(id).or_insert_with(|| super::debug_cache::debug_source(&img.file));
+            let source = self.sources.entry(id).or_insert_with(|| super::debug_cache::debug_source(file));
             let src = Source::Elf(Elf::new(source.path()));
             let exported =
-                self.exported
-                    .entry(id)
-                    .or_insert_with(|| if crate::model::in_c_runtime(&img.name) { public_names(&img.file) } else { HashMap::new() });
+                self.exported.entry(id).or_insert_with(|| if crate::model::in_c_runtime(&img.name) { public_names(file) } else { HashMap::new() });
             let results = self.symbolizer.symbolize(&src, Input::VirtOffset(&addrs)).unwrap_or_default();
             for (i, &a) in addrs.iter().enumerate() {
                 let frames = match results.get(i) {
@@ -117,7 +116,7 @@ impl Namer {
                     _ => vec![Frame { module: img.name.clone(), address: a, ..Default::default() }],
                 };
                 if cached {
-                    self.cache.put(id, &img.file, a, &frames);
+                    self.cache.put(id, file, a, &frames);
                 }
                 names.named.insert(RawFrame { image: Some(id), addr: a, pid: 0 }, frames);
             }
