@@ -205,9 +205,9 @@ pub fn keep(set: &str, idle: Duration, syscall_ns: u64, given: &[String]) -> Res
     if bind_listen(&listener, &address(set)).is_err() {
         return Ok(()); // the set has a keeper already
     }
-    let initial = initial_images();
+    let mut resetter = Resetter::new()?;
     // As the run that loaded it left it: counted in.
-    reset(&names, &fds, &initial)?;
+    resetter.reset(&names, &fds)?;
     let mut free_since = Instant::now();
     loop {
         // Free: wait for a run; detach the hooks after LINGER, leave after `idle`.
@@ -248,7 +248,7 @@ pub fn keep(set: &str, idle: Duration, syscall_ns: u64, given: &[String]) -> Res
                     return Ok(());
                 }
                 attached = programs.into_iter().zip(links).collect();
-                reset(&names, &fds, &initial)?;
+                resetter.reset(&names, &fds)?;
                 free_since = Instant::now();
                 break;
             }
@@ -296,64 +296,171 @@ fn initial_images() -> Vec<(String, Vec<u8>)> {
 /// (global data to its first contents), the rings' unread records
 /// skipped. The read-only data is the set's own; task storage goes with
 /// its tasks, and a run gives a set back only when its targets have ended.
-fn reset(names: &[String], fds: &[OwnedFd], initial: &[(String, Vec<u8>)]) -> Result<()> {
-    let cpus = libbpf_rs::num_possible_cpus().map_err(|e| Error::Bpf(e.to_string()))?;
-    for (kind_name, fd) in names.iter().zip(fds) {
-        let Some(name) = kind_name.strip_prefix("m:") else { continue };
-        let info = map_info(fd)?;
-        let fd = fd.as_raw_fd();
-        let zeros = |len: usize| vec![0u8; len];
-        let failed = |what: &str| Error::Bpf(format!("keeper resetting map {name}: {what}: {}", io::Error::last_os_error()));
-        match info.type_ {
-            libbpf_sys::BPF_MAP_TYPE_HASH | libbpf_sys::BPF_MAP_TYPE_PERCPU_HASH | libbpf_sys::BPF_MAP_TYPE_LRU_HASH => {
-                let mut key = zeros(info.key_size as usize);
-                // SAFETY: key is key-sized; the first key, while any is left.
-                while unsafe { libbpf_sys::bpf_map_get_next_key(fd, std::ptr::null(), key.as_mut_ptr().cast()) } == 0 {
-                    // SAFETY: deletes by a key-sized key.
-                    if unsafe { libbpf_sys::bpf_map_delete_elem(fd, key.as_ptr().cast()) } != 0 {
-                        return Err(failed("delete"));
+/// A reset runs while the next run starts, on the same CPUs: each map is
+/// gone over once, in as few syscalls as it takes, and what it maps stays
+/// mapped for the next reset.
+struct Resetter {
+    cpus: usize,
+    initial: Vec<(String, Vec<u8>)>,
+    /// (descriptor, offset) -> where it is mapped, for the keeper's life.
+    mapped: std::collections::HashMap<(RawFd, usize), *mut u8>,
+    /// Each map's kind and sizes, which do not change.
+    infos: std::collections::HashMap<RawFd, libbpf_sys::bpf_map_info>,
+}
+
+impl Resetter {
+    fn new() -> Result<Resetter> {
+        let cpus = libbpf_rs::num_possible_cpus().map_err(|e| Error::Bpf(e.to_string()))?;
+        Ok(Resetter { cpus, initial: initial_images(), mapped: Default::default(), infos: Default::default() })
+    }
+
+    fn reset(&mut self, names: &[String], fds: &[OwnedFd]) -> Result<()> {
+        for (kind_name, fd) in names.iter().zip(fds) {
+            let Some(name) = kind_name.strip_prefix("m:") else { continue };
+            let info = match self.infos.get(&fd.as_raw_fd()) {
+                Some(info) => *info,
+                None => *self.infos.entry(fd.as_raw_fd()).or_insert(map_info(fd)?),
+            };
+            let fd = fd.as_raw_fd();
+            let zeros = |len: usize| vec![0u8; len];
+            let failed = |what: &str| Error::Bpf(format!("keeper resetting map {name}: {what}: {}", io::Error::last_os_error()));
+            match info.type_ {
+                libbpf_sys::BPF_MAP_TYPE_HASH | libbpf_sys::BPF_MAP_TYPE_PERCPU_HASH | libbpf_sys::BPF_MAP_TYPE_LRU_HASH => {
+                    empty(fd, &info, self.cpus).map_err(|_| failed("delete"))?
+                }
+                // Read-only data: the set's own, frozen.
+                libbpf_sys::BPF_MAP_TYPE_ARRAY if info.map_flags & libbpf_sys::BPF_F_RDONLY_PROG != 0 => {}
+                libbpf_sys::BPF_MAP_TYPE_ARRAY => {
+                    let value_size = info.value_size as usize;
+                    if let Some((_, image)) = self.initial.iter().find(|(n, _)| n == name) {
+                        let mut value = zeros(value_size);
+                        let n = image.len().min(value_size);
+                        value[..n].copy_from_slice(&image[..n]);
+                        update(fd, 0, &value).map_err(|_| failed("update"))?;
+                    } else if info.map_flags & libbpf_sys::BPF_F_MMAPABLE != 0 {
+                        let len = value_size * info.max_entries as usize;
+                        let p = self.map(fd, 0, len, libc::PROT_READ | libc::PROT_WRITE).ok_or_else(|| failed("mmap"))?;
+                        // SAFETY: the array's values, mapped shared and
+                        // writable, exactly `len` long.
+                        unsafe { std::ptr::write_bytes(p, 0, len) };
+                    } else {
+                        update_all(fd, info.max_entries, &zeros(value_size)).map_err(|_| failed("update"))?;
                     }
                 }
-            }
-            // Read-only data: the set's own, frozen.
-            libbpf_sys::BPF_MAP_TYPE_ARRAY if info.map_flags & libbpf_sys::BPF_F_RDONLY_PROG != 0 => {}
-            libbpf_sys::BPF_MAP_TYPE_ARRAY => {
-                let value_size = info.value_size as usize;
-                if let Some((_, image)) = initial.iter().find(|(n, _)| n == name) {
-                    let mut value = zeros(value_size);
-                    let n = image.len().min(value_size);
-                    value[..n].copy_from_slice(&image[..n]);
-                    update(fd, 0, &value).map_err(|_| failed("update"))?;
-                } else if info.map_flags & libbpf_sys::BPF_F_MMAPABLE != 0 {
-                    let len = value_size * info.max_entries as usize;
-                    // SAFETY: maps the array's values shared, writes zeros
-                    // over exactly its length, unmaps.
-                    unsafe {
-                        let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0);
-                        if p == libc::MAP_FAILED {
-                            return Err(failed("mmap"));
-                        }
-                        std::ptr::write_bytes(p.cast::<u8>(), 0, len);
-                        libc::munmap(p, len);
-                    }
-                } else {
-                    let value = zeros(value_size);
-                    for k in 0..info.max_entries {
-                        update(fd, k, &value).map_err(|_| failed("update"))?;
-                    }
+                libbpf_sys::BPF_MAP_TYPE_PERCPU_ARRAY => {
+                    let value = zeros(super::maps::percpu_stride(info.value_size as usize) * self.cpus);
+                    update_all(fd, info.max_entries, &value).map_err(|_| failed("update"))?;
                 }
+                libbpf_sys::BPF_MAP_TYPE_RINGBUF => self.skip_unread(fd).ok_or_else(|| failed("mmap"))?,
+                _ => {}
             }
-            libbpf_sys::BPF_MAP_TYPE_PERCPU_ARRAY => {
-                let value = zeros(super::maps::percpu_stride(info.value_size as usize) * cpus);
-                for k in 0..info.max_entries {
-                    update(fd, k, &value).map_err(|_| failed("update"))?;
-                }
+        }
+        Ok(())
+    }
+
+    /// `len` bytes of map `fd` from `offset`, mapped shared: once.
+    fn map(&mut self, fd: RawFd, offset: usize, len: usize, prot: libc::c_int) -> Option<*mut u8> {
+        if let Some(&p) = self.mapped.get(&(fd, offset)) {
+            return Some(p);
+        }
+        // SAFETY: a new shared mapping of a map the keeper holds for its
+        // whole life; never unmapped but by its exit.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, fd, offset as libc::off_t) };
+        if p == libc::MAP_FAILED {
+            return None;
+        }
+        self.mapped.insert((fd, offset), p.cast());
+        Some(p.cast())
+    }
+
+    /// Moves a ring's reader past whatever was written and not read.
+    fn skip_unread(&mut self, fd: RawFd) -> Option<()> {
+        let page = crate::backend::perf::page_size();
+        // The ring's first page is the reader's position (writable), its
+        // second the writer's (read-only); each u64 at its page's start,
+        // as the kernel lays them out.
+        let consumer = self.map(fd, 0, page, libc::PROT_READ | libc::PROT_WRITE)?;
+        let producer = self.map(fd, page, page, libc::PROT_READ)?;
+        // SAFETY: both pages are mapped for the keeper's life, 8-aligned.
+        unsafe {
+            let written = std::sync::atomic::AtomicU64::from_ptr(producer.cast()).load(std::sync::atomic::Ordering::Acquire);
+            std::sync::atomic::AtomicU64::from_ptr(consumer.cast()).store(written, std::sync::atomic::Ordering::Release);
+        }
+        Some(())
+    }
+}
+
+/// Empties a hash map in one pass over its buckets (a batch read and
+/// delete); where the kernel has no batches, key by key.
+fn empty(fd: RawFd, info: &libbpf_sys::bpf_map_info, cpus: usize) -> std::result::Result<(), ()> {
+    let vs = match info.type_ {
+        libbpf_sys::BPF_MAP_TYPE_PERCPU_HASH => super::maps::percpu_stride(info.value_size as usize) * cpus,
+        _ => info.value_size as usize,
+    };
+    let ks = info.key_size as usize;
+    let mut batch = 1024usize;
+    let (mut keys, mut values) = (vec![0u8; ks * batch], vec![0u8; vs * batch]);
+    let mut token = vec![0u8; ks];
+    let mut first = true;
+    loop {
+        let mut count = batch as u32;
+        let opts = libbpf_sys::bpf_map_batch_opts { sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _, ..Default::default() };
+        let in_token = token.clone();
+        // SAFETY: buffers sized for `count` keys and values and one token.
+        let ret = unsafe {
+            libbpf_sys::bpf_map_lookup_and_delete_batch(
+                fd,
+                if first { std::ptr::null_mut() } else { in_token.as_ptr() as *mut _ },
+                token.as_mut_ptr().cast(),
+                keys.as_mut_ptr().cast(),
+                values.as_mut_ptr().cast(),
+                &mut count,
+                &opts,
+            )
+        };
+        match -ret.min(0) {
+            0 => first = false,
+            libc::ENOENT => return Ok(()),
+            // One bucket holds more than a batch.
+            libc::ENOSPC if count == 0 => {
+                batch *= 2;
+                keys.resize(ks * batch, 0);
+                values.resize(vs * batch, 0);
+                token = in_token;
             }
-            libbpf_sys::BPF_MAP_TYPE_RINGBUF => skip_unread(fd).map_err(|_| failed("mmap"))?,
-            _ => {}
+            _ if first => return empty_key_by_key(fd, ks),
+            _ => return Err(()),
+        }
+    }
+}
+
+fn empty_key_by_key(fd: RawFd, key_size: usize) -> std::result::Result<(), ()> {
+    let mut key = vec![0u8; key_size];
+    // SAFETY: key is key-sized; the first key, while any is left.
+    while unsafe { libbpf_sys::bpf_map_get_next_key(fd, std::ptr::null(), key.as_mut_ptr().cast()) } == 0 {
+        // SAFETY: deletes by a key-sized key.
+        if unsafe { libbpf_sys::bpf_map_delete_elem(fd, key.as_ptr().cast()) } != 0 {
+            return Err(());
         }
     }
     Ok(())
+}
+
+/// Writes `value` at every index of an array: one batch, or index by index
+/// where the kernel has no batches.
+fn update_all(fd: RawFd, entries: u32, value: &[u8]) -> std::result::Result<(), ()> {
+    let keys: Vec<u32> = (0..entries).collect();
+    let values = value.repeat(entries as usize);
+    let mut count = entries;
+    let opts = libbpf_sys::bpf_map_batch_opts { sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _, ..Default::default() };
+    // SAFETY: `count` u32 keys and as many values of the map's value size.
+    let ret = unsafe { libbpf_sys::bpf_map_update_batch(fd, keys.as_ptr().cast(), values.as_ptr().cast(), &mut count, &opts) };
+    if ret == 0 && count == entries {
+        return Ok(());
+    }
+    // Zeros again where the batch did write them: a kernel without batches
+    // may not say how far it got.
+    (0..entries).try_for_each(|k| update(fd, k, value))
 }
 
 fn update(fd: RawFd, key: u32, value: &[u8]) -> std::result::Result<(), ()> {
@@ -364,30 +471,6 @@ fn update(fd: RawFd, key: u32, value: &[u8]) -> std::result::Result<(), ()> {
     } else {
         Err(())
     }
-}
-
-/// Moves a ring's reader past whatever was written and not read.
-fn skip_unread(fd: RawFd) -> std::result::Result<(), ()> {
-    let page = crate::backend::perf::page_size();
-    // SAFETY: the ring's first page is the reader's position (writable),
-    // its second the writer's (read-only); each u64 at its page's start,
-    // as the kernel lays them out; both unmapped before returning.
-    unsafe {
-        let consumer = libc::mmap(std::ptr::null_mut(), page, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0);
-        if consumer == libc::MAP_FAILED {
-            return Err(());
-        }
-        let producer = libc::mmap(std::ptr::null_mut(), page, libc::PROT_READ, libc::MAP_SHARED, fd, page as libc::off_t);
-        if producer == libc::MAP_FAILED {
-            libc::munmap(consumer, page);
-            return Err(());
-        }
-        let written = std::sync::atomic::AtomicU64::from_ptr(producer.cast()).load(std::sync::atomic::Ordering::Acquire);
-        std::sync::atomic::AtomicU64::from_ptr(consumer.cast()).store(written, std::sync::atomic::Ordering::Release);
-        libc::munmap(producer, page);
-        libc::munmap(consumer, page);
-    }
-    Ok(())
 }
 
 fn map_info(fd: &OwnedFd) -> Result<libbpf_sys::bpf_map_info> {
