@@ -282,6 +282,31 @@ fn kept_programs_count_as_strace_run_after_run() {
     assert_counts_as_strace("manypaths, programs kept twice", &oracle, &third, &[]);
     assert_eq!(argument_counts(&third), argument_counts(&first));
 
+    // 100 paths twice: keys few enough for the programs to log them all, so
+    // the read-out looks them up and the keeper deletes them by key (after
+    // a run that made too many to log, it walks the table).
+    let small = [exe.to_str().unwrap(), "100", "5", "2"];
+    let small_oracle = strace_counts(&filter, &small);
+    let paths = |doc: &serde_json::Value| {
+        let rows = argument_counts(doc);
+        rows.iter()
+            .filter(|(syscall, argument, calls, errors)| {
+                syscall == "\"newfstatat\"" && argument.contains("/nonexistent/sysdiet/") && (*calls, *errors) == (2, 2)
+            })
+            .count()
+    };
+    let (fresh, _) = run(&[("SYSDIET_KEEP", "0")], &small);
+    assert_eq!(paths(&fresh), 100, "every logged key read: {:?}", argument_counts(&fresh));
+    for after in ["a run of 2,000 keys", "a run of 100"] {
+        let (doc, kept) = run(&keep, &small);
+        assert!(kept, "lent after {after}");
+        assert_counts_as_strace("manypaths 100, programs kept", &small_oracle, &doc, &[]);
+        assert_eq!(argument_counts(&doc), argument_counts(&fresh), "per-path counts after {after}");
+    }
+    let (doc, kept) = run(&keep, &argv);
+    assert!(kept);
+    assert_eq!(argument_counts(&doc), argument_counts(&first), "2,000 keys after a reset by key");
+
     let (_, kept) = run(&[("SYSDIET_KEEP", "0")], &argv);
     assert!(!kept, "SYSDIET_KEEP=0 borrows nothing");
     let (_, kept) = run(&keep, &["sh", "-c", "sleep 2 >/dev/null 2>&1 &"]);

@@ -266,6 +266,58 @@ enum sighting {
 	SIGHTING_COUNTED,  /* found promoted in arg_stats: first_calls not read */
 };
 
+/* Logs a key just made in arg_stats (ARG_KEYS_LOGGED): its index taken by
+ * compare-and-swap (fetching adds need a newer instruction set than the
+ * object's). A key not logged, when the log is full or the index was lost
+ * to other CPUs, makes the count say so. Global, so verified once. */
+__noinline int log_made_key(struct arg_key *k)
+{
+	__u64 i, seen;
+	int tries;
+
+	if (!k)
+		return 0;
+	i = arg_keys_made;
+	for (tries = 0; tries < 3 && i < ARG_KEYS_LOGGED; tries++) {
+		seen = __sync_val_compare_and_swap(&arg_keys_made, i, i + 1);
+		if (seen == i) {
+			arg_keys_logged[i] = *k;
+			return 0;
+		}
+		i = seen;
+	}
+	__sync_fetch_and_add(&arg_keys_made, ARG_KEYS_LOGGED + 1);
+	return 0;
+}
+
+/* A key just made in arg_stats: logged, where the kernel can (legacy
+ * kernels have no compare-and-swap: their count says to walk the table). */
+static __always_inline void made_key(struct arg_key *k, const bool legacy)
+{
+	if (legacy)
+		__sync_fetch_and_add(&arg_keys_made, ARG_KEYS_LOGGED + 1);
+	else
+		log_made_key(k);
+}
+
+/* The key's arg_stats entry, made (and logged) if it has none. */
+static __always_inline struct arg_val *entry_or_make(struct arg_key *k, const bool legacy)
+{
+	static const struct arg_val repeated; /* once = 0 */
+	struct arg_val *v = bpf_map_lookup_elem(&arg_stats, k);
+	int err;
+
+	if (v)
+		return v;
+	/* int: see bpf_map_lookup_or_try_init */
+	err = bpf_map_update_elem(&arg_stats, k, &repeated, BPF_NOEXIST);
+	if (!err)
+		made_key(k, legacy);
+	else if (err != -EEXIST)
+		return 0;
+	return bpf_map_lookup_elem(&arg_stats, k);
+}
+
 /* Looks `k` up in first_calls, taking a free slot for a new key; for a
  * second sighting, `*first` is the first call's word. The key's hash has
  * the process's start time in it, so that a reused pid is a new key. A
@@ -415,7 +467,6 @@ static __always_inline bool claim_promotion(struct arg_val *v, struct arg_key *k
  * takes arg_stats' own first-sighting path. */
 static __always_inline bool miss(struct task_state *ts, struct call *c, struct arg_slot *s, const bool legacy)
 {
-	static const struct arg_val repeated; /* once = 0 */
 	__u64 first = 0, first_ns, first_failed;
 	struct arg_key k;
 	struct arg_val *v, nv;
@@ -435,7 +486,7 @@ static __always_inline bool miss(struct task_state *ts, struct call *c, struct a
 		summarise_once(c, 1, c->failed, c->ns);
 		return false;
 	case SIGHTING_SECOND:
-		v = bpf_map_lookup_or_try_init(&arg_stats, &k, &repeated);
+		v = entry_or_make(&k, legacy);
 		if (!v) {
 			/* The first call stays summarised; this one is lost. */
 			count_lost(LOST_ARG_TABLE_FULL, 1);
@@ -451,7 +502,7 @@ static __always_inline bool miss(struct task_state *ts, struct call *c, struct a
 		promote(ts, c, &k, true, first_failed, first_ns, first & 31, (first >> 5) & 31);
 		break;
 	case SIGHTING_LONG:
-		v = bpf_map_lookup_or_try_init(&arg_stats, &k, &repeated);
+		v = entry_or_make(&k, legacy);
 		if (!v) {
 			count_lost(LOST_ARG_TABLE_FULL, 1);
 			return false;
@@ -460,7 +511,7 @@ static __always_inline bool miss(struct task_state *ts, struct call *c, struct a
 		break;
 	case SIGHTING_REPEATED:
 		/* Its promoter may not have made the entry yet. */
-		v = bpf_map_lookup_or_try_init(&arg_stats, &k, &repeated);
+		v = entry_or_make(&k, legacy);
 		if (!v) {
 			count_lost(LOST_ARG_TABLE_FULL, 1);
 			return false;
@@ -471,6 +522,8 @@ static __always_inline bool miss(struct task_state *ts, struct call *c, struct a
 				       .requested = c->req_bucket, .returned = c->ret_bucket };
 		if (!v) {
 			err = bpf_map_update_elem(&arg_stats, &k, &nv, BPF_NOEXIST);
+			if (!err)
+				made_key(&k, legacy);
 			if (err != -EEXIST) {
 				summarise_once(c, 1, c->failed, c->ns);
 				if (err)

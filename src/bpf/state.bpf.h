@@ -114,6 +114,14 @@ struct {
 	__type(value, struct arg_val);
 } arg_stats SEC(".maps");
 
+/* The first ARG_KEYS_LOGGED keys made in arg_stats, in the order made,
+ * and how many were made in all: a short run's read-out, and its keeper's
+ * reset, find its few entries by key instead of walking every bucket of
+ * the table. A count over ARG_KEYS_LOGGED says to walk it. */
+#define ARG_KEYS_LOGGED 256
+struct arg_key arg_keys_logged[ARG_KEYS_LOGGED] = {};
+__u64 arg_keys_made = 0;
+
 /* The first sighting of each argument key, one slot per key hash. A
  * file-tree walk's paths, each seen once, cost a slot of this array (one
  * compare-and-swap) instead of an arg_stats insert (an allocation and a

@@ -6,7 +6,6 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use libbpf_rs::{MapHandle, RingBufferBuilder};
@@ -122,7 +121,9 @@ impl crate::backend::ptrace::SampleSink for Inline {
 
 pub struct Collector {
     stop: Arc<Stop>,
-    thread: JoinHandle<Collected>,
+    /// What the thread collected, handed over before it unmaps its ring
+    /// (milliseconds, as mapping it was), which it then does on its own.
+    done: mpsc::Receiver<Collected>,
 }
 
 /// A collector whose thread is mapping its ring: `ready` waits for it.
@@ -161,11 +162,12 @@ impl Collector {
     pub fn spawn(ring: MapHandle, events: MapEvents, initial: Vec<MapEvent>, folded: Folded) -> Result<StartingCollector> {
         let stop = Arc::new(Stop::new()?);
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
+        let (done_tx, done) = mpsc::sync_channel(1);
         let reader_stop = stop.clone();
-        let thread = std::thread::Builder::new()
+        std::thread::Builder::new()
             .name("sysdiet-stacks".into())
-            .spawn(move || collect(ring, events, initial, folded, &reader_stop, ready_tx))?;
-        Ok(StartingCollector { collector: Collector { stop, thread }, ready: ready_rx })
+            .spawn(move || collect(ring, events, initial, folded, &reader_stop, ready_tx, done_tx))?;
+        Ok(StartingCollector { collector: Collector { stop, done }, ready: ready_rx })
     }
 
     /// Reads what is left (call after the tracer stopped sampling) and
@@ -173,7 +175,7 @@ impl Collector {
     pub fn finish(self) -> Collected {
         let _t = crate::timings::span("last pass of the stack reader");
         self.stop.stop();
-        self.thread.join().expect("the stack reader does not panic")
+        self.done.recv().expect("the stack reader does not panic")
     }
 }
 
@@ -184,7 +186,8 @@ fn collect(
     folded: Folded,
     stop: &Stop,
     ready: mpsc::SyncSender<Result<()>>,
-) -> Collected {
+    done: mpsc::SyncSender<Collected>,
+) {
     let queue: Rc<RefCell<Vec<StackSample>>> = Rc::default();
     let q = queue.clone();
     let mut builder = RingBufferBuilder::new();
@@ -205,7 +208,8 @@ fn collect(
         }
         Err(e) => {
             let _ = ready.send(Err(Error::Bpf(format!("stack sample ring buffer: {e}"))));
-            return out;
+            let _ = done.send(out);
+            return;
         }
     };
     for e in initial {
@@ -256,7 +260,8 @@ fn collect(
     }
     namer.save();
     out.mappings_lost = events.lost;
-    out
+    // The ring and the mapping events are unmapped after, on this thread.
+    let _ = done.send(out);
 }
 
 /// Moves the samples of processes folded since into their row.

@@ -9,7 +9,6 @@ use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use libbpf_rs::{MapCore, MapFlags, MapHandle, RingBufferBuilder};
@@ -56,7 +55,8 @@ pub struct ExitReader {
     stop: Arc<Stop>,
     checkpoint: mpsc::Sender<mpsc::Sender<()>>,
     snapshots: mpsc::Sender<mpsc::Sender<Collected>>,
-    thread: JoinHandle<Collected>,
+    /// What the thread read, handed over before it unmaps its rings.
+    done: mpsc::Receiver<Collected>,
 }
 
 /// An exit reader whose thread is mapping its rings: `ready` waits for it.
@@ -93,11 +93,11 @@ impl ExitReader {
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
         let (cp_tx, cp_rx) = mpsc::channel();
         let (snap_tx, snap_rx) = mpsc::channel();
+        let (done_tx, done) = mpsc::sync_channel(1);
         let reader_stop = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("sysdiet-exits".into())
-            .spawn(move || read(rings, sweep, folded, budget, &reader_stop, Requests { checkpoints: cp_rx, snapshots: snap_rx }, ready_tx))?;
-        Ok(StartingExitReader { reader: ExitReader { stop, checkpoint: cp_tx, snapshots: snap_tx, thread }, ready: ready_rx })
+        let asked = Requests { checkpoints: cp_rx, snapshots: snap_rx, done: done_tx };
+        std::thread::Builder::new().name("sysdiet-exits".into()).spawn(move || read(rings, sweep, folded, budget, &reader_stop, asked, ready_tx))?;
+        Ok(StartingExitReader { reader: ExitReader { stop, checkpoint: cp_tx, snapshots: snap_tx, done }, ready: ready_rx })
     }
 
     /// Reads everything sent so far; what comes after is kept apart (`late`).
@@ -123,8 +123,9 @@ impl ExitReader {
 
     /// Reads what is left and hands everything over.
     pub fn finish(self) -> Collected {
+        let _t = crate::timings::span("last pass of the exit reader");
         self.stop.stop();
-        self.thread.join().unwrap_or_default()
+        self.done.recv().unwrap_or_default()
     }
 }
 
@@ -165,6 +166,10 @@ fn file(raw: &RefCell<Vec<Vec<u8>>>, out: &mut Collected, late: bool, to_sweep: 
 struct Requests {
     checkpoints: mpsc::Receiver<mpsc::Sender<()>>,
     snapshots: mpsc::Receiver<mpsc::Sender<Collected>>,
+    /// Where everything goes at the end: handed over before the rings are
+    /// unmapped (milliseconds, as mapping them was), which the thread then
+    /// does on its own while the run reports.
+    done: mpsc::SyncSender<Collected>,
 }
 
 fn read(
@@ -175,7 +180,7 @@ fn read(
     stop: &Stop,
     asked: Requests,
     ready: mpsc::SyncSender<Result<()>>,
-) -> Collected {
+) {
     // The callbacks only copy; records are parsed and filed between reads.
     let raw: Rc<RefCell<Vec<Vec<u8>>>> = Rc::default();
     let mut builder = RingBufferBuilder::new();
@@ -200,7 +205,8 @@ fn read(
         }
         Err(e) => {
             let _ = ready.send(Err(Error::Bpf(format!("exit record ring buffer: {e}"))));
-            return out;
+            let _ = asked.done.send(out);
+            return;
         }
     };
     let mut late = false;
@@ -248,7 +254,7 @@ fn read(
             last_sweep = Instant::now();
         }
     }
-    out
+    let _ = asked.done.send(out);
 }
 
 /// Takes the argument entries of processes that ended (and whose pid is

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 
+use super::skel::types::{arg_key, bss};
 use super::skel::SyscountSkelBuilder;
 use crate::error::{Error, Result};
 
@@ -315,6 +316,8 @@ impl Resetter {
     }
 
     fn reset(&mut self, names: &[String], fds: &[OwnedFd]) -> Result<()> {
+        // Read before the global data is put back.
+        let arg_keys = names.iter().zip(fds).find(|(n, _)| n.ends_with(".bss")).and_then(|(_, fd)| logged_arg_keys(fd.as_raw_fd()));
         for (kind_name, fd) in names.iter().zip(fds) {
             let Some(name) = kind_name.strip_prefix("m:") else { continue };
             let info = match self.infos.get(&fd.as_raw_fd()) {
@@ -325,6 +328,9 @@ impl Resetter {
             let zeros = |len: usize| vec![0u8; len];
             let failed = |what: &str| Error::Bpf(format!("keeper resetting map {name}: {what}: {}", io::Error::last_os_error()));
             match info.type_ {
+                libbpf_sys::BPF_MAP_TYPE_HASH if name == "arg_stats" && arg_keys.is_some() => {
+                    delete_keys(fd, arg_keys.as_deref().unwrap_or_default()).map_err(|_| failed("delete"))?
+                }
                 libbpf_sys::BPF_MAP_TYPE_HASH | libbpf_sys::BPF_MAP_TYPE_PERCPU_HASH | libbpf_sys::BPF_MAP_TYPE_LRU_HASH => {
                     empty(fd, &info, self.cpus).map_err(|_| failed("delete"))?
                 }
@@ -388,6 +394,50 @@ impl Resetter {
         }
         Some(())
     }
+}
+
+/// The keys the programs made in arg_stats, when they logged them all (a
+/// short run's few): deleted by key, not by walking every bucket
+/// (readout::logged_arg_keys). Read from the set's .bss, whose layout is
+/// the object's.
+fn logged_arg_keys(bss_fd: RawFd) -> Option<Vec<arg_key>> {
+    let mut bytes = vec![0u8; std::mem::size_of::<bss>()];
+    let key = 0u32;
+    // SAFETY: the .bss map's one value, which is a `bss`, into as many bytes.
+    if unsafe { libbpf_sys::bpf_map_lookup_elem(bss_fd, (&key as *const u32).cast(), bytes.as_mut_ptr().cast()) } != 0 {
+        return None;
+    }
+    let bss: bss = super::maps::from_bytes(&bytes);
+    Some(bss.arg_keys_logged.get(..usize::try_from(bss.arg_keys_made).ok()?)?.to_vec())
+}
+
+/// Deletes `keys` from a hash map in batches; one not there (swept out
+/// during the run, or logged twice) is passed over.
+fn delete_keys(fd: RawFd, keys: &[arg_key]) -> std::result::Result<(), ()> {
+    let opts = libbpf_sys::bpf_map_batch_opts { sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _, ..Default::default() };
+    let mut at = 0;
+    while at < keys.len() {
+        let mut count = (keys.len() - at) as u32;
+        // SAFETY: `count` keys of the map's key size from `at`.
+        let ret = unsafe { libbpf_sys::bpf_map_delete_batch(fd, keys[at..].as_ptr().cast(), &mut count, &opts) };
+        match -ret.min(0) {
+            0 => return Ok(()),
+            // Key `at + count` is not there.
+            libc::ENOENT => at += count as usize + 1,
+            _ => {
+                return keys[at..].iter().try_for_each(|k| {
+                    // SAFETY: deletes by a key of the map's key size.
+                    let ret = unsafe { libbpf_sys::bpf_map_delete_elem(fd, (k as *const arg_key).cast()) };
+                    if ret == 0 || -ret == libc::ENOENT {
+                        Ok(())
+                    } else {
+                        Err(())
+                    }
+                })
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Empties a hash map in one pass over its buckets (a batch read and

@@ -108,6 +108,21 @@ pub fn read_all<M: MapCore>(map: &M) -> Result<MapEntries> {
     }
 }
 
+/// The entries of a hash map under `keys`, each looked up: for a few
+/// known keys, cheaper than a batch read, which walks every bucket. Keys
+/// not in the map are left out.
+pub fn read_keys<'k, M: MapCore>(map: &M, keys: impl Iterator<Item = &'k [u8]>) -> Result<MapEntries> {
+    let (ks, vs) = (map.key_size() as usize, map.value_size() as usize);
+    let mut out = MapEntries { keys: Vec::new(), values: Vec::new(), ks, vs };
+    for key in keys {
+        if let Some(value) = map.lookup(key, libbpf_rs::MapFlags::ANY).map_err(bpf_error)? {
+            out.keys.extend_from_slice(key);
+            out.values.extend_from_slice(&value);
+        }
+    }
+    Ok(out)
+}
+
 /// The kernel's "operation not supported" (not in libc: ENOTSUPP).
 const ENOTSUPP: i32 = 524;
 
@@ -173,6 +188,13 @@ pub fn c_string(bytes: &[u8]) -> String {
 }
 
 /// Reads a map key or value. The generated types are plain C structs.
+/// A plain-data value's bytes, as a map key.
+pub fn bytes_of<T: Copy>(value: &T) -> &[u8] {
+    // SAFETY: T is a repr(C) plain-data type generated from the BPF
+    // object's BTF; its bytes are read, for its size, while it is borrowed.
+    unsafe { std::slice::from_raw_parts((value as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
+}
+
 pub fn from_bytes<T: Copy>(bytes: &[u8]) -> T {
     assert!(bytes.len() >= std::mem::size_of::<T>(), "map entry smaller than its type");
     // SAFETY: T is a repr(C) plain-data type generated from the BPF

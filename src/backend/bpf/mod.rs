@@ -630,7 +630,8 @@ impl BpfTracer {
         }
         let collected = exits.map(|e| e.finish()).unwrap_or_default();
         let tick_ns = self.tick_ns();
-        readout::file_into(&self.skel.maps, &mut self.names, tick_ns, out, collected, live)
+        let arg_keys = readout::logged_arg_keys(&self.skel.maps);
+        readout::file_into(&self.skel.maps, &mut self.names, tick_ns, out, collected, live, arg_keys)
     }
 
     /// What a CPU-time tick stands for; 0 when calls are timed instead.
@@ -682,7 +683,8 @@ impl BpfTracer {
         let collected = self.exits.as_ref().map(|e| e.snapshot()).unwrap_or_default();
         let live = readout::live_threads(&self.skel.maps, self.variant);
         let tick_ns = self.tick_ns();
-        let lost = readout::file_into(&self.skel.maps, &mut self.names, tick_ns, out, collected, live)?;
+        // Counting on: keys are being logged, so the table is walked.
+        let lost = readout::file_into(&self.skel.maps, &mut self.names, tick_ns, out, collected, live, None)?;
         self.names.paths.forget_unused(3);
         Ok(lost)
     }

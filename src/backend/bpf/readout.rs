@@ -12,7 +12,7 @@ use libbpf_rs::{MapCore, MapFlags};
 use super::exits::Collected;
 use super::features::Variant;
 use super::fold::Fold;
-use super::maps::{bpf_error, c_string, from_bytes, percpu_stride, read_all};
+use super::maps::{bpf_error, bytes_of, c_string, from_bytes, percpu_stride, read_all, read_keys};
 use super::records::{
     brk_change_of, errnos_of, exe_id_of, mask_change_of, timeout_of, used, ExeNames, PathOf, PathText, Record, ThreadCounts, NULL_PATH,
     UNREADABLE_PATH,
@@ -100,6 +100,7 @@ pub fn file_into(
     out: &mut TraceBuilder,
     collected: Collected,
     live: Vec<(ThreadCounts, Vec<arg_slot>)>,
+    arg_keys: Option<Vec<arg_key>>,
 ) -> Result<Lost> {
     let lost = read_lost(maps)?;
     let mut lost = Lost { argument_keys_over_budget: collected.exited.over_budget, ..lost };
@@ -160,7 +161,11 @@ pub fn file_into(
         }
     }
 
-    for (k, v) in read_all(&maps.arg_stats)?.iter() {
+    let arg_stats = match arg_keys {
+        Some(keys) => read_keys(&maps.arg_stats, keys.iter().map(bytes_of))?,
+        None => read_all(&maps.arg_stats)?,
+    };
+    for (k, v) in arg_stats.iter() {
         let (key, v): (arg_key, arg_val) = (from_bytes(k), from_bytes(v));
         if v.once != 0 {
             continue; // seen once: in the one-shot summary
@@ -195,6 +200,21 @@ pub fn file_into(
 
 /// Each traced thread still running, with its task storage, found as
 /// asked for: whether any is alive needs only the first.
+/// arg_stats' keys, when the programs logged every key they made (a short
+/// run's few: ARG_KEYS_LOGGED in state.bpf.h), so that the read-out looks
+/// them up instead of walking the table's buckets; None: walk it. Only
+/// once counting has stopped: a key being logged may not be written yet.
+pub fn logged_arg_keys(maps: &SyscountMaps<'static>) -> Option<Vec<arg_key>> {
+    let bss = maps.bss_data.as_deref()?;
+    // SAFETY: a field of the mmapped .bss, which the programs update
+    // atomically; read whole, once.
+    let made = unsafe { std::ptr::read_volatile(&bss.arg_keys_made) };
+    let logged = bss.arg_keys_logged.get(..usize::try_from(made).ok()?)?;
+    // A key swept out and made again is logged twice.
+    let mut seen = HashSet::new();
+    Some(logged.iter().filter(|k| seen.insert((k.tgid, k.nr, k.fd, k.path_hash))).copied().collect())
+}
+
 pub fn live_states<'a>(maps: &'a SyscountMaps<'static>, variant: Variant) -> impl Iterator<Item = (u32, Box<task_state>)> + 'a {
     all_tids().filter_map(move |tid| {
         let v = match variant {
