@@ -322,7 +322,11 @@ impl Resetter {
             let Some(name) = kind_name.strip_prefix("m:") else { continue };
             let info = match self.infos.get(&fd.as_raw_fd()) {
                 Some(info) => *info,
-                None => *self.infos.entry(fd.as_raw_fd()).or_insert(map_info(fd)?),
+                None => {
+                    let info = map_info(fd)?;
+                    self.infos.insert(fd.as_raw_fd(), info);
+                    info
+                }
             };
             let fd = fd.as_raw_fd();
             let zeros = |len: usize| vec![0u8; len];
@@ -433,7 +437,7 @@ fn delete_keys(fd: RawFd, keys: &[arg_key]) -> std::result::Result<(), ()> {
                     } else {
                         Err(())
                     }
-                })
+                });
             }
         }
     }

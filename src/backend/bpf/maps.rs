@@ -187,7 +187,6 @@ pub fn c_string(bytes: &[u8]) -> String {
     String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
 
-/// Reads a map key or value. The generated types are plain C structs.
 /// A plain-data value's bytes, as a map key.
 pub fn bytes_of<T: Copy>(value: &T) -> &[u8] {
     // SAFETY: T is a repr(C) plain-data type generated from the BPF
@@ -195,6 +194,7 @@ pub fn bytes_of<T: Copy>(value: &T) -> &[u8] {
     unsafe { std::slice::from_raw_parts((value as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
 }
 
+/// Reads a map key or value. The generated types are plain C structs.
 pub fn from_bytes<T: Copy>(bytes: &[u8]) -> T {
     assert!(bytes.len() >= std::mem::size_of::<T>(), "map entry smaller than its type");
     // SAFETY: T is a repr(C) plain-data type generated from the BPF

@@ -198,8 +198,6 @@ pub fn file_into(
     Ok(lost)
 }
 
-/// Each traced thread still running, with its task storage, found as
-/// asked for: whether any is alive needs only the first.
 /// arg_stats' keys, when the programs logged every key they made (a short
 /// run's few: ARG_KEYS_LOGGED in state.bpf.h), so that the read-out looks
 /// them up instead of walking the table's buckets; None: walk it. Only
@@ -215,6 +213,8 @@ pub fn logged_arg_keys(maps: &SyscountMaps<'static>) -> Option<Vec<arg_key>> {
     Some(logged.iter().filter(|k| seen.insert((k.tgid, k.nr, k.fd, k.path_hash))).copied().collect())
 }
 
+/// Each traced thread still running, with its task storage, found as
+/// asked for: whether any is alive needs only the first.
 pub fn live_states<'a>(maps: &'a SyscountMaps<'static>, variant: Variant) -> impl Iterator<Item = (u32, Box<task_state>)> + 'a {
     all_tids().filter_map(move |tid| {
         let v = match variant {
