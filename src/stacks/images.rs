@@ -147,8 +147,7 @@ impl Images {
     /// own, which symbolizers read from a copy (Image::file).
     fn load_vdso(&mut self) -> Option<Image> {
         let data = own_vdso()?;
-        let image = Image::parse(VDSO, ImageFile::Vdso { data: Vec::new(), copy: OnceLock::new() }, &data[..])?;
-        Some(Image { file: ImageFile::Vdso { data, copy: OnceLock::new() }, ..image })
+        Image::parse(VDSO, ImageFile::Vdso { data: data.clone(), copy: OnceLock::new() }, &data[..])
     }
 }
 
