@@ -451,40 +451,10 @@ fn empty(fd: RawFd, info: &libbpf_sys::bpf_map_info, cpus: usize) -> std::result
         libbpf_sys::BPF_MAP_TYPE_PERCPU_HASH => super::maps::percpu_stride(info.value_size as usize) * cpus,
         _ => info.value_size as usize,
     };
-    let ks = info.key_size as usize;
-    let mut batch = 1024usize;
-    let (mut keys, mut values) = (vec![0u8; ks * batch], vec![0u8; vs * batch]);
-    let mut token = vec![0u8; ks];
-    let mut first = true;
-    loop {
-        let mut count = batch as u32;
-        let opts = libbpf_sys::bpf_map_batch_opts { sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _, ..Default::default() };
-        let in_token = token.clone();
-        // SAFETY: buffers sized for `count` keys and values and one token.
-        let ret = unsafe {
-            libbpf_sys::bpf_map_lookup_and_delete_batch(
-                fd,
-                if first { std::ptr::null_mut() } else { in_token.as_ptr() as *mut _ },
-                token.as_mut_ptr().cast(),
-                keys.as_mut_ptr().cast(),
-                values.as_mut_ptr().cast(),
-                &mut count,
-                &opts,
-            )
-        };
-        match -ret.min(0) {
-            0 => first = false,
-            libc::ENOENT => return Ok(()),
-            // One bucket holds more than a batch.
-            libc::ENOSPC if count == 0 => {
-                batch *= 2;
-                keys.resize(ks * batch, 0);
-                values.resize(vs * batch, 0);
-                token = in_token;
-            }
-            _ if first => return empty_key_by_key(fd, ks),
-            _ => return Err(()),
-        }
+    match super::maps::walk_batches(fd, info.key_size as usize, vs, super::maps::Batch::ReadAndDelete, |_, _| {}) {
+        Ok(true) => Ok(()),
+        Ok(false) => empty_key_by_key(fd, info.key_size as usize),
+        Err(_) => Err(()),
     }
 }
 

@@ -4,7 +4,7 @@
 //! bytes.
 
 use std::mem::MaybeUninit;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::path::Path;
 
 use libbpf_rs::MapCore;
@@ -61,6 +61,30 @@ pub fn read_all<M: MapCore>(map: &M) -> Result<MapEntries> {
         map.value_size() as usize
     };
     let mut out = MapEntries { keys: Vec::new(), values: Vec::new(), ks, vs };
+    let walked = walk_batches(map.as_fd().as_raw_fd(), ks, vs, Batch::Read, |keys, values| {
+        out.keys.extend_from_slice(keys);
+        out.values.extend_from_slice(values);
+    });
+    match walked {
+        Ok(true) => Ok(out),
+        Ok(false) => read_each(map, out),
+        Err(err) => Err(Error::Bpf(format!("reading map {}: {}", map.name().to_string_lossy(), std::io::Error::from_raw_os_error(err)))),
+    }
+}
+
+/// What a batch walk does to the entries it reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Batch {
+    Read,
+    ReadAndDelete,
+}
+
+/// Walks map `fd` (keys of `ks` bytes, values of `vs`) in batches, handing
+/// each batch's packed keys and values to `each`. A batch ends at a
+/// bucket's end, so a short one is not the last: it walks until ENOENT.
+/// Ok(false): no batches for this map type on this kernel (arrays before
+/// 5.11, say); Err: the errno.
+pub fn walk_batches(fd: RawFd, ks: usize, vs: usize, how: Batch, mut each: impl FnMut(&[u8], &[u8])) -> std::result::Result<bool, i32> {
     let mut batch = BATCH as usize;
     let (mut keys, mut values) = (vec![0u8; ks * batch], vec![0u8; vs * batch]);
     let mut token = vec![0u8; ks];
@@ -69,23 +93,18 @@ pub fn read_all<M: MapCore>(map: &M) -> Result<MapEntries> {
         let mut count = batch as u32;
         let opts = libbpf_sys::bpf_map_batch_opts { sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _, ..Default::default() };
         let in_token = token.clone();
+        let in_batch = if first { std::ptr::null_mut() } else { in_token.as_ptr() as *mut _ };
+        let (k, v, c) = (keys.as_mut_ptr().cast(), values.as_mut_ptr().cast(), &mut count);
         // SAFETY: buffers sized for `count` keys and values and one token.
         let ret = unsafe {
-            libbpf_sys::bpf_map_lookup_batch(
-                map.as_fd().as_raw_fd(),
-                if first { std::ptr::null_mut() } else { in_token.as_ptr() as *mut _ },
-                token.as_mut_ptr().cast(),
-                keys.as_mut_ptr().cast(),
-                values.as_mut_ptr().cast(),
-                &mut count,
-                &opts,
-            )
+            match how {
+                Batch::Read => libbpf_sys::bpf_map_lookup_batch(fd, in_batch, token.as_mut_ptr().cast(), k, v, c, &opts),
+                Batch::ReadAndDelete => libbpf_sys::bpf_map_lookup_and_delete_batch(fd, in_batch, token.as_mut_ptr().cast(), k, v, c, &opts),
+            }
         };
-        let err = if ret < 0 { -ret } else { 0 };
+        let err = -ret.min(0);
         if first && (err == ENOTSUPP || err == libc::EINVAL) {
-            // No batch reads of this map type on this kernel (arrays
-            // before 5.11, say).
-            return read_each(map, out);
+            return Ok(false);
         }
         if err == libc::ENOSPC && count == 0 {
             // One bucket holds more than a batch: a bigger batch.
@@ -96,13 +115,12 @@ pub fn read_all<M: MapCore>(map: &M) -> Result<MapEntries> {
             continue;
         }
         if err != 0 && err != libc::ENOENT {
-            return Err(Error::Bpf(format!("reading map {}: {}", map.name().to_string_lossy(), std::io::Error::from_raw_os_error(err))));
+            return Err(err);
         }
         let n = count as usize;
-        out.keys.extend_from_slice(&keys[..n * ks]);
-        out.values.extend_from_slice(&values[..n * vs]);
+        each(&keys[..n * ks], &values[..n * vs]);
         if err == libc::ENOENT {
-            return Ok(out);
+            return Ok(true);
         }
         first = false;
     }
