@@ -39,8 +39,13 @@ fn against_strace(what: &str, args: &[&str], argv: &[&str], skip: &[&str]) -> se
 }
 
 fn lost_nothing(doc: &serde_json::Value) {
+    lost_nothing_but(doc, &[]);
+}
+
+/// Nothing lost but what `but` names.
+fn lost_nothing_but(doc: &serde_json::Value, but: &[&str]) {
     let lost = doc["lost"].as_object().unwrap();
-    assert!(lost.values().all(|v| v == 0), "lost: {lost:?}");
+    assert!(lost.iter().all(|(what, v)| v == 0 || but.contains(&what.as_str())), "lost: {lost:?}");
 }
 
 #[test]
@@ -93,7 +98,14 @@ fn two_thousand_threads() {
         return;
     }
     let exe = victim("manythreads");
-    let doc = against_strace("2,000 threads", &[], &[exe.to_str().unwrap(), "2000", "50"], &["futex"]);
+    let argv = [exe.to_str().unwrap(), "2000", "50"];
+    let oracle = strace_counts(&[], &argv);
+    let (doc, _) = sysdiet_json(&[], &argv);
+    // Stack samples are sampled, and counted when dropped: 2,000 threads
+    // starting at once can outrun the sample ring's reader on a host busy
+    // with other tests. The counts may lose nothing.
+    lost_nothing_but(&doc, &["samples_dropped"]);
+    assert_same_counts("2,000 threads", &oracle, &counts_of(&doc), &["futex"]);
     assert_eq!(doc["processes"][0]["threads"].as_array().unwrap().len(), 2001);
 }
 
