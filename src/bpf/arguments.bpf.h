@@ -266,6 +266,15 @@ enum sighting {
 	SIGHTING_COUNTED,  /* found promoted in arg_stats: first_calls not read */
 };
 
+/* Makes the count of keys made say that not all are logged, once: every
+ * key made after that (a walk's, by the thousand) only reads the count,
+ * with no atomic write to a line all CPUs share. */
+static __always_inline void unlogged_key(__u64 made)
+{
+	if (made <= ARG_KEYS_LOGGED)
+		__sync_fetch_and_add(&arg_keys_made, ARG_KEYS_LOGGED + 1);
+}
+
 /* Logs a key just made in arg_stats (ARG_KEYS_LOGGED): its index taken by
  * compare-and-swap (fetching adds need a newer instruction set than the
  * object's). A key not logged, when the log is full or the index was lost
@@ -286,7 +295,7 @@ __noinline int log_made_key(struct arg_key *k)
 		}
 		i = seen;
 	}
-	__sync_fetch_and_add(&arg_keys_made, ARG_KEYS_LOGGED + 1);
+	unlogged_key(i);
 	return 0;
 }
 
@@ -295,7 +304,7 @@ __noinline int log_made_key(struct arg_key *k)
 static __always_inline void made_key(struct arg_key *k, const bool legacy)
 {
 	if (legacy)
-		__sync_fetch_and_add(&arg_keys_made, ARG_KEYS_LOGGED + 1);
+		unlogged_key(arg_keys_made);
 	else
 		log_made_key(k);
 }
