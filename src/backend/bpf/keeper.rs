@@ -412,7 +412,7 @@ fn logged_arg_keys(bss_fd: RawFd) -> Option<Vec<arg_key>> {
         return None;
     }
     let bss: bss = super::maps::from_bytes(&bytes);
-    Some(bss.arg_keys_logged.get(..usize::try_from(bss.arg_keys_made).ok()?)?.to_vec())
+    Some(super::maps::logged_arg_keys(&bss)?.to_vec())
 }
 
 /// Deletes `keys` from a hash map in batches; one not there (swept out

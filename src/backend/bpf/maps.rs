@@ -9,6 +9,7 @@ use std::path::Path;
 
 use libbpf_rs::MapCore;
 
+use super::skel::types::{arg_key, bss};
 use crate::error::{Error, Result};
 
 /// What loading a skeleton needs first: the kernel's BTF (else a clear
@@ -139,6 +140,15 @@ pub fn read_keys<'k, M: MapCore>(map: &M, keys: impl Iterator<Item = &'k [u8]>) 
         }
     }
     Ok(out)
+}
+
+/// The keys the programs made in arg_stats, when they logged every one
+/// (ARG_KEYS_LOGGED in state.bpf.h); None: the table must be walked.
+pub fn logged_arg_keys(bss: &bss) -> Option<&[arg_key]> {
+    // SAFETY: a field the programs update atomically (in the mapped .bss,
+    // or a copy of it); read whole, once.
+    let made = unsafe { std::ptr::read_volatile(&bss.arg_keys_made) };
+    bss.arg_keys_logged.get(..usize::try_from(made).ok()?)
 }
 
 /// The kernel's "operation not supported" (not in libc: ENOTSUPP).

@@ -203,11 +203,7 @@ pub fn file_into(
 /// them up instead of walking the table's buckets; None: walk it. Only
 /// once counting has stopped: a key being logged may not be written yet.
 pub fn logged_arg_keys(maps: &SyscountMaps<'static>) -> Option<Vec<arg_key>> {
-    let bss = maps.bss_data.as_deref()?;
-    // SAFETY: a field of the mmapped .bss, which the programs update
-    // atomically; read whole, once.
-    let made = unsafe { std::ptr::read_volatile(&bss.arg_keys_made) };
-    let logged = bss.arg_keys_logged.get(..usize::try_from(made).ok()?)?;
+    let logged = super::maps::logged_arg_keys(maps.bss_data.as_deref()?)?;
     // A key swept out and made again is logged twice.
     let mut seen = HashSet::new();
     Some(logged.iter().filter(|k| seen.insert((k.tgid, k.nr, k.fd, k.path_hash))).copied().collect())
