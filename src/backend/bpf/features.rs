@@ -30,15 +30,16 @@ impl Variant {
     /// runs neither. SYSDIET_BPF_VARIANT=legacy (or current) picks one, so
     /// that the legacy programs are tested on any kernel. A kernel's BPF
     /// does not change while it runs, so the answer is kept in the cache
-    /// under the kernel's build id: probing makes and drops five maps and
-    /// programs, a part of every short command's start-up.
-    pub fn for_this_kernel() -> Result<Variant> {
+    /// under the kernel's build id (`kernel`; None: nothing is kept):
+    /// probing makes and drops five maps and programs, a part of every
+    /// short command's start-up.
+    pub fn for_this_kernel(kernel: Option<&str>) -> Result<Variant> {
         match std::env::var("SYSDIET_BPF_VARIANT").as_deref() {
             Ok("legacy") => return Ok(Variant::Legacy),
             Ok("current") => return Ok(Variant::Current),
             _ => {}
         }
-        let kept = crate::linux::host::cache_dir().zip(super::kernel_types::kernel_build_id()).map(|(dir, id)| kept_in(&dir, &id));
+        let kept = crate::linux::host::cache_dir().zip(kernel).map(|(dir, id)| kept_in(&dir, id));
         if let Some(v) = kept.as_deref().and_then(read_kept) {
             return Ok(v);
         }

@@ -43,10 +43,10 @@ impl CutTypes {
 }
 
 /// The cut types for `object` (whose maps::fnv1a is `object_hash`) on the
-/// running kernel: made now if there are none yet, None if they cannot be
-/// had.
-pub fn cut(object: &[u8], object_hash: u64, kernel_btf: &Path) -> Option<CutTypes> {
-    let kept = cut_in(object, object_hash, kernel_btf, &kernel_build_id()?, &crate::linux::host::cache_dir()?)?;
+/// running kernel, whose build id is `kernel`: made now if there are none
+/// yet, None if they cannot be had.
+pub fn cut(object: &[u8], object_hash: u64, kernel_btf: &Path, kernel: &str) -> Option<CutTypes> {
+    let kept = cut_in(object, object_hash, kernel_btf, kernel, &crate::linux::host::cache_dir()?)?;
     Some(CutTypes { file: open_own(&kept)?, kept })
 }
 

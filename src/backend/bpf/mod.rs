@@ -222,8 +222,10 @@ impl BpfTracer {
     /// the current one all the same (a distribution kernel with some of
     /// the features backported, say), the legacy one.
     pub fn load_unattached_then(filter: &SyscallSet, options: BpfOptions, fresh: impl FnOnce()) -> Result<LoadedTracer> {
+        // It names the files kept for this kernel: the probe's answer, the cut types.
+        let kernel = kernel_types::kernel_build_id();
         let probing = crate::timings::span("probe the kernel's features");
-        let variant = match Variant::for_this_kernel()? {
+        let variant = match Variant::for_this_kernel(kernel.as_deref())? {
             Variant::Current if options.arms_running_threads && !crate::target::thread_pidfds() => Variant::Legacy,
             v => v,
         };
@@ -234,20 +236,30 @@ impl BpfTracer {
                 f()
             }
         };
-        match Self::load_variant(filter, options, variant, &mut fresh_once) {
+        let kernel = kernel.as_deref();
+        match Self::load_variant(filter, options, variant, kernel, &mut fresh_once) {
             Err(Error::Bpf(first)) if variant == Variant::Current => {
-                Self::load_variant(filter, options, Variant::Legacy, &mut fresh_once).map_err(|_| Error::Bpf(first))
+                Self::load_variant(filter, options, Variant::Legacy, kernel, &mut fresh_once).map_err(|_| Error::Bpf(first))
             }
             loaded => loaded,
         }
     }
 
-    fn load_variant(filter: &SyscallSet, options: BpfOptions, variant: Variant, fresh: &mut dyn FnMut()) -> Result<LoadedTracer> {
+    fn load_variant(
+        filter: &SyscallSet,
+        options: BpfOptions,
+        variant: Variant,
+        kernel: Option<&str>,
+        fresh: &mut dyn FnMut(),
+    ) -> Result<LoadedTracer> {
         let storage = object_storage()?;
         let cut = crate::timings::span("cut kernel types");
         // Hashed once: it names both the cut types' file and a kept set.
         let object_hash = maps::fnv1a(OBJECT);
-        let types = if std::env::var_os("SYSDIET_KERNEL_BTF").is_none() { kernel_types::cut(OBJECT, object_hash, &kernel_btf_path()) } else { None };
+        let types = match kernel {
+            Some(kernel) if std::env::var_os("SYSDIET_KERNEL_BTF").is_none() => kernel_types::cut(OBJECT, object_hash, &kernel_btf_path(), kernel),
+            _ => None,
+        };
         drop(cut);
         let types_path = types.as_ref().map(|t| t.path());
         let mut open = Self::open_skel(filter, &options, variant, storage, types_path.as_deref())?;
