@@ -143,10 +143,18 @@ pub const MIN_SHARE: f64 = 0.01;
 pub const UNTIMED_MIN_CALLS: u64 = 1_000;
 /// Ticks of sampled time too few to say a finding is big or small.
 const FEW_TICKS: u64 = 2;
+/// A pattern this share of all the run's calls, and at least MANY_CALLS,
+/// is shown whatever its time: it is what `strace -c` puts at the top.
+pub const MOST_CALLS: f64 = 0.1;
+/// ... and this many calls.
+pub const MANY_CALLS: u64 = 1_000;
 
 impl Finding {
     /// A few calls, or a saving well under 1% of the run: shown only with
-    /// --all. With sampled time, only when it is small even at the top of
+    /// --all; not when its calls are a tenth of the run's and a thousand
+    /// or more (a shell's mask changes around each fork, a pid per log
+    /// record: cheap each, but the bulk of the count, spread over work the
+    /// run's clock is full of). With sampled time, only when it is small even at the top of
     /// what the ticks allow. Where FEW_TICKS or fewer landed in the calls
     /// (in a short run one tick can be over 1% of it), unless the ticks say
     /// "big" even lowered by their slack, the calls' least cost on this
@@ -156,6 +164,9 @@ impl Finding {
         let e = &self.evidence;
         if e.untimed {
             return e.calls < UNTIMED_MIN_CALLS || e.share_of_calls < MIN_SHARE;
+        }
+        if e.calls >= MANY_CALLS && e.share_of_calls >= MOST_CALLS {
+            return false;
         }
         let of_run = |ns: u64| if e.run_ns > 0 { ns as f64 / e.run_ns as f64 } else { 0.0 };
         let slack = e.time_slack_ns();
@@ -230,7 +241,9 @@ mod tests {
         assert!(f(10, 900_000, 0.9).is_small());
         assert!(f(1000, 1_000, 0.001).is_small());
         assert!(!f(1000, 100_000, 0.001).is_small());
-        assert!(f(1000, 0, 0.5).is_small(), "saves nothing");
+        assert!(!f(1000, 0, 0.5).is_small(), "half the calls, whatever the time");
+        assert!(f(999, 0, 0.5).is_small(), "saves nothing, too few calls");
+        assert!(f(100_000, 1_000, 0.09).is_small(), "under a tenth of the calls and of 1% of the time");
         // A log's clock holds strace's stops: 0.1% of its time, but 50% of its calls.
         let logged = |share| Finding { evidence: Evidence { run_includes_tracer: true, ..f(1000, 1_000, share).evidence }, ..f(1000, 1_000, share) };
         assert!(!logged(0.5).is_small());

@@ -6,6 +6,7 @@
 mod finding;
 pub mod host;
 mod programs;
+mod spawner;
 
 mod busy_poll;
 mod descriptor_sweep;

@@ -9,8 +9,9 @@
 //! child (libuv's uv_spawn, CPython's subprocess, glibc's posix_spawn):
 //! each child's few tens add up to the parent's.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
+use super::spawner::{self, Spawner};
 use super::{Evidence, Finding, Fix};
 use crate::human::thousands;
 use crate::model::{callsite, Process, SiteShare, Trace};
@@ -26,10 +27,7 @@ const MIN_CHILDREN: u64 = 10;
 
 pub fn check(trace: &Trace) -> Vec<Finding> {
     let mut out = Vec::new();
-    let mut children: BTreeMap<u32, Vec<&Process>> = BTreeMap::new();
-    for c in trace.processes.iter().filter(|c| c.ppid != c.pid) {
-        children.entry(c.ppid).or_default().push(c);
-    }
+    let children = spawner::children(trace);
     for p in &trace.processes {
         let Some(s) = p.syscalls.iter().find(|s| s.name == "rt_sigaction") else { continue };
         // Counted once: a folded row stands for many.
@@ -78,30 +76,12 @@ fn reset_in_each_child<'a>(trace: &'a Trace, children: BTreeMap<u32, Vec<&'a Pro
     let mut out = Vec::new();
     for (ppid, kids) in children {
         let Some(parent) = trace.process(ppid) else { continue };
-        // The parent's code: its executable and the modules of its sites.
-        let mut theirs: HashSet<&str> = parent.executable.iter().map(String::as_str).collect();
-        for share in parent.syscalls.iter().flat_map(|s| &s.sites) {
-            if let Some(site) = trace.call_site(share) {
-                theirs.extend(site.frames.iter().filter(|f| !f.in_c_runtime()).map(|f| f.module.as_str()));
-            }
-        }
+        let spawner = Spawner::new(trace, parent);
         let (mut calls, mut ns, mut n) = (0, 0, 0);
         let mut sites: Vec<SiteShare> = Vec::new();
         for c in kids {
             let Some(s) = c.syscalls.iter().find(|s| s.name == "rt_sigaction") else { continue };
-            let before_exec: Vec<SiteShare> = s
-                .sites
-                .iter()
-                .filter(|share| {
-                    trace.call_site(share).is_some_and(|site| {
-                        site.frames.iter().any(|f| {
-                            f.function.as_deref() == Some("__spawni_child")
-                                || (!f.in_c_runtime() && c.executable.as_deref() != Some(f.module.as_str()) && theirs.contains(f.module.as_str()))
-                        })
-                    })
-                })
-                .cloned()
-                .collect();
+            let before_exec = spawner.before_exec(c, &s.sites);
             let here: u64 = before_exec.iter().map(|x| x.calls).sum();
             let many = c.folded.max(1);
             if here >= PER_CHILD * many {

@@ -18,7 +18,10 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         let Argument::Fd { fd } = a.argument else { continue };
         let knobs = &environment_of(trace, Some(a.pid)).knobs;
         let Some(moved) = a.typical_bytes() else { continue };
-        if a.calls < 2 || moved > TINY || output_per_item(trace, a) || paced_by_its_writer(a, TINY) {
+        // Reads that asked for more than they got took what there was (a
+        // shell reading a command's few bytes of output): a bigger buffer
+        // would make as many.
+        if a.calls < 2 || moved > TINY || output_per_item(trace, a) || paced_by_its_writer(a, moved) {
             continue;
         }
         let writing = a.syscall.contains("write") || a.syscall.starts_with("send");
@@ -101,6 +104,24 @@ mod tests {
         let f = check(&t);
         assert!(f[0].fixes[0].text.contains("inside the command"), "{}", f[0].fixes[0].text);
         assert_eq!(f[0].prove, None);
+    }
+
+    #[test]
+    fn reads_that_got_less_than_they_asked_for_are_paced_by_their_writer() {
+        let mut t = trace(1_000_000_000, &[("read", 2000, 2_000_000)]);
+        let bucket = |b: usize| {
+            let mut v = vec![0; b + 1];
+            v[b] = 2000;
+            Histogram::from_buckets(v)
+        };
+        // zsh reading $(...): asks 64 bytes, gets "12\n".
+        let a = argument(&mut t, "read", Argument::Fd { fd: 12 }, 2000, 2_000_000);
+        (a.requested, a.returned) = (Some(bucket(7)), Some(bucket(3)));
+        assert!(check(&t).is_empty());
+        // A byte at a time, asked for a byte at a time: the reader's choice.
+        t.arguments[0].requested = Some(bucket(1));
+        t.arguments[0].returned = Some(bucket(1));
+        assert_eq!(check(&t)[0].what, "2,000 × read(fd 12) of ≤ 1 byte");
     }
 
     #[test]
