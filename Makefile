@@ -30,7 +30,7 @@ BTF ?= /sys/kernel/btf/vmlinux
 APT_GET ?= apt-get
 EUID ?= $(shell id -u)
 
-.PHONY: all preflight need-root deps rust bench-deps build cross unknown-arch demo test test-kernels lint install deb vmlinux bench bench-workloads bench-savings bench-analyze fuzz schema clean
+.PHONY: all preflight need-root deps rust bench-deps build cross unknown-arch demo test test-kernels lint install deb vmlinux bench bench-workloads bench-savings bench-field bench-analyze fuzz schema clean
 
 all: build
 
@@ -179,6 +179,10 @@ bench-workloads: bench-deps build
 # Each rule's estimated saving against what `sysdiet compare` measures.
 bench-savings: bench-deps build
 	bench/savings
+
+# Diagnosis on everyday programs: known patterns found, clean ones quiet.
+bench-field: bench-deps build
+	bench/field
 
 # How fast `sysdiet analyze` reads a large strace log, and in how much memory.
 bench-analyze: bench-deps build
