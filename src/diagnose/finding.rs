@@ -152,7 +152,7 @@ pub const MANY_CALLS: u64 = 1_000;
 impl Finding {
     /// A few calls, or a saving well under 1% of the run: shown only with
     /// --all; not when its calls are a tenth of the run's and a thousand
-    /// or more (a shell's mask changes around each fork, a pid per log
+    /// or more in each process (a shell's mask changes around each fork, a pid per log
     /// record: cheap each, but the bulk of the count, spread over work the
     /// run's clock is full of). With sampled time, only when it is small even at the top of
     /// what the ticks allow. Where FEW_TICKS or fewer landed in the calls
@@ -165,7 +165,10 @@ impl Finding {
         if e.untimed {
             return e.calls < UNTIMED_MIN_CALLS || e.share_of_calls < MIN_SHARE;
         }
-        if e.calls >= MANY_CALLS && e.share_of_calls >= MOST_CALLS {
+        // Repeated within a process: a program's processes that each make
+        // a few (node's start-up asks for its pid 73 times) are not.
+        let per_process = e.calls / self.processes.len().max(1) as u64;
+        if per_process >= MANY_CALLS && e.share_of_calls >= MOST_CALLS {
             return false;
         }
         let of_run = |ns: u64| if e.run_ns > 0 { ns as f64 / e.run_ns as f64 } else { 0.0 };
@@ -244,6 +247,11 @@ mod tests {
         assert!(!f(1000, 0, 0.5).is_small(), "half the calls, whatever the time");
         assert!(f(999, 0, 0.5).is_small(), "saves nothing, too few calls");
         assert!(f(100_000, 1_000, 0.09).is_small(), "under a tenth of the calls and of 1% of the time");
+        // Summed over 30 processes of one program, 73 calls in each: small.
+        let share = |pid| crate::model::ProcessShare { pid, calls: 73 };
+        let spread = |n: u32| Finding { processes: (1..=n).map(share).collect(), ..f(2_190, 1_000, 0.15) };
+        assert!(spread(30).is_small());
+        assert!(!spread(2).is_small(), "1,095 in each");
         // A log's clock holds strace's stops: 0.1% of its time, but 50% of its calls.
         let logged = |share| Finding { evidence: Evidence { run_includes_tracer: true, ..f(1000, 1_000, share).evidence }, ..f(1000, 1_000, share) };
         assert!(!logged(0.5).is_small());

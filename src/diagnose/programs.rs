@@ -51,7 +51,8 @@ pub fn group(trace: &Trace, findings: Vec<Finding>) -> Vec<Finding> {
             callsite::merge_shares(&mut sites, &f.sites);
         }
         let mut merged = same.swap_remove(0);
-        merged.what = format!("{} × {what}", thousands(calls));
+        // The counts after the first were the same in each: times as many.
+        merged.what = format!("{} × {}", thousands(calls), scale_counts(&what, same.len() as u64 + 1));
         merged.saving_ns += same.iter().map(|f| f.saving_ns).sum::<u64>();
         merged.evidence = Evidence { untimed: merged.evidence.untimed, ..Evidence::new(trace, &syscall, calls, kernel_ns) };
         merged.why = format!("{} (in each of {} processes of {program})", merged.why, thousands(trace.processes_in(&processes)));
@@ -62,6 +63,21 @@ pub fn group(trace: &Trace, findings: Vec<Finding>) -> Vec<Finding> {
         out.push(merged);
     }
     out
+}
+
+/// `what` with every count before a `×` multiplied by `k`: "getpid, 12 ×
+/// getuid" of one process is "getpid, 36 × getuid" of three alike.
+fn scale_counts(what: &str, k: u64) -> String {
+    let words: Vec<&str> = what.split(' ').collect();
+    let scaled: Vec<String> = words
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            let count = w.replace(',', "").parse::<u64>().ok().filter(|_| words.get(i + 1) == Some(&"×"));
+            count.map_or_else(|| w.to_string(), |n| thousands(n * k))
+        })
+        .collect();
+    scaled.join(" ")
 }
 
 /// Some findings name their pid in `what`; the group is about all of them.
@@ -119,6 +135,16 @@ mod tests {
         assert_eq!(g[0].why, "the same path (in each of 503 processes of statloop)");
         assert_eq!(g[0].evidence.calls, 30_180);
         assert_eq!(g[0].processes[0], ProcessShare { pid: 1 << 30, calls: 30_000 }, "most calls first");
+    }
+
+    #[test]
+    fn counts_after_the_first_are_summed_too() {
+        let mut t = trace(100_000_000, &[("getpid", 300, 300_000)]);
+        t.processes = (1..=3).map(|pid| Process { pid, comm: "node".into(), ..Default::default() }).collect();
+        let raw = (1..=3)
+            .map(|pid| Finding { id: "identity-calls".into(), what: "73 × getpid, 12 × getuid, 1,000 × getgid".into(), ..finding(&t, pid, 73) })
+            .collect();
+        assert_eq!(group(&t, raw)[0].what, "219 × getpid, 36 × getuid, 3,000 × getgid");
     }
 
     #[test]
