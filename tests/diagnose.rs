@@ -797,7 +797,8 @@ fn module_search_names_a_long_pythonpath() {
 }
 
 /// Debian's python3 logging 5,000 records to a file: a getpid per record,
-/// told as such, with logging's own switch; with it off, no getpid left.
+/// told as such, with logging's own switch, and the handler's write per
+/// record with logging's own batching; with it off, no getpid left.
 #[test]
 fn a_pid_per_python_log_record() {
     if skip_without_bpf() {
@@ -819,10 +820,17 @@ fn a_pid_per_python_log_record() {
     assert!(i["what"].as_str().unwrap().starts_with("5,000 × getpid"), "{i}");
     assert!(i["why"].as_str().unwrap().starts_with("a getpid for about every write (5,000 and 5,0"), "{i}");
     assert!(fixes(i).contains("logging.logProcesses = False"), "{i}");
-    // Off: the start-up's few identity calls at most, no getpid per record.
+    // The file handler's flush per record: a write each, with logging's remedy.
+    let w = only(&f, "tiny-io");
+    assert!(w["what"].as_str().unwrap().starts_with("5,000 × write(fd 3)"), "{w}");
+    assert!(fixes(w).contains("MemoryHandler"), "{w}");
+    // Off: the start-up's few identity calls at most, no getpid per record,
+    // and nothing tells these writes from any other program's.
     let f = findings_in_with(&["--all"], dir.path(), &["/usr/bin/python3", "off.py"], &[]);
     let per_record = |x: &&Value| x["id"] == "identity-calls" && x["why"].as_str().unwrap().starts_with("a getpid for about every write");
     assert!(!f.iter().any(|x| per_record(&x)), "{:?}", f.iter().map(|x| &x["what"]).collect::<Vec<_>>());
+    let w = only(&f, "tiny-io");
+    assert!(!fixes(w).contains("MemoryHandler"), "{w}");
 }
 
 /// Debian's python3 asking for its container's memory limit (a cgroup

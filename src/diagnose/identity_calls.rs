@@ -8,11 +8,6 @@ use crate::model::Trace;
 
 pub const ID: &str = "identity-calls";
 
-/// A getpid per write, this many times or more, is a pid per record.
-const PER_RECORD_MIN: u64 = 1_000;
-
-const WRITES: &[&str] = &["write", "writev", "pwrite64", "sendto", "sendmsg"];
-
 const IDENTITY: &[&str] = &["getpid", "gettid", "getppid", "getuid", "geteuid", "getgid", "getegid", "getpgrp", "getsid"];
 
 pub fn check(trace: &Trace) -> Vec<Finding> {
@@ -28,16 +23,14 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         let sites: Vec<_> = ids.iter().flat_map(|s| s.sites.clone()).collect();
         let mut why = String::from("the process asks for its own identity again and again; the answer does not change while it runs");
         let mut fixes = vec![Fix::code("ask once and keep the answer (refresh a cached pid after fork())")];
-        let getpid = p.syscalls.iter().find(|s| s.name == "getpid").map_or(0, |s| s.calls);
-        let writes: u64 = p.syscalls.iter().filter(|s| WRITES.contains(&s.name.as_str())).map(|s| s.calls).sum();
-        if getpid >= PER_RECORD_MIN && writes * 2 >= getpid && writes <= getpid * 2 {
+        if let Some(r) = super::pid_per_record(trace, p.pid) {
             why = format!(
                 "a getpid for about every write ({} and {}): a logger stamping each record with the pid; glibc stopped \
                  caching the pid in 2.25, so each one is a syscall",
-                thousands(getpid),
-                thousands(writes)
+                thousands(r.getpid),
+                thousands(r.writes)
             );
-            if super::runs_python(trace, &sites) {
+            if r.python {
                 fixes.insert(
                     0,
                     Fix::code(

@@ -146,6 +146,38 @@ fn python_unbuffered(trace: &Trace, a: &crate::model::ArgumentStats) -> Option<(
     })
 }
 
+/// A getpid for about every write, 1,000 or more, in process `pid`: a
+/// logger stamping each record with the pid (glibc stopped caching it in
+/// 2.25). The getpid and the writes, and whether CPython asked (its
+/// logging module: LogRecord.process).
+struct PidPerRecord {
+    getpid: u64,
+    writes: u64,
+    python: bool,
+}
+
+/// Writes that may carry log records.
+const RECORD_WRITES: &[&str] = &["write", "writev", "pwrite64", "sendto", "sendmsg"];
+
+fn pid_per_record(trace: &Trace, pid: u32) -> Option<PidPerRecord> {
+    let p = trace.process(pid)?;
+    let getpid = p.syscalls.iter().find(|s| s.name == "getpid")?;
+    let writes: u64 = p.syscalls.iter().filter(|s| RECORD_WRITES.contains(&s.name.as_str())).map(|s| s.calls).sum();
+    let n = getpid.calls;
+    (n >= 1_000 && writes * 2 >= n && writes <= n * 2).then(|| PidPerRecord { getpid: n, writes, python: runs_python(trace, &getpid.sites) })
+}
+
+/// The fix for writes of a record each from Python's logging (a getpid for
+/// every write, in CPython): its handlers flush every record.
+fn python_log_flush(trace: &Trace, a: &crate::model::ArgumentStats) -> Option<Fix> {
+    pid_per_record(trace, a.pid).filter(|r| r.python).map(|_| {
+        Fix::code(
+            "Python's logging handlers flush every record: put a logging.handlers.MemoryHandler(capacity, \
+             flushLevel=logging.ERROR, target=handler) in front of the handler, and records are written in batches",
+        )
+    })
+}
+
 /// Whether calls may be Python's own output, which PYTHONUNBUFFERED
 /// governs: made under CPython's API (a stripped interpreter still exports
 /// `PyFile_WriteObject`, `_PyEval_EvalFrameDefault`), through its writer,

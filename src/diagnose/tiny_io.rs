@@ -35,6 +35,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         })];
         let mut variants = Vec::new();
         // Knobs in the environment that turn buffering off.
+        fixes.splice(0..0, super::python_log_flush(trace, a));
         if let Some((fix, variant)) = python_unbuffered(trace, a) {
             fixes.insert(0, fix);
             variants.extend(variant);
