@@ -62,6 +62,21 @@ fn threads_and_processes_are_followed() {
     assert_eq!(ours["newfstatat"].0, strace_counts(&[], &[exe.to_str().unwrap(), "4", "200"])["newfstatat"].0);
 }
 
+/// Each process's file, as BPF names it: the one it exec'd, or its
+/// parent's for a child that never ran another (a shell's subshell). The
+/// rules that tell a spawner's work in a child from the child's own read it.
+#[test]
+fn each_process_has_its_file() {
+    let (doc, _) = ptrace_counts(&[], &["sh", "-c", "x=$(/bin/echo a); y=$(echo b); /bin/true"]);
+    let files: Vec<(&str, &str)> =
+        doc["processes"].as_array().unwrap().iter().map(|p| (p["comm"].as_str().unwrap(), p["executable"].as_str().unwrap_or("-"))).collect();
+    let dash = std::fs::canonicalize(which("sh").unwrap()).unwrap();
+    let dash = dash.to_str().unwrap();
+    assert!(files.contains(&("echo", "/usr/bin/echo")) && files.contains(&("true", "/usr/bin/true")), "{files:?}");
+    // The shell and its subshell for `echo b` (a builtin: no exec).
+    assert_eq!(files.iter().filter(|f| **f == ("sh", dash)).count(), 2, "{files:?}");
+}
+
 /// With every capability dropped, BPF cannot load: `run` says so in one
 /// line, counts with ptrace, and finds tz-unset with its line of code.
 #[test]

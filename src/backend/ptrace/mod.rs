@@ -73,6 +73,8 @@ struct Tracee {
     brk: BrkState,
     /// What rules read of its environment at its exec.
     environment: Option<crate::model::Environment>,
+    /// The file it runs (/proc/PID/exe at its exec, or its parent's).
+    executable: Option<String>,
     since_sample: u64,
     last_sample_ns: u64,
     exit: Option<Exit>,
@@ -180,7 +182,10 @@ impl Ptracer {
                         }
                     }
                     let _ = ptrace::interrupt(p);
-                    t.tasks.insert(tid, Tracee { tgid: *pid, ppid, comm, counting: true, fresh: true, ..Default::default() });
+                    t.tasks.insert(
+                        tid,
+                        Tracee { tgid: *pid, ppid, comm, counting: true, fresh: true, executable: executable_of(*pid), ..Default::default() },
+                    );
                     t.dirty_maps.insert(*pid, true);
                 }
                 threads = crate::target::live_threads(*pid).unwrap_or_default().into_iter().filter(|(tid, _)| !t.tasks.contains_key(tid)).collect();
@@ -271,6 +276,7 @@ impl Ptracer {
                 t.tgid = tid;
                 t.comm = comm;
                 t.environment = environment;
+                t.executable = executable_of(tid);
                 if !t.counting {
                     // The command's own execve: its entry was before we
                     // looked; its exit is the next stop.
@@ -302,6 +308,7 @@ impl Ptracer {
         let from = parent.and_then(|p| self.tasks.get(&p));
         let counting = from.is_none_or(|p| p.counting);
         let comm = from.map(|p| p.comm.clone()).unwrap_or_default();
+        let executable = from.and_then(|p| p.executable.clone());
         let ppid = if tgid == tid { from.map_or(0, |p| p.tgid) } else { from.map_or(0, |p| p.ppid) };
         let mask = from.map(|p| MaskState { mask: p.mask.mask, ..Default::default() }).unwrap_or_default();
         let t = self.tasks.entry(tid).or_insert_with(|| Tracee { fresh: true, ..Default::default() });
@@ -309,6 +316,9 @@ impl Ptracer {
         t.counting = counting;
         if t.comm.is_empty() {
             t.comm = comm;
+        }
+        if t.executable.is_none() {
+            t.executable = executable;
         }
         t.ppid = ppid;
         t.mask = mask;
@@ -482,7 +492,7 @@ impl Ptracer {
                         comm: t.comm,
                         exit: if t.tgid == tid { t.exit } else { None },
                         cgroup: 0,
-                        executable: None,
+                        executable: t.executable,
                     },
                 )
             })
@@ -490,6 +500,11 @@ impl Ptracer {
         std::mem::take(&mut self.calls).finish(|tid| tgids.get(&tid).copied().unwrap_or(tid), records, out);
         std::mem::take(&mut self.lost)
     }
+}
+
+/// The file process `pid` runs now, as the BPF backend names it.
+fn executable_of(pid: u32) -> Option<String> {
+    std::fs::read_link(format!("/proc/{pid}/exe")).ok().map(|p| p.to_string_lossy().into_owned())
 }
 
 impl Tracer for Ptracer {
