@@ -251,7 +251,7 @@ fn descriptor_sweeps() {
     let f = findings("fdsweep", &["20", "1024"], &[]);
     let d = only(&f, "descriptor-sweep");
     // 20 sweeps of 1,021 fds; fds the test harness left open close fine.
-    assert!(d["what"].as_str().unwrap().contains(" × close failing with EBADF, of 20,42"), "{d}");
+    assert!(d["what"].as_str().unwrap().ends_with(" × close failing with EBADF, 99% of its calls"), "{d}");
     assert!(d["evidence"]["calls"].as_u64().unwrap() > 20_000, "{d}");
     assert!(fixes(d).contains("close_range"), "{d}");
     assert!(!ids(&findings("fdsweep", &["20", "1024", "open"], &[])).contains(&"descriptor-sweep"));

@@ -42,7 +42,9 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             let ns = s.total_ns * bad / s.calls.max(1);
             out.push(Finding {
                 id: ID.into(),
-                what: format!("{} × {} failing with EBADF, of {} calls", thousands(bad), s.name, thousands(s.calls)),
+                // A share, not a count: the same in each of a program's
+                // processes, so a finding summed over them still says it.
+                what: format!("{} × {} failing with EBADF, {}% of its calls", thousands(bad), s.name, bad * 100 / s.calls.max(1)),
                 pid: Some(p.pid),
                 evidence: Evidence::new(trace, &s.name, bad, ns),
                 sites: s.sites.clone(),
@@ -139,7 +141,7 @@ mod tests {
         let mut t = trace(1_000_000, &[("close", 1024, 500_000)]);
         t.processes[0].syscalls[0].errnos.insert("EBADF".into(), 1020);
         let f = check(&t);
-        assert_eq!(f[0].what, "1,020 × close failing with EBADF, of 1,024 calls");
+        assert_eq!(f[0].what, "1,020 × close failing with EBADF, 99% of its calls");
         assert!(f[0].fixes[0].text.contains("close_range"));
         assert!(!f[0].is_small());
     }
@@ -149,7 +151,7 @@ mod tests {
         let mut t = trace(1_000_000, &[("newfstatat", 269, 500_000)]);
         t.processes[0].syscalls[0].errnos.insert("EBADF".into(), 266);
         let f = check(&t);
-        assert_eq!(f[0].what, "266 × newfstatat failing with EBADF, of 269 calls");
+        assert_eq!(f[0].what, "266 × newfstatat failing with EBADF, 98% of its calls");
         assert!(f[0].fixes[0].text.contains("/proc/self/fd"));
     }
 
@@ -188,7 +190,7 @@ mod tests {
         t.processes.extend((100..110).map(|pid| child(pid, &own)));
         let f = check(&t);
         assert_eq!(f.len(), 10);
-        assert!(f.iter().all(|x| x.what == "266 × newfstatat failing with EBADF, of 269 calls"));
+        assert!(f.iter().all(|x| x.what == "266 × newfstatat failing with EBADF, 98% of its calls"));
     }
 
     #[test]
