@@ -163,6 +163,24 @@ fn tiny_io_and_its_fix() {
     assert!(!ids(&findings("tinywrite", &["5000", "8192"], &[])).contains(&"tiny-io"));
 }
 
+/// iconv_open per conversion over four charsets: glibc loads each gconv
+/// module again and again (repeated-path on its .so, with iconv's own
+/// remedy); one iconv_t per charset kept: none.
+#[test]
+fn iconv_open_per_conversion() {
+    if skip_without_bpf() {
+        return;
+    }
+    let f = findings("iconvloop", &["3000", "each"], &[]);
+    let gconv: Vec<&Value> = f.iter().filter(|x| x["what"].as_str().unwrap().contains("/gconv/")).collect();
+    let whats: Vec<&str> = f.iter().map(|x| x["what"].as_str().unwrap()).collect();
+    assert!(!gconv.is_empty() && gconv.iter().all(|x| x["id"] == "repeated-path"), "{whats:?}");
+    assert!(fixes(gconv[0]).contains("one iconv_t per charset pair"), "{}", gconv[0]);
+    // (--all would show the four loads' own two-step searches.)
+    let f = findings("iconvloop", &["3000", "once"], &[]);
+    assert!(!f.iter().any(|x| x["what"].as_str().unwrap().contains("/gconv/")), "{:?}", ids(&f));
+}
+
 #[test]
 fn sync_per_operation() {
     if skip_without_bpf() {

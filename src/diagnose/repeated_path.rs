@@ -6,24 +6,32 @@
 
 use std::collections::HashMap;
 
-use super::{called_through, environment_of, Evidence, Finding, Fix, PATH_LOOKUPS, PATH_OPENS};
+use super::{called_through, environment_of, Evidence, Finding, Fix, FixKind, PATH_LOOKUPS, PATH_OPENS};
 use crate::human::{duration, quoted, thousands};
 use crate::model::{callsite, Argument, ArgumentStats, Trace};
 
 pub const ID: &str = "repeated-path";
 
 /// Libraries behind a repeated path, recognised by their functions, and
-/// the knob that makes them cache.
-const KNOWN: &[(&[&str], &str)] = &[
+/// what makes them cache: a knob (a daemon) or the caller's code.
+const KNOWN: &[(&[&str], FixKind, &str)] = &[
     (
         &["getpwnam", "getpwuid", "getgrnam", "getgrgid", "initgroups", "getpwnam_r", "getpwuid_r"],
+        FixKind::Configuration,
         "the user/group lookups re-read /etc/passwd and /etc/group each time: run nscd (or sssd) to cache them, or look each user up once",
     ),
     (
         &["getaddrinfo", "gethostbyname", "gethostbyname2", "res_init", "__res_maybe_init"],
+        FixKind::Configuration,
         "name resolution re-reads /etc/hosts, /etc/resolv.conf and nsswitch.conf: run a caching resolver (nscd, systemd-resolved) or resolve once",
     ),
-    (&["iconv_open", "setlocale", "newlocale"], "locale or iconv set-up per call: create it once and reuse it"),
+    (
+        &["iconv_open"],
+        FixKind::Code,
+        "iconv_open per conversion: glibc loads the charset's gconv module (dlopen: open, mmap, mprotect) and unloads it a few \
+         iconv_close calls after its last user; open one iconv_t per charset pair once and keep it (iconv(cd, NULL, NULL, NULL, NULL) resets it)",
+    ),
+    (&["setlocale", "newlocale"], FixKind::Code, "locale set-up per call: create it once (newlocale) and reuse it (uselocale)"),
 ];
 
 /// Files whose re-reading has a known cause, by where they are, and what
@@ -79,9 +87,9 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             continue;
         }
         let mut fixes = Vec::new();
-        for (functions, advice) in KNOWN {
+        for (functions, kind, advice) in KNOWN {
             if called_through(trace, &a.sites, functions) {
-                fixes.push(Fix::config(*advice));
+                fixes.push(Fix { kind: *kind, text: advice.to_string() });
             }
         }
         for (prefix, advice) in KNOWN_PATHS {
