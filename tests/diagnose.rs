@@ -1035,3 +1035,22 @@ fn a_sweep_in_each_child_is_the_shells() {
     let f = findings_in(dir.path(), &["dash", "-c", "for i in $(seq 50); do x=$(/bin/echo $i); done"], &[]);
     assert!(!ids(&f).contains(&"descriptor-sweep"), "{:?}", ids(&f));
 }
+
+/// GNU make running 300 one-line recipes through glibc's posix_spawn:
+/// the reset of every signal in each child is the spawn's pattern
+/// (signal-disposition-churn for make); the stack posix_spawn maps and
+/// unmaps for each child is part of the spawn, not memory-churn.
+#[test]
+fn make_spawning_recipes() {
+    if skip_without_bpf() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let targets: Vec<String> = (0..300).map(|i| format!("t{i}")).collect();
+    let rules: String = targets.iter().map(|t| format!("{t}:\n\t@true\n")).collect();
+    std::fs::write(dir.path().join("Makefile"), format!("all: {}\n{rules}", targets.join(" "))).unwrap();
+    let f = findings_in_with(&["--all"], dir.path(), &["make", "-s", "-j2"], &[]);
+    let children = |x: &&Value| x["id"] == "signal-disposition-churn" && x["what"].as_str().unwrap().contains(" children of make");
+    assert!(f.iter().any(|x| children(&x)), "{:?}", f.iter().map(|x| &x["what"]).collect::<Vec<_>>());
+    assert!(!ids(&f).contains(&"memory-churn"), "{:?}", f.iter().map(|x| &x["what"]).collect::<Vec<_>>());
+}

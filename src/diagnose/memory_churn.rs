@@ -78,6 +78,18 @@ fn mapped_by_the_program(trace: &Trace, shares: &[SiteShare]) -> bool {
     own > allocator
 }
 
+/// glibc's posix_spawn, which maps a stack for each child it clones and
+/// unmaps it after: part of every spawn (make's recipes, a Python
+/// subprocess), whose cost is the number of processes.
+const SPAWN: &[&str] = &["__spawnix", "__spawni", "posix_spawn", "posix_spawnp"];
+
+/// Whether most of the calls the sampled sites share out come through
+/// posix_spawn.
+fn mapped_by_a_spawn(trace: &Trace, shares: &[SiteShare]) -> bool {
+    let through: u64 = shares.iter().filter(|s| called_through(trace, std::slice::from_ref(*s), SPAWN)).map(|s| s.calls).sum();
+    through * 2 > shares.iter().map(|s| s.calls).sum::<u64>()
+}
+
 pub fn check(trace: &Trace) -> Vec<Finding> {
     // brk calls per process by direction, in one pass.
     let mut moves: HashMap<u32, (u64, u64)> = HashMap::new();
@@ -105,7 +117,8 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         let mut knobs = Vec::new();
         let mut fixes = Vec::new();
         let mut its_own = false;
-        if pairs >= MIN_PAIRS && pairs * 10 >= maps.max(unmaps) * 8 {
+        let spawning = mmap.is_some_and(|s| mapped_by_a_spawn(trace, &s.sites));
+        if pairs >= MIN_PAIRS && pairs * 10 >= maps.max(unmaps) * 8 && !spawning {
             what.push(format!("{} × mmap with {} × munmap", thousands(maps), thousands(unmaps)));
             for s in [mmap, munmap].into_iter().flatten() {
                 ns += s.total_ns;
@@ -199,6 +212,16 @@ mod tests {
         let f = check(&t);
         assert!(f[0].fixes[0].text.contains("MALLOC_MMAP_MAX_"), "{:?}", f[0].fixes);
         assert!(f[0].prove.is_some());
+    }
+
+    #[test]
+    fn a_spawns_stack_is_the_spawns() {
+        // make running 300 recipes through posix_spawn: a stack mapped and
+        // unmapped for each child.
+        let mut t = trace(1_000_000_000, &[("mmap", 325, 5_000_000), ("munmap", 301, 5_000_000)]);
+        t.syscalls[0].sites = site(&mut t, &["mmap", "__spawnix", "__spawni", "posix_spawn", "child_execute_job"]);
+        t.processes[0].syscalls = t.syscalls.clone();
+        assert!(check(&t).is_empty());
     }
 
     #[test]
