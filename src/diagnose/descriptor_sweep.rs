@@ -20,6 +20,10 @@ const SWEEPS: &[(&[&str], &str)] = &[
     (&["fstat", "newfstatat", "fstatat64", "statx"], "list the open fds from /proc/self/fd instead of probing every number"),
 ];
 
+/// What close_range changes besides speed.
+const TRADEOFF: &str = "close_range needs Linux 5.9 (5.11 for CLOSE_RANGE_CLOEXEC) and glibc 2.34 to be called by name; \
+     where either is older, read the open fds from /proc/self/fd and close those";
+
 /// Children enough for a sweep in each to be the spawner's pattern.
 const MIN_CHILDREN: u64 = 2;
 
@@ -56,6 +60,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                     thousands(s.calls)
                 ),
                 fixes: vec![Fix::code(fix)],
+                tradeoff: fix.contains("close_range").then(|| TRADEOFF.into()),
                 ..Default::default()
             });
         }
@@ -124,6 +129,7 @@ fn swept_in_children(trace: &Trace) -> (Vec<Finding>, HashSet<(u32, &str)>) {
                     "close what the child inherits with one close_range(3, ~0U, 0) (Linux 5.9, glibc 2.34) or closefrom(3) before the exec, \
                      or open fds with O_CLOEXEC so that nothing is left to close",
                 )],
+                tradeoff: Some(TRADEOFF.into()),
                 ..Default::default()
             });
         }
