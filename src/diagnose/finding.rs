@@ -152,10 +152,10 @@ pub const MANY_CALLS: u64 = 1_000;
 impl Finding {
     /// A few calls, or a saving well under 1% of the run: shown only with
     /// --all; not when its calls are a tenth of the run's and a thousand
-    /// or more in each process (a shell's mask changes around each fork, a pid per log
-    /// record: cheap each, but the bulk of the count, spread over work the
-    /// run's clock is full of). With sampled time, only when it is small even at the top of
-    /// what the ticks allow. Where FEW_TICKS or fewer landed in the calls
+    /// or more in each process (a shell's mask changes around each fork,
+    /// a pid per log record: cheap each, but the bulk of the count, spread
+    /// over work the run's clock is full of). With sampled time, only
+    /// when it is small even at the top of what the ticks allow. Where FEW_TICKS or fewer landed in the calls
     /// (in a short run one tick can be over 1% of it), unless the ticks say
     /// "big" even lowered by their slack, the calls' least cost on this
     /// host decides: a few hundred quick calls in a 5 or 30 ms run are not

@@ -146,19 +146,20 @@ fn python_unbuffered(trace: &Trace, a: &crate::model::ArgumentStats) -> Option<(
     })
 }
 
-/// A getpid for about every write, 1,000 or more, in process `pid`: a
-/// logger stamping each record with the pid (glibc stopped caching it in
-/// 2.25). The getpid and the writes, and whether CPython asked (its
-/// logging module: LogRecord.process).
+/// A logger stamping each record with the pid, seen in one process.
 struct PidPerRecord {
     getpid: u64,
+    /// Its writes of any kind (RECORD_WRITES).
     writes: u64,
+    /// CPython asked (its logging module: LogRecord.process).
     python: bool,
 }
 
 /// Writes that may carry log records.
 const RECORD_WRITES: &[&str] = &["write", "writev", "pwrite64", "sendto", "sendmsg"];
 
+/// A getpid for about every write, 1,000 or more, in process `pid` (glibc
+/// stopped caching the pid in 2.25: each is a syscall).
 fn pid_per_record(trace: &Trace, pid: u32) -> Option<PidPerRecord> {
     let p = trace.process(pid)?;
     let getpid = p.syscalls.iter().find(|s| s.name == "getpid")?;

@@ -33,9 +33,9 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         } else {
             "read in blocks (4 KiB or more) into a buffer and take the bytes from there"
         })];
+        fixes.splice(0..0, super::python_log_flush(trace, a));
         let mut variants = Vec::new();
         // Knobs in the environment that turn buffering off.
-        fixes.splice(0..0, super::python_log_flush(trace, a));
         if let Some((fix, variant)) = python_unbuffered(trace, a) {
             fixes.insert(0, fix);
             variants.extend(variant);
