@@ -7,7 +7,7 @@
 # is a real, stripped program the diagnosis tests run, python3 a real
 # interpreter whose start-up analyze must not call waste; bpftool cuts the kernel
 # types the tracer relocates against, once (a faster start-up after that).
-DEBS := build-essential clang llvm libelf-dev zlib1g-dev pkg-config strace util-linux procps libc6-dbg sqlite3 python3 xz-utils binutils prometheus tmux bpftool nodejs git zsh tcsh
+DEBS := build-essential clang llvm libelf-dev zlib1g-dev pkg-config strace util-linux procps libc6-dbg sqlite3 python3 xz-utils binutils prometheus tmux bpftool nodejs git zsh tcsh ruby
 # Only for bench/overhead and bench/workloads: the tools sysdiet is compared
 # against, and the workloads' programs.
 BENCH_DEBS := strace linux-perf bpftrace bpftool sqlite3 python3 make eatmydata

@@ -851,6 +851,34 @@ fn a_pid_per_python_log_record() {
     assert!(!fixes(w).contains("MemoryHandler"), "{w}");
 }
 
+/// Debian's ruby logging 5,000 records with its Logger to a file it names:
+/// a getpid per record (its formatter) and a write per record (the file
+/// opened with sync = true), each with Ruby's own remedy. A formatter
+/// without the pid on an IO of its own: neither.
+#[test]
+fn a_pid_per_ruby_log_record() {
+    if skip_without_bpf() {
+        return;
+    }
+    let ruby = which("ruby").expect("ruby is installed (make deps installs it)");
+    let dir = tempfile::tempdir().unwrap();
+    let each = "require 'logger'\nlog = Logger.new('app.log')\n5000.times { |i| log.info(\"request #{i} served\") }\n";
+    let kept = "require 'logger'\nio = File.open('app.log', 'a')\nlog = Logger.new(io)\n\
+                log.formatter = proc { |sev, time, prog, msg| \"#{sev} #{msg}\\n\" }\n5000.times { |i| log.info(\"request #{i} served\") }\nio.close\n";
+    std::fs::write(dir.path().join("each.rb"), each).unwrap();
+    std::fs::write(dir.path().join("kept.rb"), kept).unwrap();
+    let f = findings_in(dir.path(), &[ruby.to_str().unwrap(), "each.rb"], &[]);
+    let i = only(&f, "identity-calls");
+    assert!(i["why"].as_str().unwrap().starts_with("a getpid for about every write (5,0"), "{i}");
+    assert!(fixes(i).contains("Ruby's Logger stamps every record with Process.pid"), "{i}");
+    let w = only(&f, "flush-per-record");
+    // (and the header line Logger writes into a file it creates)
+    assert!(w["what"].as_str().unwrap().starts_with("5,001 × write("), "{w}");
+    assert!(fixes(w).contains("sync = true"), "{w}");
+    let f = findings_in(dir.path(), &[ruby.to_str().unwrap(), "kept.rb"], &[]);
+    assert!(!ids(&f).contains(&"identity-calls") && !ids(&f).contains(&"flush-per-record"), "{:?}", ids(&f));
+}
+
 /// Debian's python3 asking for its container's memory limit (a cgroup
 /// file) for each of 3,000 requests: repeated-path, with the remedy for
 /// runtimes that do so (a JVM's); asked once, nothing.

@@ -46,7 +46,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             ),
             Fix::config("for a program using C stdio: stdbuf -o1M (or a larger -o) in front of it"),
         ];
-        fixes.splice(0..0, super::python_log_flush(trace, a));
+        fixes.splice(0..0, super::log_flush(trace, a));
         let mut variant = None;
         if let Some((fix, v)) = python_unbuffered(trace, a) {
             fixes.insert(0, fix);

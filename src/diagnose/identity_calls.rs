@@ -39,6 +39,15 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                     ),
                 );
             }
+            if r.ruby {
+                fixes.insert(
+                    0,
+                    Fix::code(
+                        "Ruby's Logger stamps every record with Process.pid (its default formatter): set log.formatter to a proc \
+                         that prints a pid kept once (taken again after fork), or none",
+                    ),
+                );
+            }
         }
         out.push(Finding {
             id: ID.into(),

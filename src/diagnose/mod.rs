@@ -153,6 +153,8 @@ struct PidPerRecord {
     writes: u64,
     /// CPython asked (its logging module: LogRecord.process).
     python: bool,
+    /// Ruby asked (its Logger's default formatter: Process.pid).
+    ruby: bool,
 }
 
 /// Writes that may carry log records.
@@ -165,18 +167,31 @@ fn pid_per_record(trace: &Trace, pid: u32) -> Option<PidPerRecord> {
     let getpid = p.syscalls.iter().find(|s| s.name == "getpid")?;
     let writes: u64 = p.syscalls.iter().filter(|s| RECORD_WRITES.contains(&s.name.as_str())).map(|s| s.calls).sum();
     let n = getpid.calls;
-    (n >= 1_000 && writes * 2 >= n && writes <= n * 2).then(|| PidPerRecord { getpid: n, writes, python: runs_python(trace, &getpid.sites) })
+    (n >= 1_000 && writes * 2 >= n && writes <= n * 2).then(|| PidPerRecord {
+        getpid: n,
+        writes,
+        python: runs_python(trace, &getpid.sites),
+        ruby: runs_ruby(trace, &getpid.sites),
+    })
 }
 
-/// The fix for writes of a record each from Python's logging (a getpid for
-/// every write, in CPython): its handlers flush every record.
-fn python_log_flush(trace: &Trace, a: &crate::model::ArgumentStats) -> Option<Fix> {
-    pid_per_record(trace, a.pid).filter(|r| r.python).map(|_| {
-        Fix::code(
+/// The fix for writes of a record each from an interpreter's logger (a
+/// getpid for every write, in CPython or Ruby): it flushes every record.
+fn log_flush(trace: &Trace, a: &crate::model::ArgumentStats) -> Option<Fix> {
+    let r = pid_per_record(trace, a.pid)?;
+    if r.python {
+        Some(Fix::code(
             "Python's logging handlers flush every record: put a logging.handlers.MemoryHandler(capacity, \
              flushLevel=logging.ERROR, target=handler) in front of the handler, and records are written in batches",
-        )
-    })
+        ))
+    } else if r.ruby {
+        Some(Fix::code(
+            "Ruby's Logger opens a file it is given by name with sync = true, a write per record: give it an IO you opened \
+             (File.open(path, 'a'), sync false) and flush it on a timer or at exit",
+        ))
+    } else {
+        None
+    }
 }
 
 /// Whether calls may be Python's own output, which PYTHONUNBUFFERED
@@ -208,6 +223,16 @@ fn runs_python(trace: &Trace, shares: &[SiteShare]) -> bool {
         rest.strip_prefix("python").is_some_and(|v| v.starts_with(|c: char| c.is_ascii_digit()))
     };
     sites_of(trace, shares).flat_map(|s| &s.frames).any(|f| f.function.as_deref().is_some_and(is_python_api) || interpreter(&f.module))
+}
+
+/// Whether Ruby made the calls: a frame in libruby (or a ruby built
+/// without it) or in its C API (`rb_io_write`).
+fn runs_ruby(trace: &Trace, shares: &[SiteShare]) -> bool {
+    let interpreter = |module: &str| {
+        let file = module.rsplit('/').next().unwrap_or(module);
+        file.strip_prefix("lib").unwrap_or(file).starts_with("ruby")
+    };
+    sites_of(trace, shares).flat_map(|s| &s.frames).any(|f| f.function.as_deref().is_some_and(|n| n.starts_with("rb_")) || interpreter(&f.module))
 }
 
 /// CPython's C API: `PyFile_WriteObject`, `_PyEval_EvalFrameDefault`; not

@@ -33,7 +33,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         } else {
             "read in blocks (4 KiB or more) into a buffer and take the bytes from there"
         })];
-        fixes.splice(0..0, super::python_log_flush(trace, a));
+        fixes.splice(0..0, super::log_flush(trace, a));
         let mut variants = Vec::new();
         // Knobs in the environment that turn buffering off.
         if let Some((fix, variant)) = python_unbuffered(trace, a) {
