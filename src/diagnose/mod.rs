@@ -225,14 +225,14 @@ fn runs_python(trace: &Trace, shares: &[SiteShare]) -> bool {
     sites_of(trace, shares).flat_map(|s| &s.frames).any(|f| f.function.as_deref().is_some_and(is_python_api) || interpreter(&f.module))
 }
 
-/// Whether Ruby made the calls: a frame in libruby (or a ruby built
-/// without it) or in its C API (`rb_io_write`).
+/// Whether Ruby made the calls: a frame in libruby (or in a ruby built
+/// without it). Not by `rb_` names: C programs name red-black trees so.
 fn runs_ruby(trace: &Trace, shares: &[SiteShare]) -> bool {
     let interpreter = |module: &str| {
         let file = module.rsplit('/').next().unwrap_or(module);
         file.strip_prefix("lib").unwrap_or(file).starts_with("ruby")
     };
-    sites_of(trace, shares).flat_map(|s| &s.frames).any(|f| f.function.as_deref().is_some_and(|n| n.starts_with("rb_")) || interpreter(&f.module))
+    sites_of(trace, shares).flat_map(|s| &s.frames).any(|f| interpreter(&f.module))
 }
 
 /// CPython's C API: `PyFile_WriteObject`, `_PyEval_EvalFrameDefault`; not
