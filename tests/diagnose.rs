@@ -672,6 +672,11 @@ fn line_per_item_output_is_not_waste() {
 /// `strace -ff` of `argv` run in `dir` with `env`: one line per call (a
 /// file per thread, so that no call is split by another's).
 fn strace_lines(dir: &std::path::Path, argv: &[&str], env: &[(&str, &str)]) -> Vec<String> {
+    strace_files(dir, argv, env).iter().flat_map(|text| text.lines().map(String::from).collect::<Vec<_>>()).collect()
+}
+
+/// The same, a text per thread's file.
+fn strace_files(dir: &std::path::Path, argv: &[&str], env: &[(&str, &str)]) -> Vec<String> {
     let logs = tempfile::tempdir().unwrap();
     let log = logs.path().join("strace");
     let status = std::process::Command::new("strace")
@@ -686,8 +691,7 @@ fn strace_lines(dir: &std::path::Path, argv: &[&str], env: &[(&str, &str)]) -> V
         .status()
         .expect("strace runs (install it: `make deps`)");
     assert!(status.success());
-    let files = std::fs::read_dir(logs.path()).unwrap().map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap());
-    files.flat_map(|text| text.lines().map(String::from).collect::<Vec<_>>()).collect()
+    std::fs::read_dir(logs.path()).unwrap().map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap()).collect()
 }
 
 /// The findings of `sysdiet run --json -- ARGV`, run in `dir` with `env`.
@@ -1048,13 +1052,8 @@ fn a_sweep_in_each_child_is_the_shells() {
     let argv = [tcsh.to_str().unwrap(), "-f", "loop.tcsh"];
     // The children's: every process's file but tcsh's own (the one that
     // starts with its execve), a file each so that no line is cut.
-    let logs = tempfile::tempdir().unwrap();
-    let prefix = logs.path().join("strace");
-    let traced = std::process::Command::new("strace").args(["-ff", "-qq", "-o"]).arg(&prefix).args(argv).current_dir(dir.path()).status().unwrap();
-    assert!(traced.success());
-    let swept: usize = std::fs::read_dir(logs.path())
-        .unwrap()
-        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+    let swept: usize = strace_files(dir.path(), &argv, &[])
+        .iter()
         .filter(|text| !text.starts_with("execve("))
         .map(|text| text.lines().filter(|l| l.contains("fstatat(") && l.contains("EBADF")).count())
         .sum();
