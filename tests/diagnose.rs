@@ -650,6 +650,48 @@ fn library_search_names_ld_library_path() {
     assert!(fixes(s).contains("empty entry"), "{s}");
 }
 
+/// Debian's xz given a RUNPATH of three directories that hold nothing
+/// (as a build tree or a NixOS-style prefix leaves it): its loader tries
+/// each of them, and their subdirectories, for liblzma and libc in each
+/// of 100 processes. One finding that names the RUNPATH's directories and
+/// the remedy, counted as strace counts one process's misses, times 100;
+/// not failing-calls' too. The same xz without the RUNPATH: nothing.
+#[test]
+fn library_search_names_a_runpath() {
+    if skip_without_bpf() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let xz = dir.path().join("xz");
+    std::fs::copy(which("xz").expect("xz is installed (make deps)"), &xz).unwrap();
+    let plain = dir.path().join("xz-plain");
+    std::fs::copy(&xz, &plain).unwrap();
+    let status = std::process::Command::new("patchelf")
+        .args(["--set-rpath", "/opt/rp/a:/opt/rp/b:/opt/rp/c"])
+        .arg(&xz)
+        .status()
+        .expect("patchelf runs (make deps installs it)");
+    assert!(status.success());
+    let misses = |exe: &std::path::Path| {
+        let c = strace_counts(&[], &[exe.to_str().unwrap(), "--version"]);
+        c.get("openat").map_or(0, |x| x.1) + c.get("newfstatat").map_or(0, |x| x.1)
+    };
+    let per_process = misses(&xz) - misses(&plain);
+    assert!(per_process >= 12, "{per_process}");
+    let script = |exe: &std::path::Path| format!("for i in $(seq 100); do {} --version; done > /dev/null", exe.display());
+    let f = findings_in(dir.path(), &["sh", "-c", &script(&xz)], &[]);
+    let s = only(&f, "library-search");
+    assert!(s["what"].as_str().unwrap().ends_with("failing with ENOENT: RUNPATH \"/opt/rp/a\", \"/opt/rp/b\", \"/opt/rp/c\""), "{s}");
+    assert_eq!(s["evidence"]["calls"].as_u64().unwrap(), 100 * (per_process + misses(&plain)), "{s}");
+    assert_eq!((s["program"].as_str(), s["processes"].as_array().unwrap().len()), (Some("xz"), 100));
+    assert!(s["why"].as_str().unwrap().contains("RUNPATH (or RPATH)"), "{s}");
+    assert!(fixes(s).contains("patchelf --set-rpath") && !fixes(s).contains("unset LD_LIBRARY_PATH"), "{s}");
+    assert!(!ids(&f).contains(&"failing-calls"), "the search is one finding, not two: {:?}", ids(&f));
+
+    let f = findings_in(dir.path(), &["sh", "-c", &script(&plain)], &[]);
+    assert!(!ids(&f).contains(&"library-search") && !ids(&f).contains(&"failing-calls"), "{:?}", ids(&f));
+}
+
 /// A line per item on a pipe, from tools doing work per item, is their
 /// output, not waste: du -a (a stat and a write per file), ls -lR (two ACL
 /// questions per directory), and cat passing on what arrives as it

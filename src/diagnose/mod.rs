@@ -262,16 +262,17 @@ fn called_through(trace: &Trace, shares: &[SiteShare], names: &[&str]) -> bool {
 struct LoaderLookups<'a> {
     trace: &'a Trace,
     walked: std::collections::HashSet<(u32, &'a str)>,
+    runpath: std::collections::HashSet<(u32, &'a str)>,
 }
 
 impl<'a> LoaderLookups<'a> {
     fn new(trace: &'a Trace) -> LoaderLookups<'a> {
-        LoaderLookups { trace, walked: module_search::steps(trace) }
+        LoaderLookups { trace, walked: module_search::steps(trace), runpath: library_search::runpath_dirs(trace) }
     }
 
     fn made(&self, a: &crate::model::ArgumentStats) -> bool {
         let crate::model::Argument::Path { path: Some(path), .. } = &a.argument else { return false };
-        (a.errors > 0 && library_search::searched(self.trace, a.pid, path)) || self.walked.contains(&(a.pid, path.as_str()))
+        (a.errors > 0 && library_search::searched(self.trace, a.pid, path, &self.runpath)) || self.walked.contains(&(a.pid, path.as_str()))
     }
 }
 
