@@ -1126,4 +1126,24 @@ fn make_spawning_recipes() {
     let children = |x: &&Value| x["id"] == "signal-disposition-churn" && x["what"].as_str().unwrap().contains(" children of make");
     assert!(f.iter().any(|x| children(&x)), "{:?}", f.iter().map(|x| &x["what"]).collect::<Vec<_>>());
     assert!(!ids(&f).contains(&"memory-churn"), "{:?}", f.iter().map(|x| &x["what"]).collect::<Vec<_>>());
+    // A process per item that does little: shown by default, however
+    // little time the resets take (most of the run's calls).
+    let f = findings_in(dir.path(), &["make", "-s", "-j2"], &[]);
+    assert!(f.iter().any(|x| children(&x)), "{:?}", f.iter().map(|x| &x["what"]).collect::<Vec<_>>());
+
+    // A build: the same reset in each compiler make starts, beside each
+    // one's own hundreds of calls. Told, not shown by default.
+    let build = tempfile::tempdir().unwrap();
+    for i in 0..30 {
+        std::fs::write(build.path().join(format!("f{i}.c")), format!("int f{i}(int x) {{ return x * {i}; }}\n")).unwrap();
+    }
+    std::fs::write(build.path().join("Makefile"), "all: $(patsubst %.c,%.o,$(wildcard *.c))\n%.o: %.c\n\t/usr/bin/cc -O2 -c $< -o $@\n").unwrap();
+    let f = findings_in_with(&["--all"], build.path(), &["make", "-s", "-j2"], &[]);
+    let reset = f.iter().find(children).unwrap_or_else(|| panic!("{:?}", f.iter().map(|x| &x["what"]).collect::<Vec<_>>()));
+    assert_eq!(reset["evidence"]["in_busy_children"], true, "{reset}");
+    for o in std::fs::read_dir(build.path()).unwrap().filter_map(Result::ok).filter(|e| e.path().extension().is_some_and(|x| x == "o")) {
+        std::fs::remove_file(o.path()).unwrap();
+    }
+    let f = findings_in(build.path(), &["make", "-s", "-j2"], &[]);
+    assert!(!f.iter().any(|x| children(&x)), "{:?}", f.iter().map(|x| &x["what"]).collect::<Vec<_>>());
 }

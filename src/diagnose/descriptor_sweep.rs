@@ -73,7 +73,8 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
 /// finding per parent and syscall; and which (child, syscall) they hold.
 fn swept_in_children(trace: &Trace) -> (Vec<Finding>, HashSet<(u32, &str)>) {
     let (mut out, mut told) = (Vec::new(), HashSet::new());
-    for (ppid, kids) in spawner::children(trace) {
+    let children = spawner::children(trace);
+    for (&ppid, kids) in &children {
         let Some(parent) = trace.process(ppid) else { continue };
         let spawner = Spawner::new(trace, parent);
         // Per syscall: failed calls, their time, children, the calls the
@@ -84,6 +85,7 @@ fn swept_in_children(trace: &Trace) -> (Vec<Finding>, HashSet<(u32, &str)>) {
             bad: u64,
             ns: u64,
             children: u64,
+            below: u64,
             theirs: u64,
             calls: u64,
             sites: Vec<SiteShare>,
@@ -98,6 +100,7 @@ fn swept_in_children(trace: &Trace) -> (Vec<Finding>, HashSet<(u32, &str)>) {
                 sum.bad += bad;
                 sum.ns += s.total_ns * bad / s.calls.max(1);
                 sum.children += c.folded.max(1);
+                sum.below += spawner::calls_below(c, &children);
                 sum.theirs += theirs.iter().map(|x| x.calls).sum::<u64>();
                 sum.calls += s.calls;
                 callsite::merge_shares(&mut sum.sites, &theirs);
@@ -106,7 +109,7 @@ fn swept_in_children(trace: &Trace) -> (Vec<Finding>, HashSet<(u32, &str)>) {
         }
         // Most of the calls, as the samples split them, in the parent's
         // code: the children whose few samples fell elsewhere are alike.
-        for (name, Sum { bad, ns, children: n, mut sites, pids, .. }) in sums.into_iter().filter(|(_, x)| x.theirs * 2 >= x.calls) {
+        for (name, Sum { bad, ns, children: n, below, mut sites, pids, .. }) in sums.into_iter().filter(|(_, x)| x.theirs * 2 >= x.calls) {
             if n < MIN_CHILDREN {
                 continue;
             }
@@ -116,7 +119,7 @@ fn swept_in_children(trace: &Trace) -> (Vec<Finding>, HashSet<(u32, &str)>) {
                 id: ID.into(),
                 what: format!("{} × {name} failing with EBADF in {} children of {}, before their exec", thousands(bad), thousands(n), parent.comm),
                 pid: Some(ppid),
-                evidence: Evidence::new(trace, name, bad, ns),
+                evidence: Evidence { in_busy_children: below.saturating_sub(bad) / n >= spawner::BUSY_CHILD, ..Evidence::new(trace, name, bad, ns) },
                 sites,
                 saving_ns: ns,
                 why: format!(

@@ -72,6 +72,11 @@ pub struct Evidence {
     /// when not measured: the calls' least cost, where ticks are too few.
     #[serde(default, skip_serializing_if = "crate::model::is_zero")]
     pub syscall_ns: u64,
+    /// The calls are a spawner's, a few in each child it started, and the
+    /// children each did much work of their own (a build's compilers):
+    /// judged by their time alone, however many of the run's calls they are.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_busy_children: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
@@ -118,6 +123,7 @@ impl Evidence {
             untimed: trace.run.time == crate::model::TimeKind::Unmeasured,
             run_includes_tracer: trace.run.log.is_some(),
             syscall_ns: trace.run.syscall_ns.unwrap_or(0),
+            in_busy_children: false,
         }
     }
 
@@ -154,7 +160,8 @@ impl Finding {
     /// --all; not when its calls are a tenth of the run's and a thousand
     /// or more in each process (a shell's mask changes around each fork,
     /// a pid per log record: cheap each, but the bulk of the count, spread
-    /// over work the run's clock is full of). With sampled time, only
+    /// over work the run's clock is full of), unless they are a spawner's
+    /// in children that each did much work (a build's resets per compiler). With sampled time, only
     /// when it is small even at the top of what the ticks allow. Where FEW_TICKS or fewer landed in the calls
     /// (in a short run one tick can be over 1% of it), unless the ticks say
     /// "big" even lowered by their slack, the calls' least cost on this
@@ -168,7 +175,7 @@ impl Finding {
         // Repeated within a process: a program's processes that each make
         // a few (node's start-up asks for its pid 73 times) are not.
         let per_process = e.calls / self.processes.len().max(1) as u64;
-        if per_process >= MANY_CALLS && e.share_of_calls >= MOST_CALLS {
+        if per_process >= MANY_CALLS && e.share_of_calls >= MOST_CALLS && !e.in_busy_children {
             return false;
         }
         let of_run = |ns: u64| if e.run_ns > 0 { ns as f64 / e.run_ns as f64 } else { 0.0 };
@@ -252,6 +259,9 @@ mod tests {
         let spread = |n: u32| Finding { processes: (1..=n).map(share).collect(), ..f(2_190, 1_000, 0.15) };
         assert!(spread(30).is_small());
         assert!(!spread(2).is_small(), "1,095 in each");
+        // The same calls a spawner's in children that each work much: by time.
+        let busy = Finding { evidence: Evidence { in_busy_children: true, ..f(1000, 0, 0.5).evidence }, ..f(1000, 0, 0.5) };
+        assert!(busy.is_small());
         // A log's clock holds strace's stops: 0.1% of its time, but 50% of its calls.
         let logged = |share| Finding { evidence: Evidence { run_includes_tracer: true, ..f(1000, 1_000, share).evidence }, ..f(1000, 1_000, share) };
         assert!(!logged(0.5).is_small());

@@ -74,10 +74,10 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
 /// before their exec, in the parent's code: the spawn resetting dispositions child by child.
 fn reset_in_each_child<'a>(trace: &'a Trace, children: BTreeMap<u32, Vec<&'a Process>>) -> Vec<Finding> {
     let mut out = Vec::new();
-    for (ppid, kids) in children {
+    for (&ppid, kids) in &children {
         let Some(parent) = trace.process(ppid) else { continue };
         let spawner = Spawner::new(trace, parent);
-        let (mut calls, mut ns, mut n) = (0, 0, 0);
+        let (mut calls, mut ns, mut n, mut below) = (0, 0, 0, 0);
         let mut sites: Vec<SiteShare> = Vec::new();
         for c in kids {
             let Some(s) = c.syscalls.iter().find(|s| s.name == "rt_sigaction") else { continue };
@@ -85,6 +85,7 @@ fn reset_in_each_child<'a>(trace: &'a Trace, children: BTreeMap<u32, Vec<&'a Pro
             let here: u64 = before_exec.iter().map(|x| x.calls).sum();
             let many = c.folded.max(1);
             if here >= PER_CHILD * many {
+                below += spawner::calls_below(c, &children);
                 calls += here;
                 ns += before_exec.iter().map(|x| x.total_ns).sum::<u64>();
                 n += many;
@@ -104,7 +105,10 @@ fn reset_in_each_child<'a>(trace: &'a Trace, children: BTreeMap<u32, Vec<&'a Pro
             id: ID.into(),
             what: format!("{} × rt_sigaction in {} children of {}, before their exec", thousands(calls), thousands(n), parent.comm),
             pid: Some(ppid),
-            evidence: Evidence::new(trace, "rt_sigaction", calls, ns),
+            evidence: Evidence {
+                in_busy_children: below.saturating_sub(calls) / n >= spawner::BUSY_CHILD,
+                ..Evidence::new(trace, "rt_sigaction", calls, ns)
+            },
             sites,
             saving_ns: ns,
             why: format!(

@@ -15,6 +15,27 @@ pub fn children(trace: &Trace) -> BTreeMap<u32, Vec<&Process>> {
     children
 }
 
+/// Calls a child made, with every process below it, beyond which it is
+/// a worker doing work of its own (a compiler and its assembler), not a
+/// process started per item to do a little (`/bin/true`: about 35).
+pub const BUSY_CHILD: u64 = 200;
+
+/// The calls `child` and every process below it made, all together: the
+/// work it was started for, with what the spawn made in it.
+pub fn calls_below(child: &Process, children: &BTreeMap<u32, Vec<&Process>>) -> u64 {
+    let mut seen = HashSet::new();
+    let mut total = 0;
+    let mut stack = vec![child];
+    while let Some(p) = stack.pop() {
+        if !seen.insert(p.pid) {
+            continue; // a pid reused in a long run: no process twice
+        }
+        total += p.syscalls.iter().map(|s| s.calls).sum::<u64>();
+        stack.extend(children.get(&p.pid).into_iter().flatten().copied());
+    }
+    total
+}
+
 /// A parent's code, to tell its calls in a child from the child's own.
 pub struct Spawner<'a> {
     trace: &'a Trace,
