@@ -692,6 +692,52 @@ fn library_search_names_a_runpath() {
     assert!(!ids(&f).contains(&"library-search") && !ids(&f).contains(&"failing-calls"), "{:?}", ids(&f));
 }
 
+/// Programs started by name with three empty directories ahead of
+/// /usr/bin in PATH: GNU make stats each candidate before it starts a
+/// recipe's command, xargs's execvp tries an execve in each. One
+/// path-search finding each, three failed calls per start, naming the
+/// directory that held the program; with /usr/bin first, nothing (and
+/// the failures are never failing-calls'). With --all: make's stats are
+/// a fraction of a percent of its run.
+#[test]
+fn path_search_names_the_directories_before_the_program() {
+    if skip_without_bpf() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let empty: Vec<String> = (0..3).map(|i| dir.path().join(format!("empty{i}")).display().to_string()).collect();
+    for d in &empty {
+        std::fs::create_dir(d).unwrap();
+    }
+    let long = format!("{}:/usr/bin:/bin", empty.join(":"));
+    let targets: Vec<String> = (0..100).map(|i| format!("t{i}")).collect();
+    let rules: String = targets.iter().map(|t| format!("{t}:\n\t@true\n")).collect();
+    std::fs::write(dir.path().join("Makefile"), format!("all: {}\n{rules}", targets.join(" "))).unwrap();
+    let make = which("make").unwrap();
+    let xargs = "seq 100 | xargs -n1 true";
+    for (argv, program, syscall) in [(vec![make.to_str().unwrap(), "-s"], "make", "newfstatat"), (vec!["/bin/sh", "-c", xargs], "true", "execve")] {
+        let f = findings_in_with(&["--all"], dir.path(), &argv, &[("PATH", &long)]);
+        let s = only(&f, "path-search");
+        assert_eq!(s["what"], format!("300 × {syscall} failing with ENOENT: PATH searched for true"), "{program}: {s}");
+        if program == "true" {
+            assert_eq!((s["program"].as_str(), s["processes"].as_array().unwrap().len()), (Some("true"), 100), "{s}");
+        }
+        assert!(s["why"].as_str().unwrap().contains("\"/usr/bin\" comes after 3 entries that did not"), "{s}");
+        assert!(fixes(s).contains("put \"/usr/bin\" before the 3 entries ahead of it in PATH"), "{s}");
+        assert!(s["prove"].as_str().unwrap().starts_with(&format!("sysdiet compare --env PATH=/usr/bin:{}:/bin -- ", empty.join(":"))), "{s}");
+        let failing = |f: &[Value]| -> Vec<String> {
+            f.iter()
+                .filter(|x| x["id"] == "failing-calls")
+                .map(|x| x["what"].as_str().unwrap().to_string())
+                .filter(|w| w.contains("exec") || w.contains("empty"))
+                .collect()
+        };
+        assert!(failing(&f).is_empty(), "{:?}", failing(&f));
+        let f = findings_in_with(&["--all"], dir.path(), &argv, &[("PATH", "/usr/bin:/bin")]);
+        assert!(!ids(&f).contains(&"path-search") && failing(&f).is_empty(), "{program}: {:?}", ids(&f));
+    }
+}
+
 /// A line per item on a pipe, from tools doing work per item, is their
 /// output, not waste: du -a (a stat and a write per file), ls -lR (two ACL
 /// questions per directory), and cat passing on what arrives as it

@@ -67,8 +67,11 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
     for a in trace.arguments.iter().filter(|a| again(a) && !loaders.made(a) && !reused(a)) {
         failed_again.entry((a.pid, a.nr)).or_default().push(a);
     }
+    // A process found in PATH after failed execs: path-search's.
+    let searched_path = super::path_search::exec_searches(trace);
     for p in &trace.processes {
         for s in &p.syscalls {
+            let path_search = searched_path.contains(&p.pid) && matches!(s.name.as_str(), "execve" | "execveat");
             let keyed = syscalls::by_nr(s.nr).is_some_and(|i| i.arg != ArgKind::None);
             // The arguments of this syscall that failed more than once.
             let repeated = failed_again.get(&(p.pid, s.nr)).map_or(&[][..], Vec::as_slice);
@@ -77,7 +80,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             let normal: u64 = s.errnos.iter().filter(|(e, _)| is_normal(&s.name, e)).map(|(_, &n)| n).sum();
             let repeated_failures = repeated.iter().map(|a| a.errors).sum::<u64>().saturating_sub(normal);
             for (errno, &failed) in &s.errnos {
-                if failed < 2 || is_normal(&s.name, errno) {
+                if failed < 2 || is_normal(&s.name, errno) || (path_search && errno == "ENOENT") {
                     continue;
                 }
                 // With an argument to tell calls apart, only the failures

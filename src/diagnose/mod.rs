@@ -16,6 +16,7 @@ mod identity_calls;
 mod library_search;
 mod memory_churn;
 mod module_search;
+mod path_search;
 mod repeated_path;
 mod signal_dispositions;
 mod signal_mask;
@@ -53,6 +54,7 @@ pub const RULES: &[Rule] = &[
     Rule { id: flush_per_record::ID, check: flush_per_record::check, reads_arguments: true },
     Rule { id: library_search::ID, check: library_search::check, reads_arguments: true },
     Rule { id: module_search::ID, check: module_search::check, reads_arguments: true },
+    Rule { id: path_search::ID, check: path_search::check, reads_arguments: true },
 ];
 
 /// The rules whose findings may be missing when argument stats were lost.
@@ -257,8 +259,9 @@ fn called_through(trace: &Trace, shares: &[SiteShare], names: &[&str]) -> bool {
 }
 
 /// The lookups a loader's search made, which library-search (LD_LIBRARY_PATH,
-/// its failed lookups) and module-search (a runtime's module walk) report:
-/// repeated-path and failing-calls leave them.
+/// a RUNPATH, their failed lookups), path-search (PATH's candidates) and
+/// module-search (a runtime's module walk) report: repeated-path and
+/// failing-calls leave them.
 struct LoaderLookups<'a> {
     trace: &'a Trace,
     walked: std::collections::HashSet<(u32, &'a str)>,
@@ -272,7 +275,8 @@ impl<'a> LoaderLookups<'a> {
 
     fn made(&self, a: &crate::model::ArgumentStats) -> bool {
         let crate::model::Argument::Path { path: Some(path), .. } = &a.argument else { return false };
-        (a.errors > 0 && library_search::searched(self.trace, a.pid, path, &self.runpath)) || self.walked.contains(&(a.pid, path.as_str()))
+        (a.errors > 0 && (library_search::searched(self.trace, a.pid, path, &self.runpath) || path_search::searched(self.trace, a.pid, path)))
+            || self.walked.contains(&(a.pid, path.as_str()))
     }
 }
 

@@ -191,7 +191,7 @@ pub fn parent_of(pid: u32) -> u32 {
 /// `TZ` from a live process's environment as it started: None when unset.
 /// Environment variables whose effect rules know: output buffering, the
 /// allocator's thresholds, where zone files live, where the loader
-/// looks for libraries.
+/// looks for libraries, where programs started by name are looked for.
 pub const KNOBS: &[&str] = &[
     "PYTHONUNBUFFERED",
     "_STDBUF_I",
@@ -205,6 +205,7 @@ pub const KNOBS: &[&str] = &[
     "LD_LIBRARY_PATH",
     "PYTHONPATH",
     "NODE_OPTIONS",
+    "PATH",
 ];
 
 /// The facts rules need about a command started with `env`.
