@@ -95,10 +95,17 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                 if n < 2 {
                     continue;
                 }
-                let arg = if s.errnos.len() == 1 { repeated.iter().max_by_key(|a| a.errors).copied() } else { None };
+                let arg = if s.errnos.len() == 1 { repeated.iter().rev().max_by_key(|a| a.errors).copied() } else { None };
+                // Failures spread over many arguments, each asked about a
+                // few times (make stats each missing target twice): the
+                // one named does not hold them.
+                let more = match arg {
+                    Some(a) if a.errors * 2 < n && repeated.len() > 1 => format!(" and {} more", thousands(repeated.len() as u64 - 1)),
+                    _ => String::new(),
+                };
                 let on = match arg.map(|a| &a.argument) {
-                    Some(Argument::Path { path: Some(path), .. }) => format!("({})", quoted(path)),
-                    Some(Argument::Fd { fd }) => format!("(fd {fd})"),
+                    Some(Argument::Path { path: Some(path), .. }) => format!("({}{more})", quoted(path)),
+                    Some(Argument::Fd { fd }) => format!("(fd {fd}{more})"),
                     _ => String::new(),
                 };
                 let ns = s.total_ns * n / s.calls.max(1);
@@ -197,6 +204,18 @@ mod tests {
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].evidence.calls, 3, "only the path asked about again: {}", f[0].what);
         assert!(f[0].is_small());
+    }
+
+    #[test]
+    fn failures_spread_over_many_arguments_say_so() {
+        // make stats each of its 300 missing targets twice.
+        let mut t = trace(1_000_000_000, &[("stat", 600, 600_000)]);
+        t.processes[0].syscalls[0].errnos.insert("ENOENT".into(), 600);
+        for i in 0..300 {
+            argument(&mut t, "stat", path(&format!("t{i}")), 2, 2_000).errors = 2;
+        }
+        let f = check(&t);
+        assert_eq!(f[0].what, "600 × stat(\"t0\" and 299 more) failing with ENOENT");
     }
 
     #[test]
