@@ -108,7 +108,9 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                     Some(Argument::Fd { fd }) => format!("(fd {fd}{more})"),
                     _ => String::new(),
                 };
-                let ns = s.total_ns * n / s.calls.max(1);
+                // An exec that fails is a path lookup; the one that runs a
+                // program took the ticks: no share of their time.
+                let ns = if matches!(s.name.as_str(), "execve" | "execveat") { 0 } else { s.total_ns * n / s.calls.max(1) };
                 out.push(Finding {
                     id: ID.into(),
                     what: format!("{} × {}{on} failing with {errno}", thousands(n), s.name),

@@ -3,8 +3,9 @@
 //! with ENOENT until the one that holds the program; make and ruby stat
 //! each candidate first. With the program's directory late in a long
 //! PATH (a toolchain's bin, a version manager's shims put in front), every
-//! start pays for each directory before it: a failed execve costs more
-//! than most calls (the kernel walks the path and sets up nothing).
+//! start pays for each directory before it: a path lookup each, a few µs
+//! beside the exec's hundreds, so it shows where programs are started
+//! by the thousand through a long PATH.
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -96,9 +97,10 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         if let Some((failed, dir, _)) = &exec {
             calls += failed;
             holders.insert(*dir);
-            let execs = p.syscalls.iter().filter(|s| EXECS.contains(&s.name.as_str()));
-            for s in execs {
-                ns += s.total_ns * s.errnos.get("ENOENT").copied().unwrap_or(0) / s.calls.max(1);
+            // No time of theirs: the exec that succeeded took the ticks
+            // (a failed one is a path lookup, a few µs; the one that runs
+            // the program, hundreds), so the calls' least cost stands.
+            for s in p.syscalls.iter().filter(|s| EXECS.contains(&s.name.as_str())) {
                 crate::model::callsite::merge_shares(&mut sites, &s.sites);
             }
             syscalls.push("execve");
