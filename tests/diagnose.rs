@@ -738,6 +738,31 @@ fn path_search_names_the_directories_before_the_program() {
     }
 }
 
+/// Debian's Python resolving one path 3,000 times with os.path.realpath:
+/// each component of the path looked up each time, one repeated-path
+/// finding for the walk (not one per component); resolved once, nothing.
+#[test]
+fn one_path_resolved_again_and_again_is_one_finding() {
+    if skip_without_bpf() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let leaf = dir.path().join("a/b/c/d.txt");
+    std::fs::create_dir_all(leaf.parent().unwrap()).unwrap();
+    std::fs::write(&leaf, "x").unwrap();
+    let script = |n: u32| format!("import os\nfor i in range({n}):\n    os.path.realpath({:?})\n", leaf.display().to_string());
+    std::fs::write(dir.path().join("each.py"), script(3000)).unwrap();
+    std::fs::write(dir.path().join("once.py"), script(1)).unwrap();
+    let f = findings_in(dir.path(), &["/usr/bin/python3", "each.py"], &[]);
+    let walks: Vec<&Value> = f.iter().filter(|x| x["id"] == "repeated-path").collect();
+    assert_eq!(walks.len(), 1, "{:?}", walks.iter().map(|x| &x["what"]).collect::<Vec<_>>());
+    let what = walks[0]["what"].as_str().unwrap();
+    assert!(what.contains(&format!("components of {:?}, each about 3,000 times", leaf.display().to_string())), "{what}");
+    assert!(fixes(walks[0]).contains("resolve the path once"), "{}", walks[0]);
+    let f = findings_in_with(&["--all"], dir.path(), &["/usr/bin/python3", "once.py"], &[]);
+    assert!(!f.iter().any(|x| x["id"] == "repeated-path" && x["what"].as_str().unwrap().contains("d.txt")), "{:?}", ids(&f));
+}
+
 /// A line per item on a pipe, from tools doing work per item, is their
 /// output, not waste: du -a (a stat and a write per file), ls -lR (two ACL
 /// questions per directory), and cat passing on what arrives as it

@@ -40,7 +40,8 @@ const KNOWN_PATHS: &[(&str, &str)] = &[(
     "/sys/fs/cgroup/",
     "the program asks for its container's limits (cgroup files) again each time: read them once and again on a timer; \
      a JVM re-reads them on each Runtime.availableProcessors() and memory query (JDK-8227006, JDK-8232207; \
-     newer JDKs keep the answer for 20 ms): -XX:ActiveProcessorCount=N fixes the CPU count, or ask once and keep it",
+     newer JDKs keep the CPU count for 20 ms, and OpenJDK 17's OperatingSystemMXBean memory figures read them on every \
+     call): -XX:ActiveProcessorCount=N fixes the CPU count; ask for memory figures once per interval, not per request",
 )];
 
 /// Calls that take a path's file away: a file opened after one of them is a
@@ -81,22 +82,15 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
     }
     let polled = polled_sets(&repeats);
     let mut out: Vec<Finding> = polled.iter().map(|set| polling(trace, &set.iter().map(|&i| repeats[i].0).collect::<Vec<_>>())).collect();
-    let in_a_set: std::collections::HashSet<usize> = polled.iter().flatten().copied().collect();
+    let mut in_a_set: std::collections::HashSet<usize> = polled.iter().flatten().copied().collect();
+    let together = together_sets(&repeats, &in_a_set);
+    out.extend(together.iter().map(|set| read_together(trace, &set.iter().map(|&i| repeats[i]).collect::<Vec<_>>())));
+    in_a_set.extend(together.iter().flatten().copied());
     for (i, &(a, path, open)) in repeats.iter().enumerate() {
         if in_a_set.contains(&i) {
             continue;
         }
-        let mut fixes = Vec::new();
-        for (functions, kind, advice) in KNOWN {
-            if called_through(trace, &a.sites, functions) {
-                fixes.push(Fix { kind: *kind, text: advice.to_string() });
-            }
-        }
-        for (prefix, advice) in KNOWN_PATHS {
-            if path.starts_with(prefix) {
-                fixes.push(Fix::config(*advice));
-            }
-        }
+        let mut fixes = known_fixes(trace, a, path);
         let what = if open {
             // The churn: each open comes with its reads and a close.
             fixes.push(Fix::code("open it once and keep the fd (or read it once and keep the contents)"));
@@ -123,6 +117,146 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         });
     }
     out
+}
+
+/// The fixes known for a file, by the library that made the calls or by
+/// where the file is.
+fn known_fixes(trace: &Trace, a: &ArgumentStats, path: &str) -> Vec<Fix> {
+    let mut fixes = Vec::new();
+    for (functions, kind, advice) in KNOWN {
+        if called_through(trace, &a.sites, functions) {
+            fixes.push(Fix { kind: *kind, text: advice.to_string() });
+        }
+    }
+    for (prefix, advice) in KNOWN_PATHS {
+        if path.starts_with(prefix) {
+            fixes.push(Fix::config(*advice));
+        }
+    }
+    fixes
+}
+
+/// Files one process looks up or opens about as often as each other (within
+/// 5%), at least `MIN_TOGETHER_CALLS` times each and `MIN_TOGETHER` of them:
+/// one operation asks about them all each time (a memory or CPU query
+/// reading its cgroup files, realpath() stat'ing each component of a path).
+const MIN_TOGETHER: usize = 3;
+const MIN_TOGETHER_CALLS: u64 = 50;
+
+/// The sets of files read together, by their indices in `repeats`, those
+/// in `taken` (polled sets) left out.
+fn together_sets(repeats: &[(&ArgumentStats, &str, bool)], taken: &std::collections::HashSet<usize>) -> Vec<Vec<usize>> {
+    let mut by_pid: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (i, (a, _, _)) in repeats.iter().enumerate() {
+        if !taken.contains(&i) && a.calls >= MIN_TOGETHER_CALLS {
+            by_pid.entry(a.pid).or_default().push(i);
+        }
+    }
+    let calls = |i: usize| repeats[i].0.calls;
+    let mut sets = Vec::new();
+    for mut files in by_pid.into_values() {
+        files.sort_by_key(|&i| (calls(i), i));
+        let mut start = 0;
+        while start < files.len() {
+            let end = (start..files.len()).take_while(|&j| calls(files[j]) * 100 <= calls(files[start]) * 105).count() + start;
+            if end - start >= MIN_TOGETHER {
+                sets.push(files[start..end].to_vec());
+            }
+            start = end;
+        }
+    }
+    sets.sort_unstable();
+    sets
+}
+
+/// Whether `paths` are the components of one path, walked down: three
+/// depths or more, and each one's parent among them but at the top.
+fn components_of_one_path(paths: &[&str]) -> bool {
+    let depth = |p: &str| p.matches('/').count();
+    let depths: std::collections::BTreeSet<usize> = paths.iter().map(|p| depth(p)).collect();
+    let top = depths.first().copied().unwrap_or(0);
+    depths.len() >= 3
+        && paths.iter().all(|p| p.starts_with('/'))
+        && paths.iter().filter(|p| depth(p) > top).all(|p| p.rsplit_once('/').is_some_and(|(parent, _)| paths.contains(&parent)))
+}
+
+/// One finding for files read together.
+fn read_together(trace: &Trace, set: &[(&ArgumentStats, &str, bool)]) -> Finding {
+    let calls: u64 = set.iter().map(|(a, _, _)| a.calls).sum();
+    let ns: u64 = set.iter().map(|(a, _, _)| a.total_ns).sum();
+    let each = calls / set.len() as u64;
+    let mut syscalls: Vec<&str> = set.iter().map(|(a, _, _)| a.syscall.as_str()).collect();
+    syscalls.sort_unstable();
+    syscalls.dedup();
+    let mut sites = Vec::new();
+    let mut fixes: Vec<Fix> = Vec::new();
+    for (a, path, _) in set {
+        callsite::merge_shares(&mut sites, &a.sites);
+        for fix in known_fixes(trace, a, path) {
+            if !fixes.contains(&fix) {
+                fixes.push(fix);
+            }
+        }
+    }
+    let mut paths: Vec<&str> = set.iter().map(|(_, p, _)| *p).collect();
+    paths.sort_unstable();
+    paths.dedup();
+    let opens = set.iter().any(|(_, _, open)| *open);
+    let walk = components_of_one_path(&paths);
+    let (what, why) = if walk {
+        let leaf = paths.iter().max_by_key(|p| (p.matches('/').count(), **p)).copied().unwrap_or_default();
+        fixes.push(Fix::code("resolve the path once and keep the result; resolve it again only where a link on the way may have changed"));
+        (
+            format!(
+                "{} × {} of the {} components of {}, each about {} times",
+                thousands(calls),
+                syscalls.join("/"),
+                paths.len(),
+                quoted(leaf),
+                thousands(each)
+            ),
+            "one path is resolved component by component again and again (realpath(), a language's path resolution): each \
+             directory and link on the way is asked about each time, and the answers rarely change"
+                .to_string(),
+        )
+    } else {
+        fixes.push(Fix::code(if opens {
+            "read them once and keep what they say; read them again on a timer (or when inotify says so) if it can change"
+        } else {
+            "look them up once and keep the answers; again on a timer (or when inotify says so) if they can change"
+        }));
+        let shown: Vec<String> = paths.iter().take(3).map(|p| quoted(p)).collect();
+        (
+            format!(
+                "{} × {} of {} files read together, each about {} times ({}{}){}",
+                thousands(calls),
+                syscalls.join("/"),
+                paths.len(),
+                thousands(each),
+                shown.join(", "),
+                if paths.len() > 3 { ", …" } else { "" },
+                if opens { " and the reads and closes that go with them" } else { "" }
+            ),
+            format!(
+                "these {} files are {} about as often as each other: one operation asks about them all each time (a status or \
+                 metrics query, a configuration reload), and the answers rarely change between two of them",
+                set.len(),
+                if opens { "opened" } else { "looked up" }
+            ),
+        )
+    };
+    Finding {
+        id: ID.into(),
+        what,
+        pid: Some(set[0].0.pid),
+        evidence: Evidence::new(trace, &set[0].0.syscall, calls, ns),
+        sites,
+        saving_ns: set.iter().map(|(a, _, _)| all_but_one(a)).sum(),
+        why,
+        fixes,
+        tradeoff: Some("a cached answer misses changes to the files until they are read again".into()),
+        ..Default::default()
+    }
 }
 
 /// What a file's repeats cost beyond its first look: what looking it up
@@ -308,6 +442,47 @@ mod tests {
             argument(&mut t, "statx", path(&format!("/srv/app/f{i}.js")), 21, 100_000);
         }
         assert_eq!(check(&t).len(), 10);
+    }
+
+    #[test]
+    fn files_read_together_are_one_finding() {
+        // A JVM's memory query: three cgroup files opened per call.
+        let mut t = trace(1_000_000_000, &[("openat", 15_048, 30_000_000)]);
+        for (file, n) in [("memory.stat", 5_024), ("memory.usage_in_bytes", 5_000), ("memory.limit_in_bytes", 5_024)] {
+            argument(&mut t, "openat", path(&format!("/sys/fs/cgroup/memory/{file}")), n, 10_000_000);
+        }
+        // A file read far more often is its own repeat.
+        argument(&mut t, "openat", path("/etc/app.conf"), 20_000, 10_000_000);
+        let f = check(&t);
+        assert_eq!(f.len(), 2, "{:?}", f.iter().map(|x| &x.what).collect::<Vec<_>>());
+        let set = f.iter().find(|x| x.what.contains("files read together")).unwrap();
+        assert_eq!(
+            set.what,
+            "15,048 × openat of 3 files read together, each about 5,016 times (\"/sys/fs/cgroup/memory/memory.limit_in_bytes\", \
+             \"/sys/fs/cgroup/memory/memory.stat\", \"/sys/fs/cgroup/memory/memory.usage_in_bytes\") and the reads and closes that go with them"
+        );
+        assert!(set.fixes[0].text.contains("ActiveProcessorCount"), "the known remedy, once: {:?}", set.fixes);
+        assert_eq!(set.fixes.iter().filter(|x| x.text.contains("cgroup")).count(), 1);
+        // Counts further apart than 5%: each its own.
+        let mut t = trace(1_000_000_000, &[("openat", 3_000, 30_000_000)]);
+        for (i, n) in [900, 1_000, 1_100].iter().enumerate() {
+            argument(&mut t, "openat", path(&format!("/etc/f{i}")), *n, 10_000_000);
+        }
+        assert_eq!(check(&t).len(), 3);
+    }
+
+    #[test]
+    fn one_path_resolved_again_and_again_is_one_walk() {
+        // Python's os.path.realpath of one file, 5,000 times.
+        let mut t = trace(1_000_000_000, &[("newfstatat", 35_000, 30_000_000), ("readlink", 5_000, 5_000_000)]);
+        for p in ["/usr", "/usr/share", "/usr/share/perl", "/usr/share/perl/5.36", "/usr/share/perl/5.36.0", "/usr/share/perl/5.36.0/Name.pl"] {
+            argument(&mut t, "newfstatat", path(p), 5_000, 5_000_000);
+        }
+        argument(&mut t, "readlink", path("/usr/share/perl/5.36"), 5_000, 5_000_000);
+        let f = check(&t);
+        assert_eq!(f.len(), 1, "{:?}", f.iter().map(|x| &x.what).collect::<Vec<_>>());
+        assert_eq!(f[0].what, "35,000 × newfstatat/readlink of the 6 components of \"/usr/share/perl/5.36.0/Name.pl\", each about 5,000 times");
+        assert!(f[0].why.contains("realpath()"), "{}", f[0].why);
     }
 
     #[test]
