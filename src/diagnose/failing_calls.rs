@@ -50,7 +50,9 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
     let loaders = super::LoaderLookups::new(trace);
     // An xattr call's key has no attribute name: ls -l asks each directory
     // for its access and its default ACL, two questions, not one twice.
-    let again = |a: &ArgumentStats| a.errors >= if a.syscall.ends_with("xattr") { 3 } else { 2 };
+    // A relative name under a directory fd is another file under another
+    // directory: rsync's receiver asks each destination directory by name.
+    let again = |a: &ArgumentStats| a.errors >= if a.syscall.ends_with("xattr") { 3 } else { 2 } && super::names_one_file(trace, a);
     // An fd closed about as often as it was asked about is a new file at
     // each question: Python's open() asks each file it opens whether it
     // is a terminal, and the number comes back for the next one.
@@ -206,6 +208,17 @@ mod tests {
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].evidence.calls, 3, "only the path asked about again: {}", f[0].what);
         assert!(f[0].is_small());
+    }
+
+    #[test]
+    fn a_relative_name_under_a_directory_fd_is_a_new_question() {
+        let mut t = trace(1_000_000_000, &[("openat", 400, 400_000)]);
+        t.processes[0].syscalls[0].errnos.insert("ENOENT".into(), 400);
+        let under = |dirfd| Argument::Path { path: Some("5.36.0".into()), dirfd, null: false, cut: false, raw: None };
+        argument(&mut t, "openat", under(Some(7)), 400, 400_000).errors = 400;
+        assert!(check(&t).is_empty());
+        t.arguments[0].argument = under(None);
+        assert_eq!(check(&t).len(), 1, "relative to a working directory that never moves: one file");
     }
 
     #[test]

@@ -280,6 +280,16 @@ impl<'a> LoaderLookups<'a> {
     }
 }
 
+/// Whether a path argument names one file each time it is asked: not a
+/// relative name under a directory fd, or in a process that changes its
+/// working directory (tar, find, rsync's receiver): those name other files
+/// from one call to the next.
+fn names_one_file(trace: &Trace, a: &crate::model::ArgumentStats) -> bool {
+    let crate::model::Argument::Path { path: Some(path), dirfd, .. } = &a.argument else { return true };
+    let moves = || trace.process(a.pid).is_some_and(|p| p.syscalls.iter().any(|s| (s.name == "chdir" || s.name == "fchdir") && s.calls > 0));
+    path.starts_with('/') || (dirfd.is_none() && !moves())
+}
+
 /// Syscalls that look a path up without opening it.
 const PATH_LOOKUPS: &[&str] = &["stat", "lstat", "newfstatat", "statx", "access", "faccessat", "faccessat2", "readlink", "readlinkat"];
 

@@ -62,7 +62,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
     for a in &trace.arguments {
         let lookup = PATH_LOOKUPS.contains(&a.syscall.as_str());
         let open = PATH_OPENS.contains(&a.syscall.as_str());
-        let Argument::Path { path: Some(path), dirfd, .. } = &a.argument else { continue };
+        let Argument::Path { path: Some(path), .. } = &a.argument else { continue };
         // "" with AT_EMPTY_PATH is fstat of the dirfd: no path is looked up.
         // With TZ unset, a repeated stat of the zone file is tz-unset's.
         let tz_unset = || environment_of(trace, Some(a.pid)).tz.is_none();
@@ -72,7 +72,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         if loaders.made(a) {
             continue;
         }
-        if !path.starts_with('/') && (dirfd.is_some() || changes_directory(trace, a.pid)) {
+        if !super::names_one_file(trace, a) {
             continue; // a relative name under a moving directory: other files each time
         }
         if removed.get(&(a.pid, path.as_str())).is_some_and(|r| r * 2 >= a.calls) {
@@ -352,12 +352,6 @@ fn polling(trace: &Trace, set: &[&ArgumentStats]) -> Finding {
         ),
         ..Default::default()
     }
-}
-
-/// Whether process `pid` changed its working directory: its relative
-/// paths then name other files from one call to the next (tar, find).
-fn changes_directory(trace: &Trace, pid: u32) -> bool {
-    trace.processes.iter().filter(|p| p.pid == pid).flat_map(|p| &p.syscalls).any(|s| (s.name == "chdir" || s.name == "fchdir") && s.calls > 0)
 }
 
 #[cfg(test)]
