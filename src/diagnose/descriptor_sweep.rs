@@ -119,7 +119,7 @@ fn swept_in_children(trace: &Trace) -> (Vec<Finding>, HashSet<(u32, &str)>) {
                 id: ID.into(),
                 what: format!("{} × {name} failing with EBADF in {} children of {}, before their exec", thousands(bad), thousands(n), parent.comm),
                 pid: Some(ppid),
-                evidence: Evidence { in_busy_children: below.saturating_sub(bad) / n >= spawner::BUSY_CHILD, ..Evidence::new(trace, name, bad, ns) },
+                evidence: Evidence { per_item: below.saturating_sub(bad) / n < spawner::BUSY_CHILD, ..Evidence::new(trace, name, bad, ns) },
                 sites,
                 saving_ns: ns,
                 why: format!(

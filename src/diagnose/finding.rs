@@ -72,11 +72,13 @@ pub struct Evidence {
     /// when not measured: the calls' least cost, where ticks are too few.
     #[serde(default, skip_serializing_if = "crate::model::is_zero")]
     pub syscall_ns: u64,
-    /// The calls are a spawner's, a few in each child it started, and the
-    /// children each did much work of their own (a build's compilers):
-    /// judged by their time alone, however many of the run's calls they are.
+    /// The calls come a few with each item of the program's work, told by
+    /// what they go with: a fork (a shell's mask changes), a child started
+    /// to do little (a spawner's reset), a record written (a pid per log
+    /// record). A tenth of the run's calls is then shown whatever their
+    /// time; other calls are judged by their time.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub in_busy_children: bool,
+    pub per_item: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
@@ -123,7 +125,7 @@ impl Evidence {
             untimed: trace.run.time == crate::model::TimeKind::Unmeasured,
             run_includes_tracer: trace.run.log.is_some(),
             syscall_ns: trace.run.syscall_ns.unwrap_or(0),
-            in_busy_children: false,
+            per_item: false,
         }
     }
 
@@ -157,11 +159,11 @@ pub const MANY_CALLS: u64 = 1_000;
 
 impl Finding {
     /// A few calls, or a saving well under 1% of the run: shown only with
-    /// --all; not when its calls are a tenth of the run's and a thousand
-    /// or more in each process (a shell's mask changes around each fork,
-    /// a pid per log record: cheap each, but the bulk of the count, spread
-    /// over work the run's clock is full of), unless they are a spawner's
-    /// in children that each did much work (a build's resets per compiler). With sampled time, only
+    /// --all; not when they come with each item of work (`per_item`), are
+    /// a tenth of the run's calls and a thousand or more in each process
+    /// (a shell's mask changes around each fork, a pid per log record:
+    /// cheap each, but the bulk of the count, spread over work the run's
+    /// clock is full of). With sampled time, only
     /// when it is small even at the top of what the ticks allow. Where FEW_TICKS or fewer landed in the calls
     /// (in a short run one tick can be over 1% of it), unless the ticks say
     /// "big" even lowered by their slack, the calls' least cost on this
@@ -175,7 +177,7 @@ impl Finding {
         // Repeated within a process: a program's processes that each make
         // a few (node's start-up asks for its pid 73 times) are not.
         let per_process = e.calls / self.processes.len().max(1) as u64;
-        if per_process >= MANY_CALLS && e.share_of_calls >= MOST_CALLS && !e.in_busy_children {
+        if e.per_item && per_process >= MANY_CALLS && e.share_of_calls >= MOST_CALLS {
             return false;
         }
         let of_run = |ns: u64| if e.run_ns > 0 { ns as f64 / e.run_ns as f64 } else { 0.0 };
@@ -241,7 +243,7 @@ mod tests {
             id: "x".into(),
             what: String::new(),
             pid: None,
-            evidence: Evidence { calls, share_of_calls: share, run_ns: 1_000_000, ..Default::default() },
+            evidence: Evidence { calls, share_of_calls: share, run_ns: 1_000_000, per_item: true, ..Default::default() },
             sites: vec![],
             saving_ns,
             why: String::new(),
@@ -259,9 +261,10 @@ mod tests {
         let spread = |n: u32| Finding { processes: (1..=n).map(share).collect(), ..f(2_190, 1_000, 0.15) };
         assert!(spread(30).is_small());
         assert!(!spread(2).is_small(), "1,095 in each");
-        // The same calls a spawner's in children that each work much: by time.
-        let busy = Finding { evidence: Evidence { in_busy_children: true, ..f(1000, 0, 0.5).evidence }, ..f(1000, 0, 0.5) };
-        assert!(busy.is_small());
+        // Calls not told to come with each item (a JVM's gettid per lock, a
+        // spawner's reset in compilers that each work much): by time.
+        let alone = Finding { evidence: Evidence { per_item: false, ..f(1000, 0, 0.5).evidence }, ..f(1000, 0, 0.5) };
+        assert!(alone.is_small());
         // A log's clock holds strace's stops: 0.1% of its time, but 50% of its calls.
         let logged = |share| Finding { evidence: Evidence { run_includes_tracer: true, ..f(1000, 1_000, share).evidence }, ..f(1000, 1_000, share) };
         assert!(!logged(0.5).is_small());

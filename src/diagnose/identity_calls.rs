@@ -23,7 +23,8 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         let sites: Vec<_> = ids.iter().flat_map(|s| s.sites.clone()).collect();
         let mut why = String::from("the process asks for its own identity again and again; the answer does not change while it runs");
         let mut fixes = vec![Fix::code("ask once and keep the answer (refresh a cached pid after fork())")];
-        if let Some(r) = super::pid_per_record(trace, p.pid) {
+        let per_record = super::pid_per_record(trace, p.pid);
+        if let Some(r) = &per_record {
             why = format!(
                 "a getpid for about every write ({} and {}): a logger stamping each record with the pid; glibc stopped \
                  caching the pid in 2.25, so each one is a syscall",
@@ -53,7 +54,8 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             id: ID.into(),
             what: what.join(", "),
             pid: Some(p.pid),
-            evidence: Evidence::new(trace, &ids[0].name, calls, ns),
+            // A pid per log record comes with each record written.
+            evidence: Evidence { per_item: per_record.is_some(), ..Evidence::new(trace, &ids[0].name, calls, ns) },
             sites,
             saving_ns: ns,
             why,

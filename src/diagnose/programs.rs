@@ -54,8 +54,8 @@ pub fn group(trace: &Trace, findings: Vec<Finding>) -> Vec<Finding> {
         // The counts after the first were the same in each: times as many.
         merged.what = format!("{} × {}", thousands(calls), scale_counts(&what, same.len() as u64 + 1));
         merged.saving_ns += same.iter().map(|f| f.saving_ns).sum::<u64>();
-        let busy = merged.evidence.in_busy_children && same.iter().all(|f| f.evidence.in_busy_children);
-        merged.evidence = Evidence { untimed: merged.evidence.untimed, in_busy_children: busy, ..Evidence::new(trace, &syscall, calls, kernel_ns) };
+        let per_item = merged.evidence.per_item && same.iter().all(|f| f.evidence.per_item);
+        merged.evidence = Evidence { untimed: merged.evidence.untimed, per_item, ..Evidence::new(trace, &syscall, calls, kernel_ns) };
         merged.why = format!("{} (in each of {} processes of {program})", merged.why, thousands(trace.processes_in(&processes)));
         merged.pid = None;
         merged.sites = sites;

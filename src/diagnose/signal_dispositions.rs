@@ -57,7 +57,8 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             id: ID.into(),
             what: format!("{} × rt_sigaction", thousands(s.calls)),
             pid: Some(p.pid),
-            evidence: Evidence::new(trace, "rt_sigaction", s.calls, s.total_ns),
+            // Set and restored around each operation, or redone per child.
+            evidence: Evidence { per_item: true, ..Evidence::new(trace, "rt_sigaction", s.calls, s.total_ns) },
             sites: s.sites.clone(),
             // A set-up's worth stays.
             saving_ns: s.total_ns - s.total_ns * SET_UP.min(s.calls) / s.calls.max(1),
@@ -105,10 +106,7 @@ fn reset_in_each_child<'a>(trace: &'a Trace, children: BTreeMap<u32, Vec<&'a Pro
             id: ID.into(),
             what: format!("{} × rt_sigaction in {} children of {}, before their exec", thousands(calls), thousands(n), parent.comm),
             pid: Some(ppid),
-            evidence: Evidence {
-                in_busy_children: below.saturating_sub(calls) / n >= spawner::BUSY_CHILD,
-                ..Evidence::new(trace, "rt_sigaction", calls, ns)
-            },
+            evidence: Evidence { per_item: below.saturating_sub(calls) / n < spawner::BUSY_CHILD, ..Evidence::new(trace, "rt_sigaction", calls, ns) },
             sites,
             saving_ns: ns,
             why: format!(

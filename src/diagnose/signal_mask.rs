@@ -78,7 +78,8 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             id: ID.into(),
             what: format!("{} × rt_sigprocmask ({})", thousands(s.calls), breakdown.join(", ")),
             pid: Some(p.pid),
-            evidence: Evidence::new(trace, "rt_sigprocmask", s.calls, s.total_ns),
+            // A mask changed around each operation: a context switch, a fork.
+            evidence: Evidence { per_item: true, ..Evidence::new(trace, "rt_sigprocmask", s.calls, s.total_ns) },
             sites: s.sites.clone(),
             // Pointless calls can all go; real changes are counted too when
             // the source (a context switch, a jump) can drop the mask.

@@ -150,21 +150,22 @@ fn bench_table_and_markdown() {
     insta::assert_snapshot!("bench_markdown", super::bench::markdown(&m));
 }
 
-/// A shell running `true` 503 times, every exec trying two directories of
-/// PATH first: 3 processes kept whole, 500 folded into their program's row.
+/// A shell running a program 503 times, each asking twice for an IPv6
+/// socket the kernel lacks: 3 processes kept whole, 500 folded into their
+/// program's row.
 #[test]
 fn text_report_program_with_folded_processes() {
     use crate::model::Process;
-    let mut t = trace(1_000_000_000, &[("execve", 1509, 30_000_000)]);
+    let mut t = trace(1_000_000_000, &[("socket", 1509, 30_000_000)]);
     t.run.backend = "bpf".into();
     let template = t.processes.pop().unwrap();
     let mut failing = template.syscalls.clone();
-    failing[0].errnos.insert("ENOENT".into(), 2);
+    failing[0].errnos.insert("EAFNOSUPPORT".into(), 2);
     failing[0].calls = 3;
     for pid in 11..=13 {
         t.processes.push(Process { pid, comm: "true".into(), syscalls: failing.clone(), ..template.clone() });
     }
-    failing[0].errnos.insert("ENOENT".into(), 1000);
+    failing[0].errnos.insert("EAFNOSUPPORT".into(), 1000);
     failing[0].calls = 1500;
     t.processes.push(Process { pid: 1 << 30, comm: "true".into(), folded: 500, syscalls: failing, ..template });
     let findings = crate::diagnose::diagnose(&t, true);
