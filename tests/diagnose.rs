@@ -763,6 +763,31 @@ fn one_path_resolved_again_and_again_is_one_finding() {
     assert!(!f.iter().any(|x| x["id"] == "repeated-path" && x["what"].as_str().unwrap().contains("d.txt")), "{:?}", ids(&f));
 }
 
+/// GNU tar listing an archive of 3,000 names flushes its stdout after each
+/// one (fflush_unlocked in the sites), to a regular file too: tiny-io,
+/// whose fix says so instead of offering a buffer size. A shell loop
+/// echoing lines writes each without any fflush: the buffering fix.
+#[test]
+fn a_stream_flushed_after_each_record_is_told() {
+    if skip_without_bpf() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("d")).unwrap();
+    for i in 0..3000 {
+        std::fs::write(dir.path().join(format!("d/f{i}")), "").unwrap();
+    }
+    let status = std::process::Command::new("tar").args(["cf", "x.tar", "d"]).current_dir(dir.path()).status().unwrap();
+    assert!(status.success());
+    let f = findings_in(dir.path(), &["sh", "-c", "tar tf x.tar > list.txt"], &[]);
+    let t = only(&f, "tiny-io");
+    assert!(t["what"].as_str().unwrap().starts_with("3,001 × write(fd 1)"), "{t}");
+    assert!(fixes(t).starts_with("the program calls fflush after each write"), "{t}");
+    let f = shell_findings(&[], "i=0; while [ $i -lt 5000 ]; do echo $i; i=$((i+1)); done > out.txt", &[]);
+    let t = only(&f, "tiny-io");
+    assert!(fixes(t).starts_with("buffer the output"), "{t}");
+}
+
 /// A line per item on a pipe, from tools doing work per item, is their
 /// output, not waste: du -a (a stat and a write per file), ls -lR (two ACL
 /// questions per directory), rsync's dry run into a new directory (each

@@ -40,12 +40,16 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         if relays.get(&a.pid).is_some_and(|&reads| reads >= a.calls) {
             continue; // a relay: the records are its writer's
         }
-        let mut fixes = vec![
-            Fix::code(
-                "buffer whole blocks and flush on a timer or at exit, not after every record (setvbuf(_IOFBF), a BufWriter, a logger's buffering)",
-            ),
-            Fix::config("for a program using C stdio: stdbuf -o1M (or a larger -o) in front of it"),
-        ];
+        let mut fixes = if super::flushes_itself(trace, &a.sites) {
+            vec![Fix::code(super::FLUSHED_EACH_TIME)]
+        } else {
+            vec![
+                Fix::code(
+                    "buffer whole blocks and flush on a timer or at exit, not after every record (setvbuf(_IOFBF), a BufWriter, a logger's buffering)",
+                ),
+                Fix::config("for a program using C stdio: stdbuf -o1M (or a larger -o) in front of it"),
+            ]
+        };
         fixes.splice(0..0, super::log_flush(trace, a));
         let mut variant = None;
         if let Some((fix, v)) = python_unbuffered(trace, a) {

@@ -177,6 +177,17 @@ fn pid_per_record(trace: &Trace, pid: u32) -> Option<PidPerRecord> {
     })
 }
 
+/// Whether the writes at `shares` came from the program flushing its C
+/// stdio stream itself (fflush after each record: GNU tar's listing), which
+/// no buffering knob (stdbuf, setvbuf from outside) can stop.
+fn flushes_itself(trace: &Trace, shares: &[SiteShare]) -> bool {
+    called_through(trace, shares, &["fflush", "fflush_unlocked", "_IO_fflush"])
+}
+
+/// The fix for a stream the program flushes itself after each write.
+const FLUSHED_EACH_TIME: &str = "the program calls fflush after each write: no buffering knob stops that; flush once per batch \
+     of records or on a timer, or leave the stream to its buffer";
+
 /// The fix for writes of a record each from an interpreter's logger (a
 /// getpid for every write, in CPython or Ruby): it flushes every record.
 fn log_flush(trace: &Trace, a: &crate::model::ArgumentStats) -> Option<Fix> {

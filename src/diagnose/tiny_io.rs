@@ -28,7 +28,9 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         if writing && relays.get(&a.pid).is_some_and(|&reads| reads >= a.calls) {
             continue; // a relay: the fix is in the program that writes to it
         }
-        let mut fixes = vec![Fix::code(if writing {
+        let mut fixes = vec![Fix::code(if writing && super::flushes_itself(trace, &a.sites) {
+            super::FLUSHED_EACH_TIME
+        } else if writing {
             "buffer the output (stdio with a full buffer, setvbuf, a BufWriter) and write in blocks"
         } else {
             "read in blocks (4 KiB or more) into a buffer and take the bytes from there"
@@ -123,6 +125,16 @@ mod tests {
         t.arguments[0].requested = Some(bucket(1));
         t.arguments[0].returned = Some(bucket(1));
         assert_eq!(check(&t)[0].what, "2,000 × read(fd 12) of ≤ 1 byte");
+    }
+
+    #[test]
+    fn a_stream_flushed_after_each_write_is_told() {
+        // GNU tar's listing: fflush(stdout) after each name.
+        let mut t = writes(5, 3000);
+        let s = site(&mut t, &["__GI___libc_write", "_IO_new_file_write", "fflush_unlocked", "list_archive"]);
+        t.arguments[0].sites = s;
+        let f = check(&t);
+        assert!(f[0].fixes[0].text.starts_with("the program calls fflush after each write"), "{:?}", f[0].fixes);
     }
 
     #[test]
