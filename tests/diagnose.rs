@@ -122,6 +122,38 @@ fn vdso_fallback_when_the_vdso_is_bypassed() {
     assert!(!ids(&f).iter().any(|i| i.starts_with("vdso-fallback")), "{:?}", ids(&f));
 }
 
+/// Real runtimes reading the CPU time used per item: node's
+/// process.cpuUsage() (getrusage) and perl's times(): vdso-fallback-cputime,
+/// naming the syscall. node's process.hrtime() and perl's time() per item,
+/// answered by the vDSO: nothing.
+#[test]
+fn cpu_time_read_per_item_by_a_runtime() {
+    if skip_without_bpf() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let node = node();
+    let node = node.to_str().unwrap();
+    let cases = [
+        ([node, "-e", "let s = 0; for (let i = 0; i < 30000; i++) s += process.cpuUsage().user; console.log(s > 0)"], Some("30,000 × getrusage")),
+        (["perl", "-e", "my $s = 0; for (1..30000) { my @t = times; $s += $t[0] } print $s >= 0, qq(\\n)"], Some("30,000 × times")),
+        ([node, "-e", "let s = 0; for (let i = 0; i < 30000; i++) s += process.hrtime()[1]; console.log(s > 0)"], None),
+        (["perl", "-e", "my $s = 0; $s += time for 1..30000; print $s > 0, qq(\\n)"], None),
+    ];
+    for (argv, expected) in cases {
+        let f = findings_in(dir.path(), &argv, &[]);
+        let cpu: Vec<&Value> = f.iter().filter(|x| x["id"] == "vdso-fallback-cputime").collect();
+        match expected {
+            Some(what) => {
+                assert_eq!(cpu.len(), 1, "{argv:?}: {:?}", ids(&f));
+                assert_eq!(cpu[0]["what"], what, "{}", cpu[0]);
+                assert!(fixes(cpu[0]).contains("per batch"), "{}", cpu[0]);
+            }
+            None => assert!(cpu.is_empty(), "{argv:?}: {:?}", ids(&f)),
+        }
+    }
+}
+
 #[test]
 fn repeated_path_and_open_churn() {
     if skip_without_bpf() {

@@ -3,7 +3,8 @@
 //! it (tsc, kvm-clock, the Hyper-V page); hpet, acpi_pm and (often) xen do
 //! not, and then every clock read enters the kernel. With a capable
 //! clocksource, real syscalls mean the program goes around the vDSO. CPU-time
-//! clocks are always syscalls: a cost only when read very often.
+//! reads (the CPU-time clocks, getrusage, times) are always syscalls: a cost
+//! only when made very often.
 
 use super::{Evidence, Finding, Fix};
 use crate::human::{clock_name, thousands};
@@ -18,6 +19,11 @@ const CPU_CLOCKS: &[i64] = &[2, 3];
 
 /// Clock reads per second below which a CPU-time clock is not worth a word.
 const FREQUENT: f64 = 1000.0;
+
+/// Syscalls that read the CPU time used, besides the CPU-time clocks: node's
+/// process.cpuUsage() and Python's resource.getrusage() call getrusage,
+/// perl's times() times.
+const CPU_READS: &[&str] = &["getrusage", "times"];
 
 pub fn check(trace: &Trace) -> Vec<Finding> {
     let env = &trace.run.environment;
@@ -53,6 +59,8 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             what.push(format!("{} × {}", thousands(s.calls), s.name));
         }
         let mut cpu = (0, 0);
+        // Each kind of CPU-time read: its syscall, how it is shown, calls.
+        let mut cpu_what: Vec<(&str, String)> = Vec::new();
         for a in arguments.get(&p.pid).into_iter().flatten().filter(|a| a.syscall == "clock_gettime") {
             let Argument::Clock { clock } = a.argument else { continue };
             if VDSO_CLOCKS.contains(&clock) {
@@ -63,6 +71,14 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                 cpu.0 += a.calls;
                 cpu.1 += a.total_ns;
             }
+        }
+        if cpu.0 > 0 {
+            cpu_what.push(("clock_gettime", format!("{} × clock_gettime(CPU-time clock)", thousands(cpu.0))));
+        }
+        for s in p.syscalls.iter().filter(|s| CPU_READS.contains(&s.name.as_str())) {
+            cpu.0 += s.calls;
+            cpu.1 += s.total_ns;
+            cpu_what.push((&s.name, format!("{} × {}", thousands(s.calls), s.name)));
         }
         if calls >= 2 {
             out.push(Finding {
@@ -81,15 +97,21 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         if cpu.0 >= 2 && cpu_rate >= FREQUENT {
             out.push(Finding {
                 id: format!("{ID}-cputime"),
-                what: format!("{} × clock_gettime(CPU-time clock)", thousands(cpu.0)),
+                what: cpu_what.iter().map(|(_, w)| w.as_str()).collect::<Vec<_>>().join(", "),
                 pid: Some(p.pid),
-                evidence: Evidence::new(trace, "clock_gettime", cpu.0, cpu.1),
+                evidence: Evidence::new(trace, cpu_what[0].0, cpu.0, cpu.1),
                 sites: vec![],
                 saving_ns: cpu.1,
-                why: format!("CPU-time clocks (CLOCK_PROCESS_CPUTIME_ID, CLOCK_THREAD_CPUTIME_ID) are always syscalls, the vDSO cannot read them; this process reads one {cpu_rate:.0} times a second"),
+                why: format!(
+                    "reads of the CPU time used (the CPU-time clocks CLOCK_PROCESS_CPUTIME_ID and CLOCK_THREAD_CPUTIME_ID, getrusage, \
+                     times) are always syscalls, the vDSO cannot answer them; this process reads it {cpu_rate:.0} times a second"
+                ),
                 fixes: vec![
-                    Fix::code("for elapsed time use CLOCK_MONOTONIC, which the vDSO serves"),
-                    Fix::code("read CPU time less often: per batch, not per operation"),
+                    Fix::code("for elapsed time use CLOCK_MONOTONIC, which the vDSO serves (Python's time.monotonic(), node's process.hrtime())"),
+                    Fix::code(
+                        "read CPU time less often: per batch, not per operation (time.process_time(), resource.getrusage(), node's \
+                         process.cpuUsage(), perl's times(), Ruby's Process.clock_gettime(:CLOCK_PROCESS_CPUTIME_ID) each make one)",
+                    ),
                 ],
                 ..Default::default()
             });
@@ -132,6 +154,19 @@ mod tests {
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].id, "vdso-fallback-cputime");
         assert!(check(&clocks("tsc", 2, 10)).is_empty());
+    }
+
+    #[test]
+    fn getrusage_and_times_are_cpu_time_reads_too() {
+        let mut t = trace(1_000_000_000, &[("getrusage", 50_000, 15_000_000), ("times", 10, 3_000)]);
+        t.run.environment.clocksource = Some("tsc".into());
+        let f = check(&t);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].id, "vdso-fallback-cputime");
+        assert_eq!(f[0].what, "50,000 × getrusage, 10 × times");
+        assert_eq!(f[0].evidence.syscall, "getrusage");
+        let t = trace(1_000_000_000, &[("getrusage", 100, 30_000)]);
+        assert!(check(&t).is_empty(), "100 a second is no cost");
     }
 
     #[test]
