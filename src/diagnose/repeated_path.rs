@@ -69,7 +69,9 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         if path.is_empty() || !(lookup || open) || a.calls < 2 || (lookup && path == "/etc/localtime" && tz_unset()) {
             continue;
         }
-        if loaders.made(a) {
+        // A path that is missing each time it is asked (most calls fail):
+        // failing-calls tells it, as a file looked for in vain.
+        if loaders.made(a) || a.errors * 2 > a.calls {
             continue;
         }
         if !super::names_one_file(trace, a) {
@@ -367,6 +369,15 @@ mod tests {
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].what, "10,000 × newfstatat(\"/etc/app.conf\")");
         assert_eq!(f[0].saving_ns, 10_000_000 - 1000);
+    }
+
+    #[test]
+    fn a_path_missing_each_time_is_left_to_failing_calls() {
+        let mut t = trace(1_000_000_000, &[("access", 20_000, 20_000_000)]);
+        argument(&mut t, "access", path("/etc/app.conf"), 20_000, 20_000_000).errors = 20_000;
+        assert!(check(&t).is_empty());
+        t.arguments[0].errors = 100;
+        assert_eq!(check(&t).len(), 1, "found most times: a repeat");
     }
 
     #[test]
