@@ -1114,6 +1114,26 @@ fn a_signal_reset_in_each_spawned_child() {
     assert!(!f.iter().any(|x| x["what"].as_str().unwrap().contains(" children of ")), "{:?}", ids(&f));
 }
 
+/// Python's select.select() with a zero timeout in a loop: pselect6
+/// writes the time left back, so its exit reads "ran out", but 50,000 in
+/// a fraction of a second cannot have waited: busy-poll. The same loop
+/// with 10 ms timeouts that run out: nothing.
+#[test]
+fn a_select_spin_is_busy_polling() {
+    if skip_without_bpf() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spin = "import select\nfor i in range(50000):\n    select.select([], [], [], 0)\n";
+    let timed = "import select\nfor i in range(30):\n    select.select([], [], [], 0.01)\n";
+    let f = findings_in(dir.path(), &["/usr/bin/python3", "-c", spin], &[]);
+    let b = only(&f, "busy-poll");
+    assert!(b["what"].as_str().unwrap().ends_with("× pselect6(timeout 0)") || b["what"].as_str().unwrap().ends_with("× select(timeout 0)"), "{b}");
+    assert!(b["evidence"]["calls"].as_u64().unwrap() >= 50_000, "{b}");
+    let f = findings_in_with(&["--all"], dir.path(), &["/usr/bin/python3", "-c", timed], &[]);
+    assert!(!ids(&f).contains(&"busy-poll"), "{:?}", ids(&f));
+}
+
 /// The findings of node running `js` and of Python running `py` (each
 /// written to a file of a fresh directory and run there).
 fn event_loop_findings(options: &[&str], js: &str, py: &str) -> [(&'static str, Vec<Value>); 2] {

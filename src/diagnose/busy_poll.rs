@@ -17,6 +17,12 @@ pub const ID: &str = "busy-poll";
 /// loop's look before it waits makes about one.
 const SPIN_RATIO: u64 = 4;
 
+/// select, pselect6 and ppoll write the time left back, so at their exit a
+/// zero timeout and one that ran out look alike (`RanOut`). Made this often
+/// (calls a second, over the run), they cannot have waited: 10,000 a
+/// second leaves 100 µs a call at most, beyond any timer a loop means.
+const NO_WAIT_RATE: u64 = 10_000;
+
 /// libuv's loop, which polls without waiting while callbacks are queued
 /// for its next turn.
 const LIBUV_LOOP: &[&str] = &["uv__io_poll", "uv_run"];
@@ -58,8 +64,11 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             *waited.entry(a.pid).or_default() += a.calls;
         }
     }
+    let run_s = trace.run.duration_ns as f64 / 1e9;
     for a in &trace.arguments {
-        if a.argument != (Argument::Timeout { timeout: Timeout::Zero }) || a.calls < 2 {
+        let zero = a.argument == (Argument::Timeout { timeout: Timeout::Zero });
+        let ran_out_at_once = a.argument == (Argument::Timeout { timeout: Timeout::RanOut }) && a.calls as f64 >= NO_WAIT_RATE as f64 * run_s;
+        if !(zero || ran_out_at_once) || a.calls < 2 {
             continue;
         }
         if a.calls < SPIN_RATIO * waited.get(&a.pid).copied().unwrap_or(0) {
@@ -118,6 +127,20 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
 mod tests {
     use super::*;
     use crate::diagnose::testing::*;
+
+    #[test]
+    fn timeouts_that_ran_out_too_often_to_have_waited_are_zero() {
+        // Python's select.select([], [], [], 0): select writes 0 back.
+        let mut t = trace(130_000_000, &[("select", 50_000, 40_000_000)]);
+        argument(&mut t, "select", Argument::Timeout { timeout: Timeout::RanOut }, 50_000, 40_000_000);
+        let f = check(&t);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].what, "50,000 × select(timeout 0)");
+        // A loop whose 10 ms timeouts run out: 100 a second.
+        let mut t = trace(1_000_000_000, &[("select", 100, 1_000)]);
+        argument(&mut t, "select", Argument::Timeout { timeout: Timeout::RanOut }, 100, 1_000);
+        assert!(check(&t).is_empty());
+    }
 
     #[test]
     fn zero_timeout_polls_and_yield_spins() {

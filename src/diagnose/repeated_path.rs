@@ -141,8 +141,9 @@ fn known_fixes(trace: &Trace, a: &ArgumentStats, path: &str) -> Vec<Fix> {
 /// Files one process looks up or opens about as often as each other (within
 /// 5%), at least `MIN_TOGETHER_CALLS` times each and `MIN_TOGETHER` of them:
 /// one operation asks about them all each time (a memory or CPU query
-/// reading its cgroup files, realpath() stat'ing each component of a path).
-const MIN_TOGETHER: usize = 3;
+/// reading its cgroup files, realpath() stat'ing each component of a path,
+/// getpwuid() stat'ing nsswitch.conf and opening /etc/passwd).
+const MIN_TOGETHER: usize = 2;
 const MIN_TOGETHER_CALLS: u64 = 50;
 
 /// The sets of files read together, by their indices in `repeats`, those
@@ -474,6 +475,19 @@ mod tests {
             argument(&mut t, "openat", path(&format!("/etc/f{i}")), *n, 10_000_000);
         }
         assert_eq!(check(&t).len(), 3);
+    }
+
+    #[test]
+    fn two_files_of_one_lookup_are_one_finding() {
+        // getpwuid() per item: nsswitch.conf stat'ed, /etc/passwd opened.
+        let mut t = trace(1_000_000_000, &[("openat", 3_000, 3_000_000), ("newfstatat", 3_000, 3_000_000)]);
+        let s = site(&mut t, &["__open64", "_nss_files_getpwuid_r", "getpwuid", "lookup"]);
+        argument(&mut t, "openat", path("/etc/passwd"), 3_000, 3_000_000).sites = s;
+        argument(&mut t, "newfstatat", path("/etc/nsswitch.conf"), 3_000, 3_000_000);
+        let f = check(&t);
+        assert_eq!(f.len(), 1, "{:?}", f.iter().map(|x| &x.what).collect::<Vec<_>>());
+        assert!(f[0].what.starts_with("6,000 × newfstatat/openat of 2 files read together"), "{}", f[0].what);
+        assert!(f[0].fixes[0].text.contains("nscd"), "{:?}", f[0].fixes);
     }
 
     #[test]
