@@ -1134,6 +1134,29 @@ fn a_select_spin_is_busy_polling() {
     assert!(!ids(&f).contains(&"busy-poll"), "{:?}", ids(&f));
 }
 
+/// Python's uuid.uuid1() per item, through libuuid: each asks the uuidd
+/// daemon on a fresh socket, and with no daemon the connect fails with
+/// ENOENT every time. failing-calls, with the service advice, though the
+/// socket's fd is a new one each time. uuid4() asks nobody: nothing.
+#[test]
+fn a_connect_to_a_missing_service_per_item() {
+    if skip_without_bpf() {
+        return;
+    }
+    if std::path::Path::new("/run/uuidd/request").exists() {
+        return; // uuidd runs here: libuuid's connects succeed
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let each = |f: &str| format!("import uuid\nfor i in range(5000):\n    uuid.{f}()\n");
+    let f = findings_in(dir.path(), &["/usr/bin/python3", "-c", &each("uuid1")], &[]);
+    let c = f.iter().find(|x| x["id"] == "failing-calls" && x["what"].as_str().unwrap().contains("connect")).unwrap_or_else(|| panic!("{f:?}"));
+    assert!(c["what"].as_str().unwrap().ends_with("failing with ENOENT"), "{c}");
+    assert!(c["evidence"]["calls"].as_u64().unwrap() >= 4_999, "{c}");
+    assert!(fixes(c).contains("a service that is not there"), "{c}");
+    let f = findings_in_with(&["--all"], dir.path(), &["/usr/bin/python3", "-c", &each("uuid4")], &[]);
+    assert!(!f.iter().any(|x| x["what"].as_str().unwrap().contains("connect")), "{:?}", ids(&f));
+}
+
 /// The findings of node running `js` and of Python running `py` (each
 /// written to a file of a fresh directory and run there).
 fn event_loop_findings(options: &[&str], js: &str, py: &str) -> [(&'static str, Vec<Value>); 2] {

@@ -18,6 +18,11 @@ fn advice(syscall: &str, errno: &str) -> &'static str {
             "execvp or the shell tries each directory of PATH in turn: put the one that holds the program earlier in PATH, or run it by its full path"
         }
         ("close", "EBADF") => "closing fds that are not open (a close-everything sweep): use close_range(2) or closefrom(), or track what is open",
+        ("connect", "ENOENT" | "ECONNREFUSED") => {
+            "connecting again and again to a service that is not there (a Unix socket's path that does not exist, a port \
+             nobody listens on: nscd, uuidd, a syslog or metrics daemon): run the service, or stop asking after the first \
+             failure and retry on a timer"
+        }
         (_, "ENOENT") => {
             "looking for a file that is not there, again and again: remember that it is missing, or fix the search path so it is found first"
         }
@@ -62,8 +67,10 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             *closes.entry((a.pid, fd)).or_default() += a.calls - a.errors;
         }
     }
+    // Not a connect: its question is the address, whatever new socket asks
+    // it (libuuid's uuid1() tries uuidd on a fresh socket each time).
     let reused = |a: &ArgumentStats| match a.argument {
-        Argument::Fd { fd } => closes.get(&(a.pid, fd)).is_some_and(|&c| c * 2 >= a.errors),
+        Argument::Fd { fd } => a.syscall != "connect" && closes.get(&(a.pid, fd)).is_some_and(|&c| c * 2 >= a.errors),
         _ => false,
     };
     for a in trace.arguments.iter().filter(|a| again(a) && !loaders.made(a) && !reused(a)) {
@@ -219,6 +226,18 @@ mod tests {
         assert!(check(&t).is_empty());
         t.arguments[0].argument = under(None);
         assert_eq!(check(&t).len(), 1, "relative to a working directory that never moves: one file");
+    }
+
+    #[test]
+    fn a_connect_failing_on_a_new_socket_each_time_is_asked_again() {
+        // libuuid's uuid1(): socket, connect to uuidd's missing path, close.
+        let mut t = trace(1_000_000_000, &[("connect", 20_000, 90_000_000), ("close", 20_000, 80_000_000)]);
+        t.processes[0].syscalls[0].errnos.insert("ENOENT".into(), 20_000);
+        argument(&mut t, "connect", Argument::Fd { fd: 3 }, 20_000, 90_000_000).errors = 20_000;
+        argument(&mut t, "close", Argument::Fd { fd: 3 }, 20_000, 80_000_000);
+        let f = check(&t);
+        assert_eq!(f.len(), 1);
+        assert!(f[0].fixes[0].text.contains("a service that is not there"), "{:?}", f[0].fixes);
     }
 
     #[test]
