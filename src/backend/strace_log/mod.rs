@@ -291,8 +291,14 @@ impl LogReader {
         };
         self.clock.first.get_or_insert(t);
         self.clock.last = self.clock.last.max(t);
-        if let Body::Call { ret, .. } | Body::Resumed { ret, .. } = &line.body {
-            let end = t + ret.duration_ns.unwrap_or(0) as f64 / 1e9;
+        // A whole line is stamped at the call's entry, its -T time after;
+        // a resumed one at its return, -T counting from the entry before.
+        let end = match &line.body {
+            Body::Call { ret, .. } => Some(t + ret.duration_ns.unwrap_or(0) as f64 / 1e9),
+            Body::Resumed { .. } => Some(t),
+            _ => None,
+        };
+        if let Some(end) = end {
             let first = self.clock.first.unwrap_or(t);
             self.out.duration_ns = self.out.duration_ns.max(((end - first) * 1e9).round() as u64);
         }

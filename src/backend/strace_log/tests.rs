@@ -59,6 +59,20 @@ fn unprefixed_lines_belong_to_the_first_process() {
     assert_eq!(t.processes.len(), 2);
 }
 
+/// A resumed line is stamped at its return, and its -T time counts from
+/// the entry: the run ends there, not that long after (a shell's wait4 of
+/// 13.7 s made a 14 s log read as 27.5 s).
+#[test]
+fn a_resumed_call_ends_at_its_own_stamp() {
+    let log = "1 10:00:00.000000 wait4(-1,  <unfinished ...>
+2 10:00:00.000100 getpid() = 2 <0.000010>
+2 10:00:01.000000 +++ exited with 0 +++
+1 10:00:02.000000 <... wait4 resumed>[{WIFEXITED(s) && WEXITSTATUS(s) == 0}], 0, NULL) = 2 <2.000000>
+";
+    let (_, read) = read(log);
+    assert_eq!(read.duration_ns, 2_000_000_000);
+}
+
 #[test]
 fn times_stacks_and_mask_changes() {
     let log = r#"7 10:00:00.000000 rt_sigprocmask(SIG_BLOCK, [INT], [], 8) = 0 <0.000010>
