@@ -331,7 +331,9 @@ fn polling(trace: &Trace, set: &[&ArgumentStats]) -> Finding {
             shown.join(", ")
         ),
         pid: Some(set[0].pid),
-        evidence: Evidence::new(trace, syscall, calls, ns),
+        // Each poll of each file is the watcher's item of work; its run is
+        // mostly the sleep between polls, so its clock says little.
+        evidence: Evidence { per_item: true, ..Evidence::new(trace, syscall, calls, ns) },
         sites,
         saving_ns: set.iter().map(|a| all_but_one(a)).sum(),
         why: format!(
