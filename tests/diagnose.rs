@@ -1157,6 +1157,30 @@ fn a_connect_to_a_missing_service_per_item() {
     assert!(!f.iter().any(|x| x["what"].as_str().unwrap().contains("connect")), "{:?}", ids(&f));
 }
 
+/// Python starting a thread per item, 600 one after another: each thread's
+/// stack is mapped and unmapped (memory-churn, "in 601 threads") and
+/// pthread_create changes the mask around each (signal-mask-churn); both
+/// name a pool, neither a malloc knob. The same work on a pool of four
+/// threads: neither.
+#[test]
+fn a_thread_per_item_is_told_with_a_pool() {
+    if skip_without_bpf() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let each = "import threading\ndef f(): pass\nfor i in range(600):\n    t = threading.Thread(target=f); t.start(); t.join()\n";
+    let pool =
+        "from concurrent.futures import ThreadPoolExecutor\ndef f(i): pass\nwith ThreadPoolExecutor(4) as p:\n    list(p.map(f, range(600)))\n";
+    let f = findings_in(dir.path(), &["/usr/bin/python3", "-c", each], &[]);
+    let m = only(&f, "memory-churn");
+    assert!(m["what"].as_str().unwrap().ends_with("in 601 threads"), "{m}");
+    assert!(fixes(m).contains("ThreadPoolExecutor") && !fixes(m).contains("MALLOC_"), "{m}");
+    let s = only(&f, "signal-mask-churn");
+    assert!(s["why"].as_str().unwrap().contains("pthread_create"), "{s}");
+    let f = findings_in(dir.path(), &["/usr/bin/python3", "-c", pool], &[]);
+    assert!(!ids(&f).contains(&"memory-churn") && !ids(&f).contains(&"signal-mask-churn"), "{:?}", ids(&f));
+}
+
 /// The findings of node running `js` and of Python running `py` (each
 /// written to a file of a fresh directory and run there).
 fn event_loop_findings(options: &[&str], js: &str, py: &str) -> [(&'static str, Vec<Value>); 2] {

@@ -90,6 +90,16 @@ fn mapped_by_a_spawn(trace: &Trace, shares: &[SiteShare]) -> bool {
     through * 2 > shares.iter().map(|s| s.calls).sum::<u64>()
 }
 
+/// A thread per item: a process that started about as many threads as it
+/// unmapped regions. glibc gives each new thread a stack of its own
+/// mapping (8 MiB by default) and keeps up to 40 MiB of them for reuse;
+/// past that each ended thread's stack is unmapped, so a thread started per
+/// request maps and unmaps a stack each time.
+fn a_thread_per_item(p: &crate::model::Process, unmaps: u64) -> bool {
+    let threads = p.threads.len() as u64;
+    threads >= MIN_PAIRS / 2 && threads * 2 >= unmaps
+}
+
 pub fn check(trace: &Trace) -> Vec<Finding> {
     // brk calls per process by direction, in one pass.
     let mut moves: HashMap<u32, (u64, u64)> = HashMap::new();
@@ -118,19 +128,27 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         let mut fixes = Vec::new();
         let mut its_own = false;
         let spawning = mmap.is_some_and(|s| mapped_by_a_spawn(trace, &s.sites));
+        let threads = a_thread_per_item(p, unmaps);
         if pairs >= MIN_PAIRS && pairs * 10 >= maps.max(unmaps) * 8 && !spawning {
             what.push(format!("{} × mmap with {} × munmap", thousands(maps), thousands(unmaps)));
             for s in [mmap, munmap].into_iter().flatten() {
                 ns += s.total_ns;
                 sites.extend(s.sites.clone());
             }
-            its_own = mmap.is_some_and(|s| mapped_by_the_program(trace, &s.sites));
-            if its_own {
+            its_own = !threads && mmap.is_some_and(|s| mapped_by_the_program(trace, &s.sites));
+            if threads {
+                what.push(format!("in {} threads", thousands(p.threads.len() as u64)));
+                fixes.push(Fix::code(
+                    "start a pool of threads once and hand them the work (Python's concurrent.futures.ThreadPoolExecutor, a \
+                     fixed set of workers) instead of a thread per item; glibc keeps up to 40 MiB of ended threads' stacks for \
+                     new ones, so smaller stacks (pthread_attr_setstacksize, threading.stack_size()) also keep more of them",
+                ));
+            } else if its_own {
                 fixes.push(Fix::code(
                     "map once and keep the mapping for the next item (or read small files with read() into a buffer you keep): \
                      malloc's knobs do not apply, the program calls mmap itself",
                 ));
-            } else {
+            } else if !threads {
                 knobs.push(MMAP_OFF);
                 fixes.push(Fix::env(format!("turn glibc malloc's mmap off: {MMAP_FIX}")));
             }
@@ -147,10 +165,14 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         if what.is_empty() {
             continue;
         }
-        if !its_own || !knobs.is_empty() {
+        if (!its_own && !threads) || !knobs.is_empty() {
             fixes.push(Fix::code("reuse the buffer across iterations instead of allocating and freeing it each time"));
         }
-        let why = if its_own {
+        let why = if threads {
+            "a thread is started per item and ends: each new thread's stack is a mapping of its own, and once glibc's cache of \
+             ended threads' stacks (40 MiB) is full, each one that ends is unmapped: a syscall pair, page faults on the fresh \
+             stack and a TLB flush on every CPU the process ran on"
+        } else if its_own {
             "the program maps memory (or a file) itself and unmaps it again, again and again (its call sites show no allocator): \
              each round trip is a syscall pair, page faults on the fresh pages and a TLB flush at each unmap"
         } else {
@@ -192,6 +214,18 @@ mod tests {
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].what, "10,008 × mmap with 10,001 × munmap");
         assert_eq!(f[0].prove.as_deref(), Some("sysdiet compare --env MALLOC_MMAP_MAX_=0 --env MALLOC_TRIM_THRESHOLD_=1073741824 -- ./app"));
+    }
+
+    #[test]
+    fn a_thread_per_item_maps_a_stack_each() {
+        // Python's ThreadingHTTPServer: a thread per request.
+        let mut t = trace(1_000_000_000, &[("mmap", 575, 10_000_000), ("munmap", 512, 10_000_000)]);
+        t.processes[0].threads = (0..501).map(|tid| crate::model::Thread { tid, ..Default::default() }).collect();
+        let f = check(&t);
+        assert_eq!(f[0].what, "575 × mmap with 512 × munmap, in 501 threads");
+        assert!(f[0].fixes[0].text.contains("ThreadPoolExecutor"), "{:?}", f[0].fixes);
+        assert!(f[0].fixes.iter().all(|x| !x.text.contains("MALLOC_")), "no malloc knob: {:?}", f[0].fixes);
+        assert_eq!(f[0].prove, None);
     }
 
     #[test]

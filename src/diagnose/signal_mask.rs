@@ -13,6 +13,9 @@ pub const ID: &str = "signal-mask-churn";
 const UCONTEXT: &[&str] = &["getcontext", "setcontext", "swapcontext"];
 const SIGJMP: &[&str] = &["sigsetjmp", "sigjmp_save", "siglongjmp", "longjmp", "libc_siglongjmp"];
 
+/// Threads a process starts before its mask changes can be theirs.
+const THREADS_PER_ITEM: u64 = 100;
+
 pub fn check(trace: &Trace) -> Vec<Finding> {
     let mut out = Vec::new();
     let arguments = trace.arguments_by_pid();
@@ -42,6 +45,10 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
 
         let ucontext = called_through(trace, &s.sites, UCONTEXT);
         let sigjmp = called_through(trace, &s.sites, SIGJMP);
+        // glibc's pthread_create blocks every signal around the clone and
+        // sets it back, and the new thread sets its own: about four a thread.
+        let threads = p.threads.len() as u64;
+        let per_thread = threads >= THREADS_PER_ITEM && s.calls <= threads * 6 && !ucontext && !sigjmp;
         // An undo changes the mask, but the pair leaves it as it was.
         let mut why = match (unchanged, undone) {
             (_, 0) => format!("{} of the calls change no signal mask", share(unchanged)),
@@ -56,6 +63,18 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             ));
             fixes.push(Fix::config("if the program can be built with another context-switch method than ucontext, choose it"));
         }
+        if per_thread {
+            why = format!(
+                "the calls come with each of the {} threads started, about {} a thread: glibc's pthread_create blocks every \
+                 signal around the clone and sets the mask back, and the new thread sets its own",
+                thousands(threads),
+                s.calls / threads
+            );
+            fixes.push(Fix::code(
+                "start a pool of threads once and hand them the work (Python's concurrent.futures.ThreadPoolExecutor, a fixed \
+                 set of workers) instead of a thread per item",
+            ));
+        }
         if sigjmp {
             why.push_str("; they come from sigsetjmp(env, 1)/siglongjmp, which save and restore the mask on every jump");
             fixes.push(Fix::code("use sigsetjmp(env, 0) or _setjmp/_longjmp where the mask does not change between jump and target"));
@@ -64,7 +83,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             match k {
                 MaskChange::Query if !ucontext && !sigjmp => fixes.push(Fix::code("the calls only read the mask: keep it in a variable instead")),
                 MaskChange::Same if !ucontext && !sigjmp => fixes.push(Fix::code("skip the call when the mask is already the one wanted")),
-                MaskChange::Undo | MaskChange::Block | MaskChange::Unblock if !ucontext && !sigjmp => {
+                MaskChange::Undo | MaskChange::Block | MaskChange::Unblock if !ucontext && !sigjmp && !per_thread => {
                     fixes.push(Fix::code("block signals once around the loop instead of around every operation"))
                 }
                 _ => {}
@@ -103,6 +122,16 @@ mod tests {
         t.processes[0].syscalls[0].sites = s;
         argument(&mut t, "rt_sigprocmask", Argument::SigMask { change }, 200_000, 20_000_000);
         t
+    }
+
+    #[test]
+    fn a_thread_per_item_is_told() {
+        let mut t = mask_trace(MaskChange::Block, &["__pthread_sigmask", "__pthread_create_2_1", "serve"]);
+        let calls = t.processes[0].syscalls[0].calls;
+        t.processes[0].threads = (0..calls as u32 / 4).map(|tid| crate::model::Thread { tid, ..Default::default() }).collect();
+        let f = check(&t);
+        assert!(f[0].why.contains("pthread_create blocks every signal"), "{}", f[0].why);
+        assert!(f[0].fixes[0].text.contains("ThreadPoolExecutor"), "{:?}", f[0].fixes);
     }
 
     #[test]
