@@ -1181,6 +1181,25 @@ fn a_thread_per_item_is_told_with_a_pool() {
     assert!(!ids(&f).contains(&"memory-churn") && !ids(&f).contains(&"signal-mask-churn"), "{:?}", ids(&f));
 }
 
+/// Python's os.path.abspath() of a relative path asks for the working
+/// directory each time: 20,000 getcwd in a process that never changes
+/// directory, identity-calls naming it. Absolute paths ask nothing.
+#[test]
+fn the_working_directory_asked_per_item() {
+    if skip_without_bpf() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let each = |p: &str| format!("import os\nfor i in range(20000):\n    os.path.abspath({p:?})\n");
+    let f = findings_in(dir.path(), &["/usr/bin/python3", "-c", &each("x.txt")], &[]);
+    let i = only(&f, "identity-calls");
+    assert!(i["what"].as_str().unwrap().starts_with("20,0"), "{i}");
+    assert!(i["what"].as_str().unwrap().contains("× getcwd"), "{i}");
+    assert!(fixes(i).contains("os.path.abspath"), "{i}");
+    let f = findings_in_with(&["--all"], dir.path(), &["/usr/bin/python3", "-c", &each("/tmp/x.txt")], &[]);
+    assert!(!f.iter().any(|x| x["what"].as_str().unwrap().contains("getcwd")), "{:?}", ids(&f));
+}
+
 /// The findings of node running `js` and of Python running `py` (each
 /// written to a file of a fresh directory and run there).
 fn event_loop_findings(options: &[&str], js: &str, py: &str) -> [(&'static str, Vec<Value>); 2] {

@@ -1,6 +1,8 @@
 //! identity-calls: getpid, gettid, getuid and the like over and over. glibc
 //! no longer caches getpid (since 2.25), so each is a real syscall; the
-//! answer does not change (getppid only when the parent dies).
+//! answer does not change (getppid only when the parent dies). The working
+//! directory too (getcwd), in a process that does not change it: Python's
+//! os.path.abspath() asks for it on every call.
 
 use super::{Evidence, Finding, Fix};
 use crate::human::thousands;
@@ -13,7 +15,10 @@ const IDENTITY: &[&str] = &["getpid", "gettid", "getppid", "getuid", "geteuid", 
 pub fn check(trace: &Trace) -> Vec<Finding> {
     let mut out = Vec::new();
     for p in &trace.processes {
-        let ids: Vec<_> = p.syscalls.iter().filter(|s| IDENTITY.contains(&s.name.as_str())).collect();
+        // The working directory is a fixed answer only where it stays put.
+        let moves: u64 = p.syscalls.iter().filter(|s| s.name == "chdir" || s.name == "fchdir").map(|s| s.calls).sum();
+        let fixed_cwd = |s: &&crate::model::SyscallStats| s.name == "getcwd" && moves * 10 < s.calls;
+        let ids: Vec<_> = p.syscalls.iter().filter(|s| IDENTITY.contains(&s.name.as_str()) || fixed_cwd(s)).collect();
         let calls: u64 = ids.iter().map(|s| s.calls).sum();
         if calls < 2 {
             continue;
@@ -23,6 +28,19 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         let sites: Vec<_> = ids.iter().flat_map(|s| s.sites.clone()).collect();
         let mut why = String::from("the process asks for its own identity again and again; the answer does not change while it runs");
         let mut fixes = vec![Fix::code("ask once and keep the answer (refresh a cached pid after fork())")];
+        let cwd = ids.iter().find(|s| s.name == "getcwd").map_or(0, |s| s.calls);
+        if cwd * 2 > calls {
+            why = format!(
+                "the process asks for its working directory again and again ({} × getcwd, {} chdir): it changes only when the \
+                 process changes directory",
+                thousands(cwd),
+                thousands(moves)
+            );
+            fixes = vec![Fix::code(
+                "read the working directory once and keep it (again after a chdir); Python's os.path.abspath() and \
+                 os.path.realpath() of a relative path call os.getcwd() each time: join relative paths to a directory read once",
+            )];
+        }
         let per_record = super::pid_per_record(trace, p.pid);
         if let Some(r) = &per_record {
             why = format!(
@@ -90,6 +108,16 @@ mod tests {
         // Writes ten times as many as the pids: not one per record.
         let f = check(&trace(1_000_000_000, &[("getpid", 10_000, 1_000_000), ("write", 100_000, 9_000_000)]));
         assert!(f[0].why.starts_with("the process asks"));
+    }
+
+    #[test]
+    fn the_working_directory_asked_again_and_again() {
+        let f = check(&trace(1_000_000_000, &[("getcwd", 20_000, 10_000_000)]));
+        assert_eq!(f[0].what, "20,000 × getcwd");
+        assert!(f[0].why.contains("working directory"), "{}", f[0].why);
+        assert!(f[0].fixes[0].text.contains("os.path.abspath"));
+        // A walk that changes directory for each: its answers change.
+        assert!(check(&trace(1_000_000_000, &[("getcwd", 20_000, 10_000_000), ("chdir", 10_000, 1_000)])).is_empty());
     }
 
     #[test]
