@@ -104,14 +104,24 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
     // Per process, its own rows: a filter of the whole list per process
     // is quadratic (see Trace::arguments_by_pid).
     let by_pid = trace.arguments_by_pid();
-    let runpath = runpath_dirs(trace);
-    trace.processes.iter().filter_map(|p| finding(trace, p, by_pid.get(&p.pid).map_or(&[][..], Vec::as_slice), &runpath)).collect()
+    // Each process's RUNPATH directories, sorted.
+    let mut runpaths: std::collections::HashMap<u32, Vec<&str>> = std::collections::HashMap::new();
+    for (pid, dir) in runpath_dirs(trace) {
+        runpaths.entry(pid).or_default().push(dir);
+    }
+    runpaths.values_mut().for_each(|dirs| dirs.sort_unstable());
+    trace
+        .processes
+        .iter()
+        .filter_map(|p| {
+            let runpath = runpaths.get(&p.pid).map_or(&[][..], Vec::as_slice);
+            finding(trace, p, by_pid.get(&p.pid).map_or(&[][..], Vec::as_slice), runpath)
+        })
+        .collect()
 }
 
-fn finding(trace: &Trace, p: &Process, arguments: &[&ArgumentStats], runpath: &HashSet<(u32, &str)>) -> Option<Finding> {
+fn finding(trace: &Trace, p: &Process, arguments: &[&ArgumentStats], runpath: &[&str]) -> Option<Finding> {
     let value = search_path(trace, p.pid);
-    let mut runpath: Vec<&str> = runpath.iter().filter(|(pid, _)| *pid == p.pid).map(|&(_, dir)| dir).collect();
-    runpath.sort_unstable();
     // The failed lookups in those directories that were kept by name.
     let named: Vec<(&str, u64)> = arguments
         .iter()
@@ -142,7 +152,7 @@ fn finding(trace: &Trace, p: &Process, arguments: &[&ArgumentStats], runpath: &H
     // A library's path says more than a directory's.
     let example =
         named.iter().max_by_key(|(path, n)| (path.contains(".so"), *n, std::cmp::Reverse(*path))).map(|(path, _)| *path).unwrap_or_default();
-    let holding = libraries_elsewhere(trace, p, value.unwrap_or_default(), &runpath);
+    let holding = libraries_elsewhere(trace, p, value.unwrap_or_default(), runpath);
     let list = |dirs: &mut dyn Iterator<Item = &str>| dirs.map(quoted).collect::<Vec<_>>().join(", ");
     // What the loader was told to search, as the user would write it.
     let mut told = Vec::new();

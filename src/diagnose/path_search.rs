@@ -64,6 +64,7 @@ fn exec_search<'a>(trace: &'a Trace, p: &'a Process) -> Option<(u64, &'a str, Ve
 
 pub fn check(trace: &Trace) -> Vec<Finding> {
     let by_pid = trace.arguments_by_pid();
+    let children = super::spawner::children(trace);
     let mut out = Vec::new();
     for p in &trace.processes {
         let Some(value) = search_path(trace, p.pid) else { continue };
@@ -107,7 +108,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         }
         if looked > 0 {
             syscalls.extend(looks);
-            for c in trace.processes.iter().filter(|c| c.ppid == p.pid) {
+            for c in children.get(&p.pid).into_iter().flatten() {
                 if let Some((dir, name)) = c.executable.as_deref().and_then(|e| e.rsplit_once('/')) {
                     if names.contains(name) && path.contains(&dir) {
                         holders.insert(dir);
@@ -124,6 +125,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         let first = holders.iter().filter_map(|h| path.iter().position(|e| e == h)).min();
         let before: Vec<&str> = first.map_or_else(Vec::new, |i| path[..i].to_vec());
         let mut twice: Vec<&str> = before.iter().copied().filter(|d| before.iter().filter(|e| *e == d).count() > 1).collect();
+        twice.sort_unstable();
         twice.dedup();
         let list = |dirs: &[&str]| dirs.iter().map(|d| quoted(d)).collect::<Vec<_>>().join(", ");
         let mut why = format!("{program} is started by name, so each directory of PATH is tried in turn until one holds it");
