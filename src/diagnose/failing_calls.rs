@@ -57,7 +57,10 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
     // for its access and its default ACL, two questions, not one twice.
     // A relative name under a directory fd is another file under another
     // directory: rsync's receiver asks each destination directory by name.
-    let again = |a: &ArgumentStats| a.errors >= if a.syscall.ends_with("xattr") { 3 } else { 2 } && super::names_one_file(trace, a);
+    let again = |a: &ArgumentStats| {
+        let asked_again = a.errors >= if a.syscall.ends_with("xattr") { 3 } else { 2 };
+        asked_again && super::names_one_file(trace, a)
+    };
     // An fd closed about as often as it was asked about is a new file at
     // each question: Python's open() asks each file it opens whether it
     // is a terminal, and the number comes back for the next one.
