@@ -45,7 +45,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         } else {
             vec![
                 Fix::code(
-                    "buffer whole blocks and flush on a timer or at exit, not after every record (setvbuf(_IOFBF), a BufWriter, a logger's buffering)",
+                    "buffer whole blocks and flush on a timer or at exit, not after every record (setvbuf(_IOFBF); Go's bufio.Writer, Rust's BufWriter, Java's BufferedOutputStream; a logger's buffering)",
                 ),
                 Fix::config("for a program using C stdio: stdbuf -o1M (or a larger -o) in front of it"),
             ]

@@ -31,7 +31,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         let mut fixes = vec![Fix::code(if writing && super::flushes_itself(trace, &a.sites) {
             super::FLUSHED_EACH_TIME
         } else if writing {
-            "buffer the output (stdio with a full buffer, setvbuf, a BufWriter) and write in blocks"
+            "buffer the output (stdio with a full buffer, setvbuf; Go's bufio.Writer around os.Stdout, Rust's BufWriter, Java's BufferedOutputStream) and write in blocks"
         } else {
             "read in blocks (4 KiB or more) into a buffer and take the bytes from there"
         })];
