@@ -93,12 +93,19 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             continue;
         }
         let mut fixes = known_fixes(trace, a, path);
+        // A library's own remedy in code (iconv's, locale set-up) is the
+        // fix: the file is its, not the program's to keep open.
+        let library_code = fixes.iter().any(|f| f.kind == FixKind::Code);
         let what = if open {
             // The churn: each open comes with its reads and a close.
-            fixes.push(Fix::code("open it once and keep the fd (or read it once and keep the contents)"));
+            if !library_code {
+                fixes.push(Fix::code("open it once and keep the fd (or read it once and keep the contents)"));
+            }
             format!("{} × {}({}) and the reads and closes that go with them", thousands(a.calls), a.syscall, quoted(path))
         } else {
-            fixes.push(Fix::code("look it up once and cache the result (re-check on a timer or on inotify if it can change)"));
+            if !library_code {
+                fixes.push(Fix::code("look it up once and cache the result (re-check on a timer or on inotify if it can change)"));
+            }
             format!("{} × {}({})", thousands(a.calls), a.syscall, quoted(path))
         };
         out.push(Finding {
@@ -205,6 +212,7 @@ fn read_together(trace: &Trace, set: &[(&ArgumentStats, &str, bool)]) -> Finding
     paths.sort_unstable();
     paths.dedup();
     let opens = set.iter().any(|(_, _, open)| *open);
+    let library_code = fixes.iter().any(|f| f.kind == FixKind::Code);
     let walk = components_of_one_path(&paths);
     let (what, why) = if walk {
         let leaf = paths.iter().max_by_key(|p| (p.matches('/').count(), **p)).copied().unwrap_or_default();
@@ -223,11 +231,15 @@ fn read_together(trace: &Trace, set: &[(&ArgumentStats, &str, bool)]) -> Finding
                 .to_string(),
         )
     } else {
-        fixes.push(Fix::code(if opens {
-            "read them once and keep what they say; read them again on a timer (or when inotify says so) if it can change"
-        } else {
-            "look them up once and keep the answers; again on a timer (or when inotify says so) if they can change"
-        }));
+        // A library's own remedy in code (iconv's) is the fix, not keeping
+        // its files.
+        if !library_code {
+            fixes.push(Fix::code(if opens {
+                "read them once and keep what they say; read them again on a timer (or when inotify says so) if it can change"
+            } else {
+                "look them up once and keep the answers; again on a timer (or when inotify says so) if they can change"
+            }));
+        }
         let shown: Vec<String> = paths.iter().take(3).map(|p| quoted(p)).collect();
         (
             format!(
@@ -240,12 +252,20 @@ fn read_together(trace: &Trace, set: &[(&ArgumentStats, &str, bool)]) -> Finding
                 if paths.len() > 3 { ", …" } else { "" },
                 if opens { " and the reads and closes that go with them" } else { "" }
             ),
-            format!(
-                "these {} files are {} about as often as each other: one operation asks about them all each time (a status or \
-                 metrics query, a configuration reload), and the answers rarely change between two of them",
-                set.len(),
-                if opens { "opened" } else { "looked up" }
-            ),
+            if library_code {
+                format!(
+                    "these {} files are {} about as often as each other, by a library call made per item that does not keep them",
+                    set.len(),
+                    if opens { "opened" } else { "looked up" }
+                )
+            } else {
+                format!(
+                    "these {} files are {} about as often as each other: one operation asks about them all each time (a status \
+                     or metrics query, a configuration reload), and the answers rarely change between two of them",
+                    set.len(),
+                    if opens { "opened" } else { "looked up" }
+                )
+            },
         )
     };
     Finding {
@@ -257,7 +277,7 @@ fn read_together(trace: &Trace, set: &[(&ArgumentStats, &str, bool)]) -> Finding
         saving_ns: set.iter().map(|(a, _, _)| all_but_one(a)).sum(),
         why,
         fixes,
-        tradeoff: Some("a cached answer misses changes to the files until they are read again".into()),
+        tradeoff: (!library_code).then(|| "a cached answer misses changes to the files until they are read again".into()),
         ..Default::default()
     }
 }
@@ -477,6 +497,26 @@ mod tests {
             argument(&mut t, "openat", path(&format!("/etc/f{i}")), *n, 10_000_000);
         }
         assert_eq!(check(&t).len(), 3);
+    }
+
+    #[test]
+    fn a_librarys_own_code_remedy_replaces_the_generic_one() {
+        // iconv_open per conversion over two charsets: iconv's remedy alone.
+        let mut t = trace(1_000_000_000, &[("openat", 10_000, 30_000_000)]);
+        let s = site(&mut t, &["__open64_nocancel", "__gconv_open", "iconv_open", "convert"]);
+        for cs in ["KOI8-R", "CP1252"] {
+            argument(&mut t, "openat", path(&format!("/usr/lib/x86_64-linux-gnu/gconv/{cs}.so")), 5_000, 15_000_000).sites = s.clone();
+        }
+        let f = check(&t);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].fixes.len(), 1, "{:?}", f[0].fixes);
+        assert!(f[0].fixes[0].text.contains("one iconv_t per charset pair"));
+        assert!(f[0].why.contains("library call"), "{}", f[0].why);
+        assert!(f[0].tradeoff.is_none());
+        // One module: the same.
+        t.arguments.pop();
+        let f = check(&t);
+        assert_eq!(f[0].fixes.len(), 1, "{:?}", f[0].fixes);
     }
 
     #[test]
