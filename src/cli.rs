@@ -176,6 +176,10 @@ pub enum Command {
         latency: bool,
         #[arg(long)]
         system_wide: bool,
+        /// Writes libbpf's messages and the verifier's whole log (each
+        /// instruction it went over, its state at each branch) to this file
+        #[arg(long, value_name = "FILE")]
+        log: Option<std::path::PathBuf>,
     },
     /// Keeps a run's loaded programs for the next run (started by a run,
     /// not by hand; SYSDIET_KEEP in the README)

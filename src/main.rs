@@ -80,9 +80,10 @@ fn dispatch(cli: Cli, started: Instant) -> Result<i32> {
             None => Err(sysdiet::Error::Usage("__bench-worker is run by `sysdiet bench`, not by hand".into())),
         },
         Command::Floor { hooks, clock, paths, command } => floor(&hooks, clock, paths, &command),
-        Command::Programs { no_stacks, latency, system_wide } => {
-            programs(BpfOptions { stacks: !no_stacks, latency, system_wide, verifier_stats: true, ..Default::default() })
-        }
+        Command::Programs { no_stacks, latency, system_wide, log } => programs(
+            BpfOptions { stacks: !no_stacks, latency, system_wide, verifier_stats: true, verifier_log: log.is_some(), ..Default::default() },
+            log.as_deref(),
+        ),
         Command::Keep { set, seconds, syscall_ns, given } => {
             sysdiet::backend::bpf::keeper::keep(&set, std::time::Duration::from_secs(seconds), syscall_ns, &given).map(|()| 0)
         }
@@ -143,9 +144,12 @@ fn public_command() -> clap::Command {
 
 /// Loads and attaches the tracer, prints the time that took and each
 /// program's verified instructions and verification time, and unloads it.
-fn programs(options: BpfOptions) -> Result<i32> {
+fn programs(options: BpfOptions, log: Option<&std::path::Path>) -> Result<i32> {
     let started = Instant::now();
     let tracer = BpfTracer::load(&SyscallSet::default(), options)?;
+    if let Some(path) = log {
+        std::fs::write(path, BpfTracer::verifier_log()).map_err(|source| sysdiet::Error::File { path: path.to_path_buf(), source })?;
+    }
     let mut text = format!("loaded and attached in {:.1} ms\n", started.elapsed().as_secs_f64() * 1e3);
     let times: std::collections::HashMap<&str, u64> = tracer.verification_us().iter().map(|(n, us)| (n.as_str(), *us)).collect();
     for (name, insns) in tracer.verified() {

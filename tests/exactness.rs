@@ -118,6 +118,39 @@ fn byte_histograms_stay_exact_when_keys_take_turns_in_the_cache() {
     }
 }
 
+/// Every byte-count bucket's edges, counts the kernel cuts and counts it
+/// refuses: the buckets are computed without branches in the kernel
+/// (bits.bpf.h), so each edge is checked against the formula here.
+#[test]
+fn byte_histograms_hold_every_bucket_edge() {
+    if skip_without_bpf() {
+        return;
+    }
+    check("sizes", &["10"], &[]);
+    let exe = victim("sizes");
+    let (doc, _) = sysdiet_json(&[], &[exe.to_str().unwrap(), "10"]);
+    let w = doc["arguments"].as_array().unwrap().iter().find(|a| a["syscall"] == "write" && a["argument"]["fd"] == 3).expect("writes to /dev/null");
+    // Bucket 0 holds 0, 1 holds 1, k >= 2 holds (2^(k-2), 2^(k-1)], the last the rest.
+    let bucket = |v: u64| if v <= 1 { v as usize } else { (63 - (v - 1).leading_zeros() as usize + 2).min(31) };
+    let sizes: [u64; 12] = [0, 1, 2, 3, 4, 5, 4096, 4097, 1 << 20, 1 << 40, (1 << 63) + 5, u64::MAX];
+    // /dev/null takes all it is given, up to 0x7ffff000 bytes a call; from 2^63, EFAULT.
+    let returned = |v: u64| if v >= 1 << 63 { 0 } else { v.min(0x7fff_f000) };
+    let histogram = |f: &dyn Fn(u64) -> usize| {
+        let mut h = vec![0u64; 32];
+        for &v in &sizes {
+            h[f(v)] += 10;
+        }
+        while h.last() == Some(&0) {
+            h.pop();
+        }
+        serde_json::json!(h)
+    };
+    assert_eq!(w["calls"], 120, "{w}");
+    assert_eq!(w["errors"], 20, "{w}");
+    assert_eq!(w["requested"]["buckets"], histogram(&|v| bucket(v)), "{w}");
+    assert_eq!(w["returned"]["buckets"], histogram(&|v| bucket(returned(v))), "{w}");
+}
+
 #[test]
 fn failing_calls_count_errors() {
     if skip_without_bpf() {

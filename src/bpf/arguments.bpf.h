@@ -11,12 +11,12 @@
  * so a bucket reads as "at most 2^(k-1) bytes". The last one holds the rest. */
 static __always_inline __u32 size_bucket(__u64 v)
 {
-	__u32 b;
+	/* Without a branch, as log2_64: each bucket a way of its own would
+	 * have the verifier walk the rest of sys_exit once for each. v - 1
+	 * for v = 0 is 2^64 - 1, whose bucket is dropped by the pick. */
+	__u64 b = pick(below(v, 2), v, log2_64(v - 1) + 2);
 
-	if (v <= 1)
-		return v;
-	b = log2_64(v - 1) + 2;
-	return b < HIST_BUCKETS ? b : HIST_BUCKETS - 1;
+	return pick(below(b, HIST_BUCKETS), b, HIST_BUCKETS - 1);
 }
 
 /* A 64-bit hash of the first len bytes of r->path (len < PATH_LEN), eight

@@ -54,8 +54,8 @@ static __always_inline void take_sample(struct task_state *ts, struct pt_regs *r
  * sample weighs the calls since the previous one. */
 static __always_inline void maybe_sample(struct task_state *ts, struct pt_regs *regs, struct call *c)
 {
-	__u32 gap = ts->sample_gap ?: sample_first_gap;
-	__u64 now, dt;
+	__u64 gap = ts->sample_gap ?: sample_first_gap;
+	__u64 now, dt, seen, doubles, halves;
 
 	ts->since_sample++;
 	if (ts->sample_left > 1) {
@@ -67,19 +67,20 @@ static __always_inline void maybe_sample(struct task_state *ts, struct pt_regs *
 		return;
 	now = bpf_ktime_get_ns();
 	dt = now - ts->last_sample_ns;
-	if (ts->last_sample_ns) {
-		if (dt < sample_interval_ns / 2 && gap < MAX_GAP)
-			gap <<= 1;
-		else if (dt > sample_interval_ns * 2 && gap > 1)
-			gap >>= 1;
-	}
+	/* The gap doubles when samples come too often, halves when too
+	 * seldom; without a branch (bits.bpf.h), so that take_sample is
+	 * verified once, not once for each way the gap went. */
+	seen = 1 ^ is_zero(ts->last_sample_ns);
+	doubles = seen & below(dt, sample_interval_ns / 2) & below(gap, MAX_GAP);
+	halves = seen & (doubles ^ 1) & below(sample_interval_ns * 2, dt) & below(1, gap);
+	gap = pick(doubles, gap << 1, pick(halves, gap >> 1, gap));
 	take_sample(ts, regs, c, now, ts->since_sample);
 	ts->since_sample = 0;
 	ts->last_sample_ns = now;
 	ts->sample_gap = gap;
 	/* Between gap/2 and 3*gap/2: random enough that no rhythm of the
 	 * program aliases with it, narrow enough to keep weights even. */
-	ts->sample_left = gap > 1 ? gap / 2 + 1 + bpf_get_prandom_u32() % gap : 1;
+	ts->sample_left = pick(below(1, gap), gap / 2 + 1 + bpf_get_prandom_u32() % gap, 1);
 }
 
 #endif

@@ -46,7 +46,7 @@ static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool
 		/* On x86-64 a new task returns from its fork through this
 		 * tracepoint (the parent's call counts it); on arm64 it does
 		 * not, and its first exit is its own first call. */
-		if (ret == 0 && nr_is_fork(id))
+		if (is_zero(ret) & nr_is_fork(id))
 			return 0;
 	}
 	if (ts->state != TARGET_ACTIVE)
@@ -63,8 +63,10 @@ static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool
 		count_lost(LOST_COMPAT, 1);
 		return 0;
 	}
-	if (id == -1) /* rt_sigreturn: the registers are the restored ones */
-		id = NR_RT_SIGRETURN;
+	/* -1: rt_sigreturn, whose registers are the restored ones. Without a
+	 * branch, so that the verifier does not walk the rest once for a
+	 * known number (each fact it learns here splits its walk). */
+	id = pick(is_zero(id + 1), NR_RT_SIGRETURN, id);
 	if (id < 0 || id >= MAX_SYSCALLS) {
 		count_lost(LOST_NR_OUT_OF_RANGE, 1);
 		return 0;
@@ -74,7 +76,7 @@ static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool
 		return 0;
 	c.nr = id;
 	c.kind = spec.kind;
-	c.failed = ret < 0 && ret >= -MAX_ERRNO;
+	c.failed = is_error_return(ret);
 	if (latency) {
 		if (in_call)
 			c.ns = bpf_ktime_get_ns() - ts->start_ns;
@@ -95,7 +97,7 @@ static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool
 		sv->errors++;
 		count_errno(ts, c.nr, -ret);
 	}
-	if (c.nr == NR_RT_SIGRETURN) {
+	if (is_zero(c.nr ^ NR_RT_SIGRETURN)) {
 		ts->mask = blocked_signals(t, legacy);
 		ts->mask_known = 1;
 	}
@@ -121,8 +123,7 @@ static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool
 
 		/* Older kernels (6.1 and 5.10, seen) read the empty path (fstat's "") as 0
 		 * bytes, not 1: a string still, its NUL written. */
-		if (n == 0)
-			n = 1;
+		n += is_zero(n);
 		/* The argument before the path of an *at call is its dirfd. */
 		c.fd = spec.arg > 0 ? (int)syscall_arg(regs, spec.arg - 1) : -1;
 		if (!p) {

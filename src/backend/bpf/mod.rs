@@ -101,6 +101,10 @@ pub struct BpfOptions {
     /// Ask the verifier for its statistics (`sysdiet __programs`): each
     /// program's verification time, kept in `verification_us`.
     pub verifier_stats: bool,
+    /// With `verifier_stats`: the whole log, each instruction the verifier
+    /// went over and its state at each branch (`sysdiet __programs --log`),
+    /// to see where its walk splits.
+    pub verifier_log: bool,
     /// The programs may come from a keeper (keeper.rs), and go to one
     /// after a run whose targets all ended: a command's run.
     pub keep_loaded: bool,
@@ -449,7 +453,7 @@ impl BpfTracer {
         let print_before = options.verifier_stats.then(verifier_log::capture);
         if options.verifier_stats {
             for mut prog in open.open_object_mut().progs_mut() {
-                prog.set_log_level(4);
+                prog.set_log_level(if options.verifier_log { 4 | 2 } else { 4 });
             }
         }
         // libbpf parses the kernel's BTF now, not at load, so that the maps
@@ -667,6 +671,13 @@ impl BpfTracer {
         self.program_infos().into_iter().map(|(name, info)| (name, info.verified_insns)).collect()
     }
 
+    /// libbpf's messages while the programs loaded, when `verifier_stats`
+    /// asked: each program's load log (every instruction with
+    /// `verifier_log`).
+    pub fn verifier_log() -> String {
+        verifier_log::text()
+    }
+
     /// Each program's verification time in µs, as the verifier said it,
     /// when `verifier_stats` asked (else empty).
     pub fn verification_us(&self) -> &[(String, u64)] {
@@ -814,6 +825,11 @@ mod verifier_log {
             log.clear();
         }
         libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, keep)))
+    }
+
+    /// libbpf's messages since `capture`, the programs' load logs among them.
+    pub fn text() -> String {
+        LOG.lock().map(|log| log.clone()).unwrap_or_default()
     }
 
     /// (program, verification time in µs) for each program's load log.

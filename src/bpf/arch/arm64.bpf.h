@@ -8,6 +8,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
+#include "../bits.bpf.h"
 
 #define NR_SELECT 0xffffffff /* none on arm64: matches no number */
 #define NR_RT_SIGPROCMASK 135
@@ -21,9 +22,9 @@
 
 /* The calls that make a task (arm64 has no fork or vfork): a new task's
  * return from one of them, with 0, is the parent's call, not its own. */
-static __always_inline bool nr_is_fork(long nr)
+static __always_inline __u64 nr_is_fork(long nr)
 {
-	return nr == 220 /* clone */ || nr == 435 /* clone3 */;
+	return is_zero(nr - 220 /* clone */) | is_zero(nr - 435 /* clone3 */);
 }
 
 #define TIF_32BIT 22 /* thread_info.flags: an AArch32 task */

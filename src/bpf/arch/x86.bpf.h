@@ -8,6 +8,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
+#include "../bits.bpf.h"
 
 #define NR_SELECT 23 /* 0: none on this architecture */
 #define NR_RT_SIGPROCMASK 14
@@ -20,10 +21,12 @@
 #define NR_EXECVEAT 322
 
 /* The calls that make a task: a new task's return from one of them, with
- * 0, is the parent's call, not its own. */
-static __always_inline bool nr_is_fork(long nr)
+ * 0, is the parent's call, not its own. 1 or 0, without a branch (see
+ * bits.bpf.h). */
+static __always_inline __u64 nr_is_fork(long nr)
 {
-	return nr == 56 /* clone */ || nr == 57 /* fork */ || nr == 58 /* vfork */ || nr == 435 /* clone3 */;
+	return is_zero(nr - 56 /* clone */) | is_zero(nr - 57 /* fork */) | is_zero(nr - 58 /* vfork */) |
+	       is_zero(nr - 435 /* clone3 */);
 }
 
 #ifndef ENOSYS
