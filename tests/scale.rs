@@ -307,3 +307,47 @@ fn cut_kernel_types_that_fail_to_load_are_set_aside_and_the_load_goes_on() {
     programs();
     assert!(files("btf").is_empty(), "and not made again");
 }
+
+#[test]
+fn kept_tracepoint_ids_that_the_kernel_refuses_are_looked_up_again() {
+    // Loads give the kernel the tracepoints' BTF ids kept in the cache
+    // (src/backend/bpf/tracepoint_ids.rs), not parsed from its BTF. Kept
+    // ids that are wrong, or a file that does not read, must cost a lookup,
+    // never a failed run or a wrong count.
+    if skip_without_bpf() {
+        return;
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let dir = cache.path().join("sysdiet").join("btf");
+    let exe = victim("statloop");
+    let counted = || {
+        let (doc, out) = sysdiet_json_env(
+            &["--no-stacks"],
+            &[exe.to_str().unwrap(), "/etc/hostname", "300"],
+            &[("XDG_CACHE_HOME", cache.path().to_str().unwrap()), ("SYSDIET_KEEP", "0")],
+        );
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        counts_of(&doc)["newfstatat"].0
+    };
+    let kept = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(&dir)
+            .map_or(vec![], |d| d.map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "tracepoints")).collect())
+    };
+    let first = counted();
+    let files = kept();
+    if files.is_empty() {
+        eprintln!("no kernel build id or no cut types here: ids not kept, skipped");
+        return;
+    }
+    let ids = std::fs::read_to_string(&files[0]).unwrap();
+    assert!(ids.lines().any(|l| l.starts_with("sys_exit ")), "{ids}");
+    // Ids the kernel refuses (type 1 is no tracepoint's).
+    let wrong: String = ids.lines().map(|l| format!("{} 1\n", l.split(' ').next().unwrap())).collect();
+    std::fs::write(&files[0], &wrong).unwrap();
+    assert_eq!(counted(), first);
+    assert_eq!(std::fs::read_to_string(&files[0]).unwrap(), ids, "the kernel's ids kept again");
+    // A file that does not read is looked past, and made anew.
+    std::fs::write(&files[0], "sys_exit\n").unwrap();
+    assert_eq!(counted(), first);
+    assert_eq!(std::fs::read_to_string(&files[0]).unwrap(), ids);
+}

@@ -5,6 +5,7 @@
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 
 use crate::backend::bpf::maps::{bpf_error, object_storage};
+use crate::backend::bpf::tracepoint_ids;
 use crate::error::Result;
 use crate::linux::syscalls::{self, ArgKind};
 
@@ -31,19 +32,29 @@ impl Floor {
     /// reads the path of each call that takes one: the floor of a tracer
     /// that counts calls per path exactly.
     pub fn attach(hooks: Hooks, clock: bool, paths: bool) -> Result<Floor> {
-        let mut open = skel::FloorSkelBuilder::default().open(object_storage()?).map_err(bpf_error)?;
-        let rodata = open.maps.rodata_data.as_deref_mut().expect("floor has read-only data");
-        rodata.read_clock = u8::from(clock);
-        if paths {
-            for info in syscalls::all() {
-                if let (ArgKind::Path(i), Some(slot)) = (info.arg, rodata.path_arg.get_mut(info.nr as usize)) {
-                    *slot = i + 1;
+        // Loaded as sysdiet's own programs are: with the tracepoints' ids
+        // kept, without a parse of the kernel's BTF (looked up again if the
+        // kernel refuses them).
+        tracepoint_ids::install();
+        let load = || -> Result<skel::FloorSkel<'static>> {
+            let mut open = skel::FloorSkelBuilder::default().open(object_storage()?).map_err(bpf_error)?;
+            let rodata = open.maps.rodata_data.as_deref_mut().expect("floor has read-only data");
+            rodata.read_clock = u8::from(clock);
+            if paths {
+                for info in syscalls::all() {
+                    if let (ArgKind::Path(i), Some(slot)) = (info.arg, rodata.path_arg.get_mut(info.nr as usize)) {
+                        *slot = i + 1;
+                    }
                 }
             }
-        }
-        open.progs.floor_enter.set_autoload(hooks != Hooks::Exit);
-        open.progs.floor_exit.set_autoload(hooks != Hooks::Enter);
-        let mut skel = open.load().map_err(bpf_error)?;
+            open.progs.floor_enter.set_autoload(hooks != Hooks::Exit);
+            open.progs.floor_exit.set_autoload(hooks != Hooks::Enter);
+            open.load().map_err(bpf_error)
+        };
+        let mut skel = match load() {
+            Err(_) if tracepoint_ids::look_again() => load()?,
+            loaded => loaded?,
+        };
         skel.attach().map_err(bpf_error)?;
         Ok(Floor { _skel: skel })
     }

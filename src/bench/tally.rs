@@ -8,6 +8,7 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags};
 
 use crate::backend::bpf::maps::{bpf_error, from_bytes, object_storage};
+use crate::backend::bpf::tracepoint_ids;
 use crate::error::Result;
 
 mod skel {
@@ -24,8 +25,12 @@ impl Tally {
     /// Loads and attaches the counter; nothing is counted until a process
     /// is watched.
     pub fn load() -> Result<Tally> {
-        let open = TallySkelBuilder::default().open(object_storage()?).map_err(bpf_error)?;
-        let mut skel = open.load().map_err(bpf_error)?;
+        tracepoint_ids::install();
+        let load = || TallySkelBuilder::default().open(object_storage()?).map_err(bpf_error)?.load().map_err(bpf_error);
+        let mut skel = match load() {
+            Err(_) if tracepoint_ids::look_again() => load()?,
+            loaded => loaded?,
+        };
         skel.attach().map_err(bpf_error)?;
         Ok(Tally { skel })
     }

@@ -19,6 +19,7 @@ mod readout;
 pub mod records;
 mod skel;
 mod ticks;
+pub mod tracepoint_ids;
 
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -264,6 +265,11 @@ impl BpfTracer {
             Some(kernel) if std::env::var_os("SYSDIET_KERNEL_BTF").is_none() => kernel_types::cut(OBJECT, object_hash, &kernel_btf_path(), kernel),
             _ => None,
         };
+        // With the CO-RE types cut, the tracepoints' ids are all libbpf
+        // would parse the kernel's whole BTF for.
+        if types.is_some() {
+            tracepoint_ids::install();
+        }
         drop(cut);
         let types_path = types.as_ref().map(|t| t.path());
         let mut open = Self::open_skel(filter, &options, variant, storage, types_path.as_deref())?;
@@ -297,7 +303,14 @@ impl BpfTracer {
             }
         }
         fresh();
-        let skel = match (Self::load_fresh(open, &options, variant), types) {
+        let loaded = match Self::load_fresh(open, &options, variant) {
+            // Kept tracepoint ids the kernel refused, and its BTF says
+            // otherwise: once more with its own.
+            Err(_) if tracepoint_ids::look_again() => Self::open_skel(filter, &options, variant, object_storage()?, types_path.as_deref())
+                .and_then(|o| Self::load_fresh(o, &options, variant)),
+            loaded => loaded,
+        };
+        let skel = match (loaded, types) {
             (Ok(skel), _) => skel,
             // Only the cut types' fault if the whole BTF loads: without
             // BPF rights, say, both fail and the file stays.
@@ -456,12 +469,13 @@ impl BpfTracer {
                 prog.set_log_level(if options.verifier_log { 4 | 2 } else { 4 });
             }
         }
-        // libbpf parses the kernel's BTF now, not at load, so that the maps
-        // are made meanwhile.
-        let sys_exit = if legacy { &mut open.progs.sys_exit_legacy } else { &mut open.progs.sys_exit };
-        let btf = crate::timings::span("parse kernel BTF");
-        sys_exit.set_attach_target(0, Some("sys_exit".into())).map_err(bpf_error)?;
-        drop(btf);
+        // Without kept tracepoint ids, libbpf parses the kernel's BTF now,
+        // not at load, so that the maps are made meanwhile.
+        if !tracepoint_ids::installed() {
+            let sys_exit = if legacy { &mut open.progs.sys_exit_legacy } else { &mut open.progs.sys_exit };
+            let _btf = crate::timings::span("parse kernel BTF");
+            sys_exit.set_attach_target(0, Some("sys_exit".into())).map_err(bpf_error)?;
+        }
         let waiting = crate::timings::span("wait for the maps");
         premade.hand_over(open.open_object_mut().maps_mut());
         drop(waiting);
