@@ -247,7 +247,8 @@ static __always_inline void send_path(__u64 hash)
 	len = r->len; /* PATH_LEN + 1: cut (see sys_exit) */
 	if (len > PATH_LEN)
 		len = PATH_LEN;
-	if (bpf_ringbuf_output(&strings, r, offsetof(struct path_record, path) + len, 0))
+	if (bpf_ringbuf_output(&strings, r, offsetof(struct path_record, path) + len,
+			       wakeup_past(&strings, strings_wakeup_bytes)))
 		count_lost(LOST_PATH_STRING, 1);
 }
 

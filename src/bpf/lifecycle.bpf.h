@@ -56,7 +56,8 @@ static __always_inline void send_exec(struct task_struct *p, struct task_state *
 		r->cut = ENV_UNREAD;
 	}
 	r->len = len;
-	if (bpf_ringbuf_output(&strings, r, offsetof(struct exec_record, env) + len, 0))
+	if (bpf_ringbuf_output(&strings, r, offsetof(struct exec_record, env) + len,
+			       wakeup_past(&strings, strings_wakeup_bytes)))
 		count_lost(LOST_EXEC, 1);
 }
 
@@ -109,7 +110,7 @@ static long send_slot(__u32 idx, struct exit_ctx *x)
 	if (!s->used || !s->calls)
 		return 0;
 	r.slot = *s;
-	if (bpf_ringbuf_output(&exits, &r, sizeof(r), 0))
+	if (bpf_ringbuf_output(&exits, &r, sizeof(r), wakeup_past(&exits, exits_wakeup_bytes)))
 		count_lost(LOST_EXIT_RECORDS, s->calls);
 	return 0;
 }
@@ -204,9 +205,7 @@ static __always_inline int send_exit(struct task_struct *p, const bool legacy)
 	size = sizeof(*rec) - sizeof(rec->e) + n * sizeof(rec->e[0]);
 	if (size > sizeof(*rec))
 		goto out;
-	if (bpf_ringbuf_output(&exits, rec, size,
-			       bpf_ringbuf_query(&exits, BPF_RB_AVAIL_DATA) >= exits_wakeup_bytes ?
-				       BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP))
+	if (bpf_ringbuf_output(&exits, rec, size, wakeup_past(&exits, exits_wakeup_bytes)))
 		count_lost(LOST_EXIT_RECORDS, x.calls);
 	/* After the record: user space files a thread's slots where its
 	 * record went. */

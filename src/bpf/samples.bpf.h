@@ -44,8 +44,7 @@ static __always_inline void take_sample(struct task_state *ts, struct pt_regs *r
 	e->stack_len = off;
 	e->_pad = 0;
 	/* Wake the reader in batches; it also polls on a timer. */
-	bpf_ringbuf_submit(e, bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) >= sample_wakeup_bytes ?
-				      BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(e, wakeup_past(&samples, sample_wakeup_bytes));
 }
 
 /* A sample every `gap` calls of the thread on average (random gaps, so

@@ -51,6 +51,8 @@ const volatile __u64 sample_wakeup_bytes = 1 << 20;
 /* Unread exit bytes past which an exit record wakes the reader: an
  * eighth of its ring. */
 const volatile __u64 exits_wakeup_bytes = 1 << 19;
+/* The same for path strings and exec records: an eighth of theirs. */
+const volatile __u64 strings_wakeup_bytes = 1 << 19;
 
 /* Set by sysdiet when it reads out: counts freeze, so that what it reads
  * from a live thread is all there is. */
@@ -247,6 +249,15 @@ static __always_inline void count_lost(__u32 what, __u64 n)
 	__u64 *v = bpf_map_lookup_elem(&lost, &what);
 	if (v)
 		*v += n;
+}
+
+/* The flags of a record's output to `ring`: the reader is woken once more
+ * than `limit` bytes wait unread; else it finds them at its next poll (every
+ * 50 ms). A wakeup for each record (flags 0, when the reader keeps up) costs
+ * the writer an irq_work, microseconds in a VM, on every promoted path. */
+static __always_inline __u64 wakeup_past(void *ring, __u64 limit)
+{
+	return bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) >= limit ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
 /* The i-th argument of the syscall whose user registers `regs` are. */

@@ -430,7 +430,9 @@ impl BpfTracer {
         let exits_bytes = RingSize::EXITS.bytes(cpus);
         open.maps.exits.set_max_entries(exits_bytes).map_err(bpf_error)?;
         rodata.exits_wakeup_bytes = u64::from(exits_bytes / 8);
-        open.maps.strings.set_max_entries(RingSize::STRINGS.bytes(cpus)).map_err(bpf_error)?;
+        let strings_bytes = RingSize::STRINGS.bytes(cpus);
+        open.maps.strings.set_max_entries(strings_bytes).map_err(bpf_error)?;
+        rodata.strings_wakeup_bytes = u64::from(strings_bytes / 8);
         let legacy = variant == Variant::Legacy;
         if options.keep_every_key || legacy {
             // Every key goes to arg_stats at once: no first-sighting slots.
