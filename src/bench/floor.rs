@@ -35,8 +35,7 @@ impl Floor {
         // Loaded as sysdiet's own programs are: with the tracepoints' ids
         // kept, without a parse of the kernel's BTF (looked up again if the
         // kernel refuses them).
-        tracepoint_ids::install();
-        let load = || -> Result<skel::FloorSkel<'static>> {
+        let mut skel = tracepoint_ids::loaded(|| -> Result<skel::FloorSkel<'static>> {
             let mut open = skel::FloorSkelBuilder::default().open(object_storage()?).map_err(bpf_error)?;
             let rodata = open.maps.rodata_data.as_deref_mut().expect("floor has read-only data");
             rodata.read_clock = u8::from(clock);
@@ -50,11 +49,7 @@ impl Floor {
             open.progs.floor_enter.set_autoload(hooks != Hooks::Exit);
             open.progs.floor_exit.set_autoload(hooks != Hooks::Enter);
             open.load().map_err(bpf_error)
-        };
-        let mut skel = match load() {
-            Err(_) if tracepoint_ids::look_again() => load()?,
-            loaded => loaded?,
-        };
+        })?;
         skel.attach().map_err(bpf_error)?;
         Ok(Floor { _skel: skel })
     }

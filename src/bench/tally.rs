@@ -25,12 +25,7 @@ impl Tally {
     /// Loads and attaches the counter; nothing is counted until a process
     /// is watched.
     pub fn load() -> Result<Tally> {
-        tracepoint_ids::install();
-        let load = || TallySkelBuilder::default().open(object_storage()?).map_err(bpf_error)?.load().map_err(bpf_error);
-        let mut skel = match load() {
-            Err(_) if tracepoint_ids::look_again() => load()?,
-            loaded => loaded?,
-        };
+        let mut skel = tracepoint_ids::loaded(|| TallySkelBuilder::default().open(object_storage()?).map_err(bpf_error)?.load().map_err(bpf_error))?;
         skel.attach().map_err(bpf_error)?;
         Ok(Tally { skel })
     }

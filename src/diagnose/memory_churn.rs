@@ -148,7 +148,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                     "map once and keep the mapping for the next item (or read small files with read() into a buffer you keep): \
                      malloc's knobs do not apply, the program calls mmap itself",
                 ));
-            } else if !threads {
+            } else {
                 knobs.push(MMAP_OFF);
                 fixes.push(Fix::env(format!("turn glibc malloc's mmap off: {MMAP_FIX}")));
             }

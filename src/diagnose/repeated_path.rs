@@ -95,17 +95,17 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         let mut fixes = known_fixes(trace, a, path);
         // A library's own remedy in code (iconv's, locale set-up) is the
         // fix: the file is its, not the program's to keep open.
-        let library_code = fixes.iter().any(|f| f.kind == FixKind::Code);
+        if !library_code(&fixes) {
+            fixes.push(Fix::code(if open {
+                "open it once and keep the fd (or read it once and keep the contents)"
+            } else {
+                "look it up once and cache the result (re-check on a timer or on inotify if it can change)"
+            }));
+        }
+        // The churn: each open comes with its reads and a close.
         let what = if open {
-            // The churn: each open comes with its reads and a close.
-            if !library_code {
-                fixes.push(Fix::code("open it once and keep the fd (or read it once and keep the contents)"));
-            }
             format!("{} × {}({}) and the reads and closes that go with them", thousands(a.calls), a.syscall, quoted(path))
         } else {
-            if !library_code {
-                fixes.push(Fix::code("look it up once and cache the result (re-check on a timer or on inotify if it can change)"));
-            }
             format!("{} × {}({})", thousands(a.calls), a.syscall, quoted(path))
         };
         out.push(Finding {
@@ -143,6 +143,11 @@ fn known_fixes(trace: &Trace, a: &ArgumentStats, path: &str) -> Vec<Fix> {
         }
     }
     fixes
+}
+
+/// Whether a library's own remedy in code is among `fixes` (iconv's).
+fn library_code(fixes: &[Fix]) -> bool {
+    fixes.iter().any(|f| f.kind == FixKind::Code)
 }
 
 /// Files one process looks up or opens about as often as each other (within
@@ -212,7 +217,7 @@ fn read_together(trace: &Trace, set: &[(&ArgumentStats, &str, bool)]) -> Finding
     paths.sort_unstable();
     paths.dedup();
     let opens = set.iter().any(|(_, _, open)| *open);
-    let library_code = fixes.iter().any(|f| f.kind == FixKind::Code);
+    let library_code = library_code(&fixes);
     let walk = components_of_one_path(&paths);
     let (what, why) = if walk {
         let leaf = paths.iter().max_by_key(|p| (p.matches('/').count(), **p)).copied().unwrap_or_default();
@@ -252,20 +257,17 @@ fn read_together(trace: &Trace, set: &[(&ArgumentStats, &str, bool)]) -> Finding
                 if paths.len() > 3 { ", …" } else { "" },
                 if opens { " and the reads and closes that go with them" } else { "" }
             ),
-            if library_code {
-                format!(
-                    "these {} files are {} about as often as each other, by a library call made per item that does not keep them",
-                    set.len(),
-                    if opens { "opened" } else { "looked up" }
-                )
-            } else {
-                format!(
-                    "these {} files are {} about as often as each other: one operation asks about them all each time (a status \
-                     or metrics query, a configuration reload), and the answers rarely change between two of them",
-                    set.len(),
-                    if opens { "opened" } else { "looked up" }
-                )
-            },
+            format!(
+                "these {} files are {} about as often as each other{}",
+                set.len(),
+                if opens { "opened" } else { "looked up" },
+                if library_code {
+                    ", by a library call made per item that does not keep them"
+                } else {
+                    ": one operation asks about them all each time (a status or metrics query, a configuration reload), and \
+                     the answers rarely change between two of them"
+                }
+            ),
         )
     };
     Finding {

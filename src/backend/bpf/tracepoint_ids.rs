@@ -52,6 +52,16 @@ pub fn install() -> bool {
     })
 }
 
+/// `load` (an object opened and loaded), with our ids in place; once more
+/// if the kernel refused it and its BTF says the kept ids were wrong.
+pub fn loaded<T>(load: impl Fn() -> crate::error::Result<T>) -> crate::error::Result<T> {
+    install();
+    match load() {
+        Err(_) if look_again() => load(),
+        loaded => loaded,
+    }
+}
+
 /// Whether `tp_btf` programs opened now load with our ids.
 pub fn installed() -> bool {
     INSTALLED.get().copied().unwrap_or(false)
