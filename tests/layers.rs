@@ -33,8 +33,22 @@ const BACKENDS: &[&str] = &["bpf", "ptrace", "strace_log"];
 
 /// The files of `backend/bpf/`, lowest first: each may use only those
 /// before it (mod.rs, the top, loads, attaches and adds targets).
-const BPF_FILES: &[&str] =
-    &["skel", "maps", "records", "kernel_types", "tracepoint_ids", "features", "premade", "keeper", "ticks", "fold", "exits", "readout", "mod"];
+const BPF_FILES: &[&str] = &[
+    "skel",
+    "maps",
+    "records",
+    "kernel_types",
+    "tracepoint_ids",
+    "features",
+    "premade",
+    "keeper",
+    "ticks",
+    "fold",
+    "word_counts",
+    "exits",
+    "readout",
+    "mod",
+];
 
 /// Every top-level module named after `crate::` in `text`, `crate::{a, b}` included.
 fn imports(text: &str) -> BTreeSet<String> {

@@ -172,12 +172,12 @@ fn two_hundred_thousand_repeated_paths_keep_their_strings() {
 
 /// The argument rows of the paths `manypaths` stats.
 fn walked_paths(doc: &serde_json::Value) -> Vec<&serde_json::Value> {
-    doc["arguments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|a| a["argument"]["path"].as_str().is_some_and(|p| p.starts_with("/nonexistent/sysdiet/")))
-        .collect()
+    paths_under(doc, "/nonexistent/sysdiet/")
+}
+
+/// The argument rows of paths that start with `prefix`.
+fn paths_under<'a>(doc: &'a serde_json::Value, prefix: &str) -> Vec<&'a serde_json::Value> {
+    doc["arguments"].as_array().unwrap().iter().filter(|a| a["argument"]["path"].as_str().is_some_and(|p| p.starts_with(prefix))).collect()
 }
 
 /// Four threads walk the same 20,000 paths at once: every first sighting
@@ -218,6 +218,35 @@ fn paths_that_come_back_after_many_others_count_exactly() {
     for mode in ["--no-stacks", "--latency", "--all"] {
         let (doc, _) = sysdiet_json(&[mode], &[exe.to_str().unwrap(), "2000", "0", "5", "1", "1"]);
         each_path_counted(&doc, mode, 2_000, 5);
+    }
+}
+
+/// The same shape, 64 paths and 4,200 walks, over files that exist and
+/// over paths that do not. Most come back after others of their slot in
+/// the thread's cache, so each call is counted in the key's first_calls
+/// word (arguments.bpf.h, `count_in_word`), which hands its calls to the
+/// entry at 4,096 and its errors at every 256: each path is exact, across
+/// the hand-overs too.
+#[test]
+fn paths_counted_in_their_word_count_exactly() {
+    if skip_without_bpf() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..64 {
+        std::fs::write(dir.path().join(i.to_string()), b"").unwrap();
+    }
+    let exe = victim("manypaths");
+    for (under, errors) in [(dir.path().to_path_buf(), 0), (dir.path().join("gone"), 4200)] {
+        let prefix = format!("{}/", under.display());
+        for mode in ["--no-stacks", "--all"] {
+            let (doc, _) = sysdiet_json(&[mode], &[exe.to_str().unwrap(), "64", "0", "4200", "1", "1", under.to_str().unwrap()]);
+            lost_nothing(&doc);
+            let walked = paths_under(&doc, &prefix);
+            assert_eq!(walked.len(), 64, "{mode} {prefix}: every path, by name");
+            let wrong: Vec<_> = walked.iter().filter(|a| a["calls"] != 4200 || a["errors"] != errors).collect();
+            assert!(wrong.is_empty(), "{mode} {prefix}: {} paths not counted 4200 times: {:?}", wrong.len(), wrong.first());
+        }
     }
 }
 

@@ -252,8 +252,12 @@ static __always_inline void send_path(__u64 hash)
 		count_lost(LOST_PATH_STRING, 1);
 }
 
-#define FIRST_FAILED (1ULL << 10)
-#define FIRST_PROMOTED (1ULL << 11)
+/* A first call's word: its facts until the key is promoted; then, once
+ * its entry names the word, the count of the key's plain calls (syscount.h,
+ * enum first_word). FIRST_FAILED is the first call's until promotion,
+ * FIRST_WORD_COUNTING after: promotion clears the facts. */
+#define FIRST_FAILED ((__u64)FIRST_WORD_COUNTING)
+#define FIRST_PROMOTED ((__u64)FIRST_WORD_PROMOTED)
 #define FIRST_NS_MAX 0xFFFFFULL /* 20 bits: a 4-tick call, or ~1 ms measured */
 
 /* What first_calls knows of a key. */
@@ -264,7 +268,8 @@ enum sighting {
 	SIGHTING_LONG,     /* its first call, too long for the word: counted
 			      exactly from the start, as if seen before */
 	SIGHTING_UNKNOWN,  /* its slot is another key's: ask arg_stats */
-	SIGHTING_COUNTED,  /* found promoted in arg_stats: first_calls not read */
+	SIGHTING_COUNTED,  /* found promoted in arg_stats */
+	SIGHTING_WORD,     /* promoted, and its word counts a call like this */
 };
 
 /* Makes the count of keys made say that not all are logged, once: every
@@ -328,15 +333,24 @@ static __always_inline struct arg_val *entry_or_make(struct arg_key *k, const bo
 	return bpf_map_lookup_elem(&arg_stats, k);
 }
 
+/* Whether a call of a promoted key whose word counts can be counted
+ * there: one that took no measured time and has no byte histogram. */
+static __always_inline bool word_counts(struct call *c)
+{
+	return c->kind != ARG_FD_IO && !c->ns;
+}
+
 /* Looks `k` up in first_calls, taking a free slot for a new key; for a
- * second sighting, `*first` is the first call's word. The key's hash has
+ * second sighting, `*first` is the first call's word; `*slot` is the
+ * key's slot and `*word_at` its word, when it has one. The key's hash has
  * the process's start time in it, so that a reused pid is a new key. A
  * slot and a fingerprint are 51 bits of the hash: two keys of a 200,000-path
  * walk share both about once in 50,000 runs (and paths are keyed by a
  * 64-bit hash to begin with). */
-static __always_inline int first_sighting(struct task_state *ts, struct call *c, struct arg_key *k, __u64 *first)
+static __always_inline int first_sighting(struct task_state *ts, struct call *c, struct arg_key *k, __u64 *first,
+					  __u32 *slot, __u64 **word_at)
 {
-	__u64 h, ours, word, mine, *f;
+	__u64 h, ours, word, mine, seen, *f;
 	__u32 i;
 
 	if (!ts->leader_start)
@@ -351,6 +365,8 @@ static __always_inline int first_sighting(struct task_state *ts, struct call *c,
 	f = bpf_map_lookup_elem(&first_calls, &i);
 	if (!f)
 		return SIGHTING_UNKNOWN;
+	*slot = i;
+	*word_at = f;
 	ours = (h & 0xFFFFFFFF00000000ULL) | (1ULL << 32); /* never 0 */
 	word = *(volatile __u64 *)f;
 	if (!word) {
@@ -367,12 +383,54 @@ static __always_inline int first_sighting(struct task_state *ts, struct call *c,
 	if ((word & 0xFFFFFFFF00000000ULL) != ours)
 		return SIGHTING_UNKNOWN;
 	if (word & FIRST_PROMOTED)
-		return SIGHTING_REPEATED;
-	word = __sync_fetch_and_or(f, FIRST_PROMOTED);
-	if (word & FIRST_PROMOTED)
+		return (word & FIRST_WORD_COUNTING) && word_counts(c) ? SIGHTING_WORD : SIGHTING_REPEATED;
+	/* Promoted with its facts cleared: the bits they held count calls
+	 * once the entry names the word. Only promotion changes a word that
+	 * is set, so a swap that fails lost to another promoter. */
+	seen = __sync_val_compare_and_swap(f, word, ours | FIRST_PROMOTED);
+	if (seen != word)
 		return SIGHTING_REPEATED;
 	*first = word;
 	return SIGHTING_SECOND;
+}
+
+/* Makes a just-promoted key's word count its plain calls: the entry
+ * names the word first, so that the read-out adds every call counted
+ * there. Not for read/write keys, whose byte histograms need the entry. */
+static __always_inline void start_word(struct arg_val *v, struct call *c, __u32 slot, __u64 *word)
+{
+	if (!word || c->kind == ARG_FD_IO)
+		return;
+	v->first_slot = slot;
+	v->counting = 1;
+	__sync_fetch_and_or(word, FIRST_WORD_COUNTING);
+}
+
+/* Counts an untimed call of a promoted key in its word: no table lookup.
+ * The call that brings a count to its FLUSH_AT moves that many to the
+ * entry, so the word never fills. */
+static __always_inline void count_in_word(__u64 *word, struct call *c, struct arg_key *k)
+{
+	__u64 old, calls, errors;
+	struct arg_val *v;
+
+	old = __sync_fetch_and_add(word, (1ULL << FIRST_WORD_CALLS_SHIFT) | c->failed);
+	calls = is_zero(((old >> FIRST_WORD_CALLS_SHIFT) & FIRST_WORD_CALLS_MAX) ^ (FIRST_WORD_FLUSH_AT - 1)) *
+		FIRST_WORD_FLUSH_AT;
+	errors = (c->failed & is_zero((old & FIRST_WORD_ERRORS_MAX) ^ (FIRST_WORD_ERRORS_FLUSH_AT - 1))) *
+		 FIRST_WORD_ERRORS_FLUSH_AT;
+	if (!(calls | errors))
+		return;
+	__sync_fetch_and_sub(word, calls << FIRST_WORD_CALLS_SHIFT | errors);
+	v = bpf_map_lookup_elem(&arg_stats, k);
+	if (!v) {
+		count_lost(LOST_ARG_TABLE_FULL, calls);
+		return;
+	}
+	if (calls)
+		__sync_fetch_and_add(&v->calls, calls);
+	if (errors)
+		__sync_fetch_and_add(&v->errors, errors);
 }
 
 /* A key counted exactly from now on (the caller counts this call). A
@@ -477,19 +535,31 @@ static __always_inline bool claim_promotion(struct arg_val *v, struct arg_key *k
  * takes arg_stats' own first-sighting path. */
 static __always_inline bool miss(struct task_state *ts, struct call *c, struct arg_slot *s, const bool legacy)
 {
-	__u64 first = 0, first_ns, first_failed;
+	__u64 first = 0, first_ns, first_failed, *word = 0;
+	struct arg_val *v = 0, nv;
 	struct arg_key k;
-	struct arg_val *v, nv;
+	__u32 slot = 0;
+	int sighting;
 	long err;
 
 	if (!ts || !c || !s)
 		return false;
 	k = (struct arg_key){ .tgid = ts->tgid, .nr = c->nr, .fd = c->fd, .path_hash = c->path_hash };
-	/* A promoted key is found in one lookup: first_calls, a random word
-	 * of 8 MiB, is read only for a key not counted yet. */
-	v = bpf_map_lookup_elem(&arg_stats, &k);
-	switch (v && !v->once ? SIGHTING_COUNTED :
-		keep_every_key || legacy ? SIGHTING_UNKNOWN : first_sighting(ts, c, &k, &first)) {
+	/* first_calls first: a new key (a walk's names) then costs no table
+	 * lookup, and a promoted one whose word counts costs none either. */
+	sighting = keep_every_key || legacy ? SIGHTING_UNKNOWN : first_sighting(ts, c, &k, &first, &slot, &word);
+	if (sighting == SIGHTING_UNKNOWN) {
+		v = bpf_map_lookup_elem(&arg_stats, &k);
+		if (v && !v->once)
+			sighting = SIGHTING_COUNTED;
+	}
+	switch (sighting) {
+	case SIGHTING_WORD:
+		if (takes_slot(s, c))
+			return true;
+		if (word)
+			count_in_word(word, c, &k);
+		return false;
 	case SIGHTING_COUNTED:
 		break;
 	case SIGHTING_FIRST:
@@ -510,6 +580,7 @@ static __always_inline bool miss(struct task_state *ts, struct call *c, struct a
 		if (first_ns)
 			__sync_fetch_and_add(&v->ns, first_ns);
 		promote(ts, c, &k, true, first_failed, first_ns, first & 31, (first >> 5) & 31);
+		start_word(v, c, slot, word);
 		break;
 	case SIGHTING_LONG:
 		v = entry_or_make(&k, legacy);
@@ -518,6 +589,7 @@ static __always_inline bool miss(struct task_state *ts, struct call *c, struct a
 			return false;
 		}
 		promote(ts, c, &k, false, 0, 0, 0, 0);
+		start_word(v, c, slot, word);
 		break;
 	case SIGHTING_REPEATED:
 		/* Its promoter may not have made the entry yet. */
@@ -527,7 +599,7 @@ static __always_inline bool miss(struct task_state *ts, struct call *c, struct a
 			return false;
 		}
 		break;
-	default: /* v: NULL, or the key's entry while it has been seen once */
+	default: /* unknown: v is NULL, or the key's entry while it has been seen once */
 		nv = (struct arg_val){ .calls = 1, .errors = c->failed, .ns = c->ns, .once = 1,
 				       .requested = c->req_bucket, .returned = c->ret_bucket };
 		if (!v) {

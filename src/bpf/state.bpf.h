@@ -132,7 +132,9 @@ __u64 arg_keys_made = 0;
  * a run, so a key whose slot another key holds takes arg_stats' own
  * first-sighting path, exact as before. 8 MiB; one slot when every key is
  * kept anyway (top, serve). A slot's word, set by one compare-and-swap:
- * fingerprint << 32 | ns << 12 | FIRST_* flags | ret << 5 | req; 0: free. */
+ * fingerprint << 32 | ns << 12 | FIRST_* flags | ret << 5 | req; 0: free.
+ * Promoted, the key's untimed calls are counted in it (enum first_word),
+ * with no lookup of arg_stats. */
 #define FIRST_SLOTS (1 << 20)
 
 /* Mappable, so that a keeper (keeper.rs) zeroes it with one memset
@@ -226,6 +228,7 @@ const enum lost_counter *unused_lost_counter __attribute__((unused));
 const enum record_kind *unused_record_kind __attribute__((unused));
 const enum path_mark *unused_path_mark __attribute__((unused));
 const enum env_sent *unused_env_sent __attribute__((unused));
+const enum first_word *unused_first_word __attribute__((unused));
 const enum timeout_class *unused_timeout_class __attribute__((unused));
 const enum mask_change *unused_mask_change __attribute__((unused));
 const enum brk_change *unused_brk_change __attribute__((unused));

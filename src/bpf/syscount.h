@@ -119,7 +119,23 @@ struct arg_val {
 	__u64 once;     /* 64-bit: swapped atomically */
 	__u8 requested; /* the first call's size buckets, ARG_FD_IO only */
 	__u8 returned;
-	__u8 _pad[6];
+	__u8 counting;  /* its first_calls word counts calls too: add them */
+	__u8 _pad;
+	__u32 first_slot; /* that word's index */
+};
+
+/* A promoted key's first_calls word, once `counting` (arguments.bpf.h):
+ * its untimed calls counted there, in the bits from FIRST_WORD_CALLS_SHIFT,
+ * and those that failed in the low bits; each count is moved to the entry
+ * when it reaches its FLUSH_AT, far below its MAX. */
+enum first_word {
+	FIRST_WORD_ERRORS_MAX = 0x3FF,
+	FIRST_WORD_ERRORS_FLUSH_AT = 1 << 8,
+	FIRST_WORD_COUNTING = 1 << 10,
+	FIRST_WORD_PROMOTED = 1 << 11,
+	FIRST_WORD_CALLS_SHIFT = 12,
+	FIRST_WORD_CALLS_MAX = 0xFFFFF,
+	FIRST_WORD_FLUSH_AT = 1 << 12,
 };
 
 /* Byte counts asked for and returned, per read/write-family key. */

@@ -17,6 +17,7 @@ use super::fold::{Exited, KeyBudget};
 use super::maps::{from_bytes, read_all};
 use super::records::{ExeNames, PathOf, Record};
 use super::skel::types::{arg_key, arg_val, io_hist};
+use super::word_counts::WordCounts;
 use crate::backend::wake::Stop;
 use crate::error::{Error, Result};
 use crate::model::Environment;
@@ -41,6 +42,8 @@ pub struct Collected {
 pub struct SweepMaps {
     pub args: MapHandle,
     pub hists: MapHandle,
+    /// first_calls: the calls some entries count in their word.
+    pub first_calls: MapHandle,
 }
 
 /// pid -> fold row, published for the stack collector.
@@ -270,12 +273,11 @@ fn sweep_ended(maps: &SweepMaps, exited: &mut Exited, to_sweep: &mut HashSet<u32
     // Deleted in batches: one syscall per entry was most of the reader's
     // CPU on a host starting hundreds of processes a second.
     let (mut gone, mut gone_hists) = (Vec::new(), Vec::new());
-    for (k, v) in entries.iter() {
-        let key: arg_key = from_bytes(k);
-        if !dead.contains(&key.tgid) {
-            continue;
-        }
-        let val: arg_val = from_bytes(v);
+    let ended: Vec<(&[u8], arg_key, arg_val)> =
+        entries.iter().map(|(k, v)| (k, from_bytes(k), from_bytes(v))).filter(|(_, key, _): &(_, arg_key, _)| dead.contains(&key.tgid)).collect();
+    let words = WordCounts::new(&maps.first_calls, ended.iter().map(|(_, _, v)| v));
+    for (k, key, mut val) in ended {
+        words.add_to(&mut val);
         // Only read/write keys have a histogram.
         let io = crate::linux::syscalls::by_nr(key.nr).is_some_and(|i| matches!(i.arg, crate::linux::syscalls::ArgKind::FdIo { .. }));
         let hist = io.then(|| maps.hists.lookup(k, MapFlags::ANY).ok().flatten().map(|h| from_bytes::<io_hist>(&h))).flatten();

@@ -20,6 +20,7 @@ pub mod records;
 mod skel;
 mod ticks;
 pub mod tracepoint_ids;
+mod word_counts;
 
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -497,7 +498,7 @@ impl BpfTracer {
         let handle = |m| libbpf_rs::MapHandle::try_from(m).map_err(bpf_error);
         let exits = ExitReader::spawn(
             vec![handle(&skel.maps.exits)?, handle(&skel.maps.strings)?],
-            SweepMaps { args: handle(&skel.maps.arg_stats)?, hists: handle(&skel.maps.io_hists)? },
+            SweepMaps { args: handle(&skel.maps.arg_stats)?, hists: handle(&skel.maps.io_hists)?, first_calls: handle(&skel.maps.first_calls)? },
             std::sync::Arc::clone(&folded),
             // A host watched for hours: ended programs' keys are bounded.
             if options.system_wide { fold::KeyBudget::host() } else { fold::KeyBudget::UNBOUNDED },

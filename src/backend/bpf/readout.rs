@@ -19,6 +19,7 @@ use super::records::{
 };
 use super::skel::types::{arg_key, arg_slot, arg_val, io_hist, lost_counter, once_summary, target_state, task_state};
 use super::skel::SyscountMaps;
+use super::word_counts::WordCounts;
 use crate::error::Result;
 use crate::linux::syscalls::{self, ArgKind};
 use crate::model::builder::{TaskRecord, TraceBuilder};
@@ -165,11 +166,13 @@ pub fn file_into(
         Some(keys) => read_keys(&maps.arg_stats, keys.iter().map(bytes_of))?,
         None => read_all(&maps.arg_stats)?,
     };
-    for (k, v) in arg_stats.iter() {
-        let (key, v): (arg_key, arg_val) = (from_bytes(k), from_bytes(v));
+    let entries: Vec<(&[u8], arg_key, arg_val)> = arg_stats.iter().map(|(k, v)| (k, from_bytes(k), from_bytes(v))).collect();
+    let words = WordCounts::new(&maps.first_calls, entries.iter().map(|(_, _, v)| v));
+    for (k, key, mut v) in entries {
         if v.once != 0 {
             continue; // seen once: in the one-shot summary
         }
+        words.add_to(&mut v);
         let hist = match syscalls::by_nr(key.nr).map(|s| s.arg) {
             Some(ArgKind::FdIo { .. }) => maps.io_hists.lookup(k, MapFlags::ANY).map_err(bpf_error)?.map(|h| from_bytes::<io_hist>(&h)),
             _ => None,
