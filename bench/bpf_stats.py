@@ -1,0 +1,56 @@
+"""The kernel's own accounting of BPF programs (kernel.bpf_stats_enabled):
+each program's run time and runs, read while the command that loaded it
+runs. Shared by bench/overhead and bench/workloads."""
+import glob
+import json
+import subprocess
+import time
+
+
+def own_program_ids(pid):
+    """The ids of the BPF programs process `pid` has attached (its links'
+    fdinfo names them): its own, not another's of the same name."""
+    ids = set()
+    for fd in glob.glob(f"/proc/{pid}/fdinfo/*"):
+        try:
+            for line in open(fd):
+                if line.startswith("prog_id:"):
+                    ids.add(int(line.split()[1]))
+        except OSError:
+            pass
+    return ids
+
+
+def programs_shown(ids, names):
+    """bpftool's view of the programs of `ids` named one of `names` (with
+    their run time and runs while kernel.bpf_stats_enabled is on)."""
+    if not ids:
+        return []
+    out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True).stdout
+    return [p for p in json.loads(out or "[]") if p["id"] in ids and p.get("name") in names]
+
+
+def program_costs(cmd, env):
+    """ns per run of each BPF program the command loads, from the kernel's own
+    accounting (kernel.bpf_stats_enabled), read while it runs."""
+    seen = {}
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while p.poll() is None:
+        for prog in programs_shown(own_program_ids(p.pid), ("sys_exit", "sys_enter", "floor_exit", "floor_enter")):
+            if prog.get("run_cnt"):
+                seen[(prog["id"], prog["name"])] = prog["run_time_ns"] / prog["run_cnt"]
+        time.sleep(0.05)
+    return {name: ns for (_, name), ns in seen.items()}
+
+
+class Enabled:
+    """kernel.bpf_stats_enabled on for a `with` block (it adds two clock
+    reads to every program run while on)."""
+
+    def __enter__(self):
+        subprocess.run(["sysctl", "-qw", "kernel.bpf_stats_enabled=1"], check=True)
+        return self
+
+    def __exit__(self, *exc):
+        subprocess.run(["sysctl", "-qw", "kernel.bpf_stats_enabled=0"], check=False)
+        return False
