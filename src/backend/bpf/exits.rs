@@ -274,7 +274,7 @@ fn sweep_ended(maps: &SweepMaps, exited: &mut Exited, to_sweep: &mut HashSet<u32
     // CPU on a host starting hundreds of processes a second.
     let (mut gone, mut gone_hists) = (Vec::new(), Vec::new());
     let ended: Vec<(&[u8], arg_key, arg_val)> =
-        entries.iter().map(|(k, v)| (k, from_bytes(k), from_bytes(v))).filter(|(_, key, _): &(_, arg_key, _)| dead.contains(&key.tgid)).collect();
+        entries.iter().map(|(k, v)| (k, from_bytes::<arg_key>(k), from_bytes(v))).filter(|(_, key, _)| dead.contains(&key.tgid)).collect();
     let words = WordCounts::new(&maps.first_calls, ended.iter().map(|(_, _, v)| v));
     for (k, key, mut val) in ended {
         words.add_to(&mut val);
