@@ -277,7 +277,10 @@ fn sweep_ended(maps: &SweepMaps, exited: &mut Exited, to_sweep: &mut HashSet<u32
         entries.iter().map(|(k, v)| (k, from_bytes::<arg_key>(k), from_bytes(v))).filter(|(_, key, _)| dead.contains(&key.tgid)).collect();
     let words = WordCounts::new(&maps.first_calls, ended.iter().map(|(_, _, v)| v));
     for (k, key, mut val) in ended {
-        words.add_to(&mut val);
+        // A word not read: the entry stays for the final read-out.
+        if words.add_to(&mut val).is_err() {
+            continue;
+        }
         // Only read/write keys have a histogram.
         let io = crate::linux::syscalls::by_nr(key.nr).is_some_and(|i| matches!(i.arg, crate::linux::syscalls::ArgKind::FdIo { .. }));
         let hist = io.then(|| maps.hists.lookup(k, MapFlags::ANY).ok().flatten().map(|h| from_bytes::<io_hist>(&h))).flatten();

@@ -172,7 +172,7 @@ pub fn file_into(
         if v.once != 0 {
             continue; // seen once: in the one-shot summary
         }
-        words.add_to(&mut v);
+        words.add_to(&mut v)?;
         let hist = match syscalls::by_nr(key.nr).map(|s| s.arg) {
             Some(ArgKind::FdIo { .. }) => maps.io_hists.lookup(k, MapFlags::ANY).map_err(bpf_error)?.map(|h| from_bytes::<io_hist>(&h)),
             _ => None,

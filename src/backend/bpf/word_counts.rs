@@ -7,6 +7,7 @@
 use libbpf_rs::{MapCore, MapFlags};
 
 use super::skel::types::{arg_val, first_word};
+use crate::error::{Error, Result};
 
 /// Entries that count in their word, beyond which the array is mapped
 /// once (8 MiB: about a millisecond) rather than read a word per syscall.
@@ -40,29 +41,32 @@ impl<'m> WordCounts<'m> {
         WordCounts { map, mapped }
     }
 
-    /// `v` with the calls and errors its word holds added.
-    pub fn add_to(&self, v: &mut arg_val) {
-        let (calls, errors) = self.counts(v);
+    /// `v` with the calls and errors its word holds added; an error if
+    /// the word cannot be read (its calls would be lost unsaid).
+    pub fn add_to(&self, v: &mut arg_val) -> Result<()> {
+        let (calls, errors) = self.counts(v)?;
         v.calls += calls;
         v.errors += errors;
+        Ok(())
     }
 
     /// The calls and errors `v`'s word holds beyond its entry's.
-    fn counts(&self, v: &arg_val) -> (u64, u64) {
+    fn counts(&self, v: &arg_val) -> Result<(u64, u64)> {
         if v.counting == 0 {
-            return (0, 0);
+            return Ok((0, 0));
         }
+        let unread = || Error::Bpf(format!("reading first_calls[{}], which an argument entry names", v.first_slot));
         let word = match &self.mapped {
             // SAFETY: within the mapping; the programs write words with
             // atomics, and counting has stopped or the key's process ended.
             Some(m) if (v.first_slot as usize) < m.len => unsafe { m.words.add(v.first_slot as usize).read_volatile() },
-            Some(_) => return (0, 0),
+            Some(_) => return Err(unread()),
             None => match self.map.lookup(&v.first_slot.to_ne_bytes(), MapFlags::ANY) {
-                Ok(Some(bytes)) if bytes.len() == 8 => u64::from_ne_bytes(bytes.try_into().unwrap_or_default()),
-                _ => return (0, 0),
+                Ok(Some(bytes)) => u64::from_ne_bytes(bytes.try_into().map_err(|_| unread())?),
+                _ => return Err(unread()),
             },
         };
-        counts_of_word(word)
+        Ok(counts_of_word(word))
     }
 }
 
