@@ -39,18 +39,59 @@ struct Sections {
     /// (its instruction analysis is Mach-O's), and copying libc's alone
     /// was most of a short run's unwinding.
     text: Option<Range<u64>>,
-    eh_frame: Option<(Range<u64>, Arc<[u8]>)>,
-    eh_frame_hdr: Option<(Range<u64>, Arc<[u8]>)>,
+    eh_frame: Option<(Range<u64>, SectionBytes)>,
+    eh_frame_hdr: Option<(Range<u64>, SectionBytes)>,
     got: Option<Range<u64>>,
-    debug_frame: Option<Arc<[u8]>>,
+    debug_frame: Option<SectionBytes>,
+}
+
+/// A file's bytes: mapped (read as they are touched, no copy, no read
+/// call per header or name), or the vDSO's own copy.
+#[derive(Clone)]
+enum Bytes {
+    Mapped(Arc<memmap2::Mmap>),
+    Copied(Arc<[u8]>),
+}
+
+impl Bytes {
+    fn all(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(m) => m,
+            Bytes::Copied(c) => c,
+        }
+    }
+}
+
+/// One section of a file's bytes, as framehop reads it.
+#[derive(Clone)]
+pub struct SectionBytes {
+    bytes: Bytes,
+    range: Range<usize>,
+}
+
+/// None: framehop's section info asks for a default.
+impl Default for SectionBytes {
+    fn default() -> Self {
+        SectionBytes { bytes: Bytes::Copied(Arc::from(&[][..])), range: 0..0 }
+    }
+}
+
+impl std::ops::Deref for SectionBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes.all()[self.range.clone()]
+    }
 }
 
 impl Image {
-    fn parse<'d, R: object::ReadRef<'d>>(name: &str, file: ImageFile, data: R) -> Option<Image> {
-        let elf = object::File::parse(data).ok()?;
+    fn parse(name: &str, file: ImageFile, bytes: Bytes) -> Option<Image> {
+        let elf = object::File::parse(bytes.all()).ok()?;
         let section = |n: &str| {
             let s = elf.section_by_name(n)?;
-            Some((s.address()..s.address() + s.size(), Arc::<[u8]>::from(s.data().ok()?)))
+            let (offset, size) = s.file_range()?;
+            let range = usize::try_from(offset).ok()?..usize::try_from(offset.checked_add(size)?).ok()?;
+            bytes.all().get(range.clone())?;
+            Some((s.address()..s.address() + s.size(), SectionBytes { bytes: bytes.clone(), range }))
         };
         Some(Image {
             name: name.to_string(),
@@ -98,7 +139,7 @@ impl Image {
     }
 
     /// The framehop module for one mapping of this image.
-    pub fn module(&self, avma: Range<u64>, bias: u64) -> Module<Arc<[u8]>> {
+    pub fn module(&self, avma: Range<u64>, bias: u64) -> Module<SectionBytes> {
         let s = self.sections.clone();
         let (eh_frame_svma, eh_frame) = s.eh_frame.map_or((None, None), |(r, d)| (Some(r), Some(d)));
         let (eh_frame_hdr_svma, eh_frame_hdr) = s.eh_frame_hdr.map_or((None, None), |(r, d)| (Some(r), Some(d)));
@@ -147,7 +188,8 @@ impl Images {
     /// own, which symbolizers read from a copy (Image::file).
     fn load_vdso(&mut self) -> Option<Image> {
         let data = own_vdso()?;
-        Image::parse(VDSO, ImageFile::Vdso { data: data.clone(), copy: OnceLock::new() }, &data[..])
+        let bytes = Bytes::Copied(Arc::from(&data[..]));
+        Image::parse(VDSO, ImageFile::Vdso { data, copy: OnceLock::new() }, bytes)
     }
 }
 
@@ -156,10 +198,14 @@ fn load_file(path: &str) -> Option<Image> {
     if !path.starts_with('/') {
         return None;
     }
-    // Read as far as the headers and the sections unwinding needs: a
-    // library built with debug info is mostly DWARF (libpython: 23 MB).
-    let data = object::ReadCache::new(std::fs::File::open(path).ok()?);
-    Image::parse(path, ImageFile::Path(PathBuf::from(path)), &data)
+    // Mapped: only the headers and the sections unwinding needs are ever
+    // read (a library built with debug info is mostly DWARF: libpython,
+    // 23 MB), and with no read call per header or section name.
+    // SAFETY: a private read-only mapping. A file cut short while mapped
+    // would fault on access, as blazesym's own mappings of the same files
+    // would; executables and libraries in use are replaced, not truncated.
+    let map = unsafe { memmap2::Mmap::map(&std::fs::File::open(path).ok()?) }.ok()?;
+    Image::parse(path, ImageFile::Path(PathBuf::from(path)), Bytes::Mapped(Arc::new(map)))
 }
 
 fn own_vdso() -> Option<Vec<u8>> {

@@ -3,11 +3,10 @@
 //! Works offline, so the process may be long gone.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use framehop::Unwinder as _;
 
-use super::images::{ImageId, Images};
+use super::images::{ImageId, Images, SectionBytes};
 use super::spaces::{self, AddressSpaces, Mapping};
 use crate::backend::mappings::MapEvent;
 use crate::backend::samples::StackSample;
@@ -61,7 +60,7 @@ mod regs {
     }
 }
 
-type ImageUnwinder = regs::ArchUnwinder<Arc<[u8]>>;
+type ImageUnwinder = regs::ArchUnwinder<SectionBytes>;
 
 #[derive(Default)]
 pub struct Unwinder {
