@@ -197,11 +197,17 @@ fn threads_racing_on_new_paths_count_each_exactly() {
 /// Nothing lost, each of the `paths` walked paths in a row of its own with
 /// exactly `times` calls (all failed), and the walk not summarised as one-shot.
 fn each_path_counted(doc: &serde_json::Value, mode: &str, paths: usize, times: u64) {
+    each_path_under_counted(doc, mode, "/nonexistent/sysdiet/", paths, times, times);
+}
+
+/// Every one of `paths` paths under `prefix` counted `times` times, with
+/// `errors` errors each, nothing lost, and the walk not one-shot.
+fn each_path_under_counted(doc: &serde_json::Value, mode: &str, prefix: &str, paths: usize, times: u64, errors: u64) {
     lost_nothing(doc);
-    let walked = walked_paths(doc);
-    assert_eq!(walked.len(), paths, "{mode}: every path, by name");
-    let wrong: Vec<_> = walked.iter().filter(|a| a["calls"] != times || a["errors"] != times).collect();
-    assert!(wrong.is_empty(), "{mode}: {} paths not counted {times} times: {:?}", wrong.len(), wrong.first());
+    let walked = paths_under(doc, prefix);
+    assert_eq!(walked.len(), paths, "{mode} {prefix}: every path, by name");
+    let wrong: Vec<_> = walked.iter().filter(|a| a["calls"] != times || a["errors"] != errors).collect();
+    assert!(wrong.is_empty(), "{mode} {prefix}: {} paths not counted {times} times: {:?}", wrong.len(), wrong.first());
     let once = doc["one_shot"].as_array().unwrap().iter().find(|o| o["syscall"] == "newfstatat");
     assert!(once.is_none_or(|o| o["calls"].as_u64().unwrap() < 10), "{mode}: the walk is not one-shot: {once:?}");
 }
@@ -241,11 +247,7 @@ fn paths_counted_in_their_word_count_exactly() {
         let prefix = format!("{}/", under.display());
         for mode in ["--no-stacks", "--all"] {
             let (doc, _) = sysdiet_json(&[mode], &[exe.to_str().unwrap(), "64", "0", "4200", "1", "1", under.to_str().unwrap()]);
-            lost_nothing(&doc);
-            let walked = paths_under(&doc, &prefix);
-            assert_eq!(walked.len(), 64, "{mode} {prefix}: every path, by name");
-            let wrong: Vec<_> = walked.iter().filter(|a| a["calls"] != 4200 || a["errors"] != errors).collect();
-            assert!(wrong.is_empty(), "{mode} {prefix}: {} paths not counted 4200 times: {:?}", wrong.len(), wrong.first());
+            each_path_under_counted(&doc, mode, &prefix, 64, 4200, errors);
         }
     }
 }
