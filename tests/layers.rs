@@ -42,6 +42,7 @@ const BPF_FILES: &[&str] = &[
     "features",
     "premade",
     "keeper",
+    "tables",
     "ticks",
     "fold",
     "word_counts",

@@ -5,7 +5,8 @@
 //! Its files import one way, bottom first: skel.rs (the generated
 //! skeleton) and maps.rs (map helpers); records.rs (the kernel side's
 //! structs become sysdiet's types); features.rs, kernel_types.rs,
-//! premade.rs (what a load needs); ticks.rs (the CPU clock); fold.rs; exits.rs (the live reader);
+//! premade.rs (what a load needs); keeper.rs; tables.rs (the maps as this
+//! side's handles); ticks.rs (the CPU clock); fold.rs; exits.rs (the live reader);
 //! readout.rs; then this file. tests/layers.rs holds them to it.
 
 mod exits;
@@ -18,6 +19,7 @@ mod premade;
 mod readout;
 pub mod records;
 mod skel;
+mod tables;
 mod ticks;
 pub mod tracepoint_ids;
 mod word_counts;
@@ -42,6 +44,7 @@ use features::Variant;
 use maps::{bpf_error, kernel_btf_path, object_storage};
 use readout::{Names, Paths};
 use skel::OBJECT;
+use tables::Tables;
 use ticks::{Ticks, TICK_NS};
 
 use skel::types::{arg_kind, syscall_spec, target_state, task_state, tick_count};
@@ -123,7 +126,7 @@ enum Keeping {
 }
 
 pub struct BpfTracer {
-    skel: SyscountSkel<'static>,
+    tables: Tables,
     options: BpfOptions,
     /// Where the targets' states are: task storage, or a map keyed by tid.
     variant: Variant,
@@ -153,7 +156,7 @@ pub struct BpfTracer {
 /// The programs loaded and verified, not yet attached: no task's syscalls
 /// are slowed until `attach`.
 pub struct LoadedTracer {
-    skel: SyscountSkel<'static>,
+    tables: Tables,
     options: BpfOptions,
     variant: Variant,
     verification_us: Vec<(String, u64)>,
@@ -187,7 +190,7 @@ impl LoadedTracer {
     /// The ring stack samples will arrive in, for a reader to map before
     /// the programs attach.
     pub fn samples_ring(&self) -> Result<libbpf_rs::MapHandle> {
-        libbpf_rs::MapHandle::try_from(&self.skel.maps.samples).map_err(bpf_error)
+        libbpf_rs::MapHandle::try_from(&self.tables.samples).map_err(bpf_error)
     }
 
     /// What an untraced syscall cost when a keeper's programs were
@@ -258,10 +261,28 @@ impl BpfTracer {
         kernel: Option<&str>,
         fresh: &mut dyn FnMut(),
     ) -> Result<LoadedTracer> {
-        let storage = object_storage()?;
-        let cut = crate::timings::span("cut kernel types");
         // Hashed once: it names both the cut types' file and a kept set.
         let object_hash = maps::fnv1a(OBJECT);
+        let keep = match options.keep_loaded.then(keeper::idle).flatten() {
+            Some(idle) if !options.verifier_stats => Some(idle),
+            _ => None,
+        };
+        // A kept set is found by what the open object says, and borrowed
+        // without a load: its kernel types are cut only if it is not.
+        let mut keeping = Keeping::No;
+        if let Some(idle) = keep {
+            let open = Self::open_skel(filter, &options, variant, object_storage()?, None)?;
+            let set = set_name(&open, object_hash, variant);
+            if let Some(borrowed) = keeper::borrow(&set) {
+                // Not this run's set after all: its own, kept by none.
+                if let Ok(loaded) = Self::load_borrowed(open, borrowed, options, variant) {
+                    return Ok(loaded);
+                }
+            } else {
+                keeping = Keeping::Leave { set, idle };
+            }
+        }
+        let cut = crate::timings::span("cut kernel types");
         let types = match kernel {
             Some(kernel) if std::env::var_os("SYSDIET_KERNEL_BTF").is_none() => kernel_types::cut(OBJECT, object_hash, &kernel_btf_path(), kernel),
             _ => None,
@@ -273,36 +294,7 @@ impl BpfTracer {
         }
         drop(cut);
         let types_path = types.as_ref().map(|t| t.path());
-        let mut open = Self::open_skel(filter, &options, variant, storage, types_path.as_deref())?;
-        let mut keeping = match options.keep_loaded.then(keeper::idle).flatten() {
-            Some(idle) if !options.verifier_stats => Keeping::Leave { set: set_name(&open, object_hash, variant), idle },
-            _ => Keeping::No,
-        };
-        if let Keeping::Leave { set, .. } = &keeping {
-            if let Some(borrowed) = keeper::borrow(set) {
-                match Self::load_borrowed(open, borrowed) {
-                    Ok((skel, keeper::Borrowed { programs, links, lease, syscall_ns, .. })) => {
-                        let keeping = Keeping::Borrowed(lease);
-                        return Ok(LoadedTracer {
-                            skel,
-                            options,
-                            variant,
-                            verification_us: Vec::new(),
-                            folded: Folded::default(),
-                            programs,
-                            links,
-                            keeping,
-                            syscall_ns,
-                        });
-                    }
-                    // Not this run's set after all: its own, kept by none.
-                    Err(_) => {
-                        keeping = Keeping::No;
-                        open = Self::open_skel(filter, &options, variant, object_storage()?, types_path.as_deref())?;
-                    }
-                }
-            }
-        }
+        let open = Self::open_skel(filter, &options, variant, object_storage()?, types_path.as_deref())?;
         fresh();
         let loaded = match Self::load_fresh(open, &options, variant) {
             // Kept tracepoint ids the kernel refused, and its BTF says
@@ -333,13 +325,14 @@ impl BpfTracer {
             .filter(|p| p.autoload())
             .map(|p| Ok((p.name().to_string_lossy().into_owned(), p.as_fd().try_clone_to_owned().map_err(|e| Error::Bpf(e.to_string()))?)))
             .collect::<Result<_>>()?;
-        Ok(LoadedTracer { skel, options, variant, verification_us, folded: Folded::default(), programs, links: Vec::new(), keeping, syscall_ns: 0 })
+        let tables = Tables::take(skel.object().maps().map(raw_map))?;
+        Ok(LoadedTracer { tables, options, variant, verification_us, folded: Folded::default(), programs, links: Vec::new(), keeping, syscall_ns: 0 })
     }
 
-    /// Loads the object with a keeper's maps and no programs of its own:
-    /// nothing to verify, the maps are the keeper's.
-    fn load_borrowed(mut open: OpenSyscountSkel<'static>, borrowed: keeper::Borrowed) -> Result<(SyscountSkel<'static>, keeper::Borrowed)> {
-        let _t = crate::timings::span("load the borrowed maps");
+    /// Gives the object a keeper's maps, and takes them as this run's: no
+    /// load (nothing to verify, the maps are the keeper's).
+    fn load_borrowed(mut open: OpenSyscountSkel<'static>, borrowed: keeper::Borrowed, options: BpfOptions, variant: Variant) -> Result<LoadedTracer> {
+        let _t = crate::timings::span("take the borrowed maps");
         for mut map in open.open_object_mut().maps_mut() {
             if !map.autocreate() {
                 continue;
@@ -348,39 +341,19 @@ impl BpfTracer {
             let (_, fd) = borrowed.maps.iter().find(|(n, _)| *n == name).ok_or_else(|| Error::Bpf(format!("the keeper lent no map {name}")))?;
             map.reuse_fd(fd.as_fd()).map_err(bpf_error)?;
         }
-        for mut prog in open.open_object_mut().progs_mut() {
-            prog.set_autoload(false);
-        }
-        let libbpf = crate::timings::span("libbpf's load, no programs");
-        let mut skel = open.load().map_err(bpf_error)?;
-        drop(libbpf);
-        // libbpf maps a global data section's kernel map over its own copy
-        // only for a map it made: here that is done for it, or the fields
-        // read and written through the skeleton would be the copy's.
-        let m = &mut skel.maps;
-        let sections: [(Option<*mut u8>, usize, std::os::fd::BorrowedFd<'_>, bool); 3] = [
-            (m.rodata_data.map(|d| d as *const _ as *mut u8), std::mem::size_of::<skel::types::rodata>(), m.rodata.as_fd(), false),
-            (
-                m.data_ticks_data.as_deref_mut().map(|d| d as *mut _ as *mut u8),
-                std::mem::size_of::<skel::types::data_ticks>(),
-                m.data_ticks.as_fd(),
-                true,
-            ),
-            (m.bss_data.as_deref_mut().map(|d| d as *mut _ as *mut u8), std::mem::size_of::<skel::types::bss>(), m.bss.as_fd(), true),
-        ];
-        for (at, size, fd, writable) in sections {
-            let Some(at) = at else { continue };
-            let len = size.div_ceil(perf::page_size()) * perf::page_size();
-            let prot = if writable { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_READ };
-            // SAFETY: `at` is the start of libbpf's page-rounded copy of the
-            // section, at least `len` long; the kernel map replaces it in
-            // place, as libbpf itself does for the maps it makes.
-            let mapped = unsafe { libc::mmap(at.cast(), len, prot, libc::MAP_SHARED | libc::MAP_FIXED, fd.as_raw_fd(), 0) };
-            if mapped == libc::MAP_FAILED {
-                return Err(Error::Bpf(format!("mapping a borrowed global section: {}", std::io::Error::last_os_error())));
-            }
-        }
-        Ok((skel, borrowed))
+        let tables = Tables::take(open.open_object().maps().map(raw_map))?;
+        let keeper::Borrowed { programs, links, lease, syscall_ns, .. } = borrowed;
+        Ok(LoadedTracer {
+            tables,
+            options,
+            variant,
+            verification_us: Vec::new(),
+            folded: Folded::default(),
+            programs,
+            links,
+            keeping: Keeping::Borrowed(lease),
+            syscall_ns,
+        })
     }
 
     /// Opens the object and sets it up for `options`, relocated against the
@@ -492,13 +465,13 @@ impl BpfTracer {
 
     /// Attaches the loaded programs and starts taking exited threads' counts.
     fn attach(loaded: LoadedTracer) -> Result<BpfTracer> {
-        let LoadedTracer { skel, options, variant, verification_us, folded, programs, links: lent, keeping, syscall_ns } = loaded;
+        let LoadedTracer { tables, options, variant, verification_us, folded, programs, links: lent, keeping, syscall_ns } = loaded;
         // The reader maps its rings on its own thread while the programs
         // attach; what they send meanwhile waits in the rings.
         let handle = |m| libbpf_rs::MapHandle::try_from(m).map_err(bpf_error);
         let exits = ExitReader::spawn(
-            vec![handle(&skel.maps.exits)?, handle(&skel.maps.strings)?],
-            SweepMaps { args: handle(&skel.maps.arg_stats)?, hists: handle(&skel.maps.io_hists)?, first_calls: handle(&skel.maps.first_calls)? },
+            vec![handle(&tables.exits)?, handle(&tables.strings)?],
+            SweepMaps { args: handle(&tables.arg_stats)?, hists: handle(&tables.io_hists)?, first_calls: handle(&tables.first_calls)? },
             std::sync::Arc::clone(&folded),
             // A host watched for hours: ended programs' keys are bounded.
             if options.system_wide { fold::KeyBudget::host() } else { fold::KeyBudget::UNBOUNDED },
@@ -510,7 +483,7 @@ impl BpfTracer {
             let _t = crate::timings::span("attach CPU-time ticks");
             let on_tick = programs.iter().find(|(name, _)| name.starts_with("on_tick")).map(|(_, fd)| fd.as_fd());
             match on_tick {
-                Some(on_tick) if !options.latency => Ok((links, Some(Ticks::attach(on_tick, &skel)?))),
+                Some(on_tick) if !options.latency => Ok((links, Some(Ticks::attach(on_tick, &tables.data_ticks)?))),
                 _ => Ok((links, None)),
             }
         })();
@@ -524,7 +497,7 @@ impl BpfTracer {
         let _t = crate::timings::span("wait for the exit reader");
         let exits = exits.ready()?;
         Ok(BpfTracer {
-            skel,
+            tables,
             options,
             variant,
             names: Names { paths: if options.system_wide { Paths::forgetting() } else { Default::default() }, executables: Default::default() },
@@ -550,14 +523,7 @@ impl BpfTracer {
         match std::mem::replace(&mut self.keeping, Keeping::No) {
             Keeping::Borrowed(lease) if clean => lease.give_back(&links),
             Keeping::Leave { set, idle } if clean => {
-                let owned: Vec<(String, OwnedFd)> = self
-                    .skel
-                    .object()
-                    .maps()
-                    .filter(|m| m.autocreate())
-                    .filter_map(|m| Some((m.name().to_string_lossy().into_owned(), m.as_fd().try_clone_to_owned().ok()?)))
-                    .collect();
-                let maps: Vec<_> = owned.iter().map(|(n, fd)| (n.clone(), fd.as_fd())).collect();
+                let maps: Vec<_> = self.tables.all.iter().map(|(n, fd)| (n.clone(), fd.as_fd())).collect();
                 let programs: Vec<_> = self.programs.iter().map(|(n, fd)| (n.clone(), fd.as_fd())).collect();
                 let links: Vec<_> = links.iter().map(|(n, fd)| (n.clone(), fd.as_fd())).collect();
                 keeper::leave(&set, idle, self.syscall_ns, &maps, &programs, &links);
@@ -580,7 +546,7 @@ impl BpfTracer {
     /// The ring buffer stack samples arrive in, as a handle another thread
     /// can own.
     pub fn samples_ring(&self) -> Result<libbpf_rs::MapHandle> {
-        libbpf_rs::MapHandle::try_from(&self.skel.maps.samples).map_err(bpf_error)
+        libbpf_rs::MapHandle::try_from(&self.tables.samples).map_err(bpf_error)
     }
 
     /// The argument a sample's key stands for (after `read_into`); None for
@@ -610,12 +576,18 @@ impl BpfTracer {
         match self.variant {
             Variant::Current => {
                 let pidfd = crate::target::pidfd(tid).ok_or(Error::NoSuchProcess(tid))?;
-                self.skel.maps.states.update(&pidfd.as_raw_fd().to_ne_bytes(), &state, MapFlags::ANY).map_err(bpf_error)?;
+                let states = self.tables.states.as_ref().ok_or_else(|| Error::Bpf("the set has no map states".into()))?;
+                states.update(&pidfd.as_raw_fd().to_ne_bytes(), &state, MapFlags::ANY).map_err(bpf_error)?;
             }
             Variant::Legacy => {
-                let m = &self.skel.maps;
-                m.thread_states.update(&tid.to_ne_bytes(), &state, MapFlags::ANY).map_err(bpf_error)?;
-                m.thread_ticks.update(&tid.to_ne_bytes(), &[0; std::mem::size_of::<tick_count>()], MapFlags::ANY).map_err(bpf_error)?;
+                let no_map = |name: &str| Error::Bpf(format!("the set has no map {name}"));
+                let (states, ticks) = (&self.tables.thread_states, &self.tables.thread_ticks);
+                states.as_ref().ok_or_else(|| no_map("thread_states"))?.update(&tid.to_ne_bytes(), &state, MapFlags::ANY).map_err(bpf_error)?;
+                ticks
+                    .as_ref()
+                    .ok_or_else(|| no_map("thread_ticks"))?
+                    .update(&tid.to_ne_bytes(), &[0; std::mem::size_of::<tick_count>()], MapFlags::ANY)
+                    .map_err(bpf_error)?;
             }
         }
         self.added.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -628,7 +600,7 @@ impl BpfTracer {
     /// alive is missed (a count off the other way only costs a look).
     fn may_have_live_targets(&self) -> bool {
         use std::sync::atomic::{fence, Ordering};
-        let Some(bss) = self.skel.maps.bss_data.as_deref() else { return true };
+        let bss = self.tables.bss();
         // SAFETY: fields of the mmapped .bss, which the programs update
         // atomically; read whole, once each.
         let ended = unsafe { std::ptr::read_volatile(&bss.targets_ended) };
@@ -643,9 +615,7 @@ impl BpfTracer {
         let _t = crate::timings::span("read out the counts");
         // Freeze the counts, and let programs already running finish: what a
         // live thread's storage holds now is all it will have.
-        if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
-            bss.stopped = 1;
-        }
+        self.tables.bss_mut().stopped = 1;
         // Records read before the live threads are looked at always count;
         // later ones are of threads that ended while we read, skipped if
         // their storage was read (the same, frozen counts). With none alive
@@ -654,17 +624,17 @@ impl BpfTracer {
         // none can be, /proc is not even looked through.
         let exits = self.exits.take();
         let mut live = Vec::new();
-        if self.may_have_live_targets() && readout::live_states(&self.skel.maps, self.variant).next().is_some() {
+        if self.may_have_live_targets() && readout::live_states(&self.tables, self.variant).next().is_some() {
             std::thread::sleep(Duration::from_millis(2));
             if let Some(e) = &exits {
                 e.checkpoint();
             }
-            live = readout::live_threads(&self.skel.maps, self.variant);
+            live = readout::live_threads(&self.tables, self.variant);
         }
         let collected = exits.map(|e| e.finish()).unwrap_or_default();
         let tick_ns = self.tick_ns();
-        let arg_keys = readout::logged_arg_keys(&self.skel.maps);
-        readout::file_into(&self.skel.maps, &mut self.names, tick_ns, out, collected, live, arg_keys)
+        let arg_keys = readout::logged_arg_keys(&self.tables);
+        readout::file_into(&self.tables, &mut self.names, tick_ns, out, collected, live, arg_keys)
     }
 
     /// What a CPU-time tick stands for; 0 when calls are timed instead.
@@ -721,10 +691,10 @@ impl BpfTracer {
     /// until the next look.
     pub fn snapshot_into(&mut self, out: &mut TraceBuilder) -> Result<Lost> {
         let collected = self.exits.as_ref().map(|e| e.snapshot()).unwrap_or_default();
-        let live = readout::live_threads(&self.skel.maps, self.variant);
+        let live = readout::live_threads(&self.tables, self.variant);
         let tick_ns = self.tick_ns();
         // Counting on: keys are being logged, so the table is walked.
-        let lost = readout::file_into(&self.skel.maps, &mut self.names, tick_ns, out, collected, live, None)?;
+        let lost = readout::file_into(&self.tables, &mut self.names, tick_ns, out, collected, live, None)?;
         self.names.paths.forget_unused(3);
         Ok(lost)
     }
@@ -791,6 +761,13 @@ fn attach_hooks(programs: &[(String, OwnedFd)], mut lent: Vec<(String, OwnedFd)>
 /// is found by. Everything the load depends on is in it: the object, the
 /// variant, the read-only data the options set, each program loaded or
 /// not, each map made or not and its size.
+/// A map of an object, as libbpf's own struct.
+fn raw_map<'a, M: libbpf_rs::AsRawLibbpf<LibbpfType = libbpf_sys::bpf_map>>(m: M) -> &'a libbpf_sys::bpf_map {
+    // SAFETY: the object outlives the handles made from its maps (Tables
+    // duplicates their descriptors at once).
+    unsafe { m.as_libbpf_object().as_ref() }
+}
+
 fn set_name(open: &OpenSyscountSkel<'static>, object_hash: u64, variant: Variant) -> String {
     let object = open.open_object();
     let mut parts: Vec<Vec<u8>> = vec![object_hash.to_le_bytes().to_vec(), variant.name().as_bytes().to_vec()];

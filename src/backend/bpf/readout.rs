@@ -18,7 +18,7 @@ use super::records::{
     UNREADABLE_PATH,
 };
 use super::skel::types::{arg_key, arg_slot, arg_val, io_hist, lost_counter, once_summary, target_state, task_state};
-use super::skel::SyscountMaps;
+use super::tables::Tables;
 use super::word_counts::WordCounts;
 use crate::error::Result;
 use crate::linux::syscalls::{self, ArgKind};
@@ -95,7 +95,7 @@ impl Paths {
 /// `live` from the threads' storage, the rest from the maps; returns what
 /// was lost. `tick_ns`: what a CPU-time tick stands for (0: wall time).
 pub fn file_into(
-    maps: &SyscountMaps<'static>,
+    maps: &Tables,
     names: &mut Names,
     tick_ns: u64,
     out: &mut TraceBuilder,
@@ -205,8 +205,8 @@ pub fn file_into(
 /// run's few: ARG_KEYS_LOGGED in state.bpf.h), so that the read-out looks
 /// them up instead of walking the table's buckets; None: walk it. Only
 /// once counting has stopped: a key being logged may not be written yet.
-pub fn logged_arg_keys(maps: &SyscountMaps<'static>) -> Option<Vec<arg_key>> {
-    let logged = super::maps::logged_arg_keys(maps.bss_data.as_deref()?)?;
+pub fn logged_arg_keys(maps: &Tables) -> Option<Vec<arg_key>> {
+    let logged = super::maps::logged_arg_keys(maps.bss())?;
     // A key swept out and made again is logged twice.
     let mut seen = HashSet::new();
     Some(logged.iter().filter(|k| seen.insert((k.tgid, k.nr, k.fd, k.path_hash))).copied().collect())
@@ -214,14 +214,14 @@ pub fn logged_arg_keys(maps: &SyscountMaps<'static>) -> Option<Vec<arg_key>> {
 
 /// Each traced thread still running, with its task storage, found as
 /// asked for: whether any is alive needs only the first.
-pub fn live_states<'a>(maps: &'a SyscountMaps<'static>, variant: Variant) -> impl Iterator<Item = (u32, Box<task_state>)> + 'a {
+pub fn live_states<'a>(maps: &'a Tables, variant: Variant) -> impl Iterator<Item = (u32, Box<task_state>)> + 'a {
     all_tids().filter_map(move |tid| {
         let v = match variant {
             Variant::Current => {
                 let pidfd = crate::target::pidfd(tid)?;
-                maps.states.lookup(&pidfd.as_raw_fd().to_ne_bytes(), MapFlags::ANY).ok()??
+                maps.states.as_ref()?.lookup(&pidfd.as_raw_fd().to_ne_bytes(), MapFlags::ANY).ok()??
             }
-            Variant::Legacy => maps.thread_states.lookup(&tid.to_ne_bytes(), MapFlags::ANY).ok()??,
+            Variant::Legacy => maps.thread_states.as_ref()?.lookup(&tid.to_ne_bytes(), MapFlags::ANY).ok()??,
         };
         let ts: Box<task_state> = Box::new(from_bytes(&v));
         (ts.exited == 0 && ts.state != target_state::TARGET_PENDING_EXEC.0).then_some((tid, ts))
@@ -229,7 +229,7 @@ pub fn live_states<'a>(maps: &'a SyscountMaps<'static>, variant: Variant) -> imp
 }
 
 /// The traced threads still running, from their task storage.
-pub fn live_threads(maps: &SyscountMaps<'static>, variant: Variant) -> Vec<(ThreadCounts, Vec<arg_slot>)> {
+pub fn live_threads(maps: &Tables, variant: Variant) -> Vec<(ThreadCounts, Vec<arg_slot>)> {
     let mut live = Vec::new();
     for (tid, ts) in live_states(maps, variant) {
         let comm = std::fs::read_to_string(format!("/proc/{tid}/comm"))
@@ -317,7 +317,7 @@ fn all_tids() -> impl Iterator<Item = u32> {
     numbers("/proc".into()).flat_map(|pid| numbers(format!("/proc/{pid}/task")))
 }
 
-fn read_lost(maps: &SyscountMaps<'static>) -> Result<Lost> {
+fn read_lost(maps: &Tables) -> Result<Lost> {
     let lost = &maps.lost;
     let get = |c: lost_counter| -> Result<u64> {
         Ok(lost

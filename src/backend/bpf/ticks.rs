@@ -15,7 +15,6 @@ use std::time::Duration;
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 
 use super::maps::bpf_error;
-use super::skel::SyscountSkel;
 use crate::backend::perf::{self, PerfEventAttr, PERF_COUNT_SW_CPU_CLOCK, PERF_TYPE_SOFTWARE};
 use crate::error::{Error, Result};
 use crate::model::TimeKind;
@@ -43,7 +42,7 @@ pub struct Ticks {
 impl Ticks {
     /// Attaches `on_tick` (the variant's program) to a fine clock on every
     /// CPU, made coarser after FINE_FOR.
-    pub fn attach(on_tick: BorrowedFd<'_>, skel: &SyscountSkel<'static>) -> Result<Ticks> {
+    pub fn attach(on_tick: BorrowedFd<'_>, data_ticks: &MapHandle) -> Result<Ticks> {
         let attr = PerfEventAttr {
             kind: PERF_TYPE_SOFTWARE,
             size: std::mem::size_of::<PerfEventAttr>() as u32,
@@ -66,7 +65,7 @@ impl Ticks {
             events.push(fd);
         }
         let weight = Arc::new(AtomicU64::new(1));
-        let pacer = start_pacer(&events, skel, &weight);
+        let pacer = start_pacer(&events, data_ticks, &weight);
         Ok(Ticks { _events: events, weight, pacer })
     }
 
@@ -82,9 +81,9 @@ impl Ticks {
 
 /// The thread that slows every clock after FINE_FOR; None (the clock
 /// stays fine) if it cannot reach all of them and the weight.
-fn start_pacer(events: &[OwnedFd], skel: &SyscountSkel<'static>, weight: &Arc<AtomicU64>) -> Option<(mpsc::Sender<()>, JoinHandle<()>)> {
+fn start_pacer(events: &[OwnedFd], data_ticks: &MapHandle, weight: &Arc<AtomicU64>) -> Option<(mpsc::Sender<()>, JoinHandle<()>)> {
     let fds: Vec<OwnedFd> = events.iter().map(OwnedFd::try_clone).collect::<std::io::Result<_>>().ok()?;
-    let data = MapHandle::try_from(&skel.maps.data_ticks).ok()?;
+    let data = MapHandle::try_from(data_ticks).ok()?;
     let (stop, stopped) = mpsc::channel();
     let shared = Arc::clone(weight);
     let pacer = std::thread::Builder::new().name("sysdiet-ticks".into()).spawn(move || {
