@@ -45,6 +45,10 @@ pub trait Tracer {
     /// How stacks are sampled: a new thread's first gap (calls), and the
     /// time between samples aimed at (ns).
     fn sample_rate(&self) -> (u32, u64);
+    /// Stops counting and sampling now, before `read_into` (which stops
+    /// them too if this was not called): a stack reader's last pass can
+    /// then run beside the read-out.
+    fn stop(&mut self) {}
     /// Stops counting and files every count into `out`; returns what was
     /// lost. Called once.
     fn read_into(&mut self, out: &mut TraceBuilder) -> Result<Lost>;

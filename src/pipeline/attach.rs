@@ -56,7 +56,7 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
         syscall_ns: Some(syscall_ns),
         ..span.run_info(&tracer, opts, ended)
     };
-    let (mut trace, findings) = finish(&mut tracer, stacks.map(|c| move || c.finish()), run, ended, opts)?;
+    let (mut trace, findings) = finish(&mut tracer, stacks.map(|c| move || c.last_pass()), run, ended, opts)?;
     // One process that ended while traced: its exit is the run's, as for `run`.
     if let [pid] = pids {
         trace.run.exit = trace.processes.iter().find(|p| p.pid == *pid).and_then(|p| p.exit);

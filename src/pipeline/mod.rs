@@ -27,7 +27,7 @@ use crate::diagnose::Finding;
 use crate::error::Result;
 use crate::model::builder::TraceBuilder;
 use crate::model::{RunInfo, Trace};
-use crate::stacks::collector::{Collected, Collector, StartingCollector};
+use crate::stacks::collector::{Collector, LastPass, StartingCollector};
 use crate::target::Event;
 
 /// Which tracer counts.
@@ -248,22 +248,26 @@ fn not_interrupted(signals: &mpsc::Receiver<Event>) -> Result<()> {
     }
 }
 
-/// Reads the tracer out into a Trace and diagnoses it: its counts first
-/// (which stops BPF's sampling), then the stack samples `samples` hands
-/// over, resolved to call sites. `ended` is when the traced work ended:
+/// Reads the tracer out into a Trace and diagnoses it: `samples` starts
+/// the stack reader's last pass once the tracer has stopped, which runs
+/// while the counts are read, and hands over what it returns: the samples,
+/// resolved to call sites after. `ended` is when the traced work ended:
 /// the read-out's time is measured from it.
 fn finish(
     tracer: &mut dyn Tracer,
-    samples: Option<impl FnOnce() -> Collected>,
+    samples: Option<impl FnOnce() -> LastPass>,
     mut run: RunInfo,
     ended: Instant,
     opts: &TraceOptions,
 ) -> Result<(Trace, Vec<Finding>)> {
     let mut builder = TraceBuilder::default();
+    tracer.stop();
+    let last_pass = samples.map(|s| s());
     let lost = tracer.read_into(&mut builder)?;
-    if let Some(samples) = samples {
+    if let Some(last_pass) = last_pass {
+        let collected = last_pass.collected();
         let _t = crate::timings::span("name the call sites");
-        crate::stacks::resolve(samples(), tracer.sample_rate(), |nr, fd, key| tracer.argument_of_sample(nr, fd, key), &mut builder);
+        crate::stacks::resolve(collected, tracer.sample_rate(), |nr, fd, key| tracer.argument_of_sample(nr, fd, key), &mut builder);
     }
     run.readout_ns = ended.elapsed().as_nanos() as u64;
     let mut trace = crate::timings::timed("build the trace", || builder.finish(run, lost));
@@ -335,7 +339,7 @@ mod tests {
         let opts = TraceOptions::default();
         let ended = Instant::now();
         let run = RunInfo { root_pids: vec![7], duration_ns: recorded.run.duration_ns, ..span.run_info(&tracer, &opts, ended) };
-        let (trace, findings) = finish(&mut tracer, None::<fn() -> Collected>, run, ended, &opts).unwrap();
+        let (trace, findings) = finish(&mut tracer, None::<fn() -> LastPass>, run, ended, &opts).unwrap();
         assert_eq!((trace.run.backend.as_str(), trace.run.setup_ns, trace.run.started_at), ("bpf", 5_000, 1.5));
         assert_eq!(trace.run.time, recorded.run.time);
         assert_eq!(trace.syscalls, recorded.syscalls);

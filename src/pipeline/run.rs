@@ -83,7 +83,7 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
         syscall_ns: Some(syscall_ns),
         ..span.run_info(&tracer, opts, ended)
     };
-    let (trace, findings) = finish(&mut tracer, stacks.map(|c| move || c.finish()), run, ended, opts)?;
+    let (trace, findings) = finish(&mut tracer, stacks.map(|c| move || c.last_pass()), run, ended, opts)?;
     tracer.keep_loaded();
     Ok(Traced { trace, findings, status: exit.map_or(128 + last_signal, |e| e.shell_status()) })
 }

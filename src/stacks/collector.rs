@@ -170,12 +170,32 @@ impl Collector {
         Ok(StartingCollector { collector: Collector { stop, done }, ready: ready_rx })
     }
 
-    /// Reads what is left (call after the tracer stopped sampling) and
-    /// hands everything over.
-    pub fn finish(self) -> Collected {
-        let _t = crate::timings::span("last pass of the stack reader");
+    /// Starts the reader's last pass (call after the tracer stopped
+    /// sampling), on its thread: the caller reads the counts meanwhile.
+    pub fn last_pass(self) -> LastPass {
         self.stop.stop();
-        self.done.recv().expect("the stack reader does not panic")
+        LastPass::Reading { done: self.done, began: Instant::now() }
+    }
+}
+
+/// A stack reader's last pass, running on its thread; or samples
+/// collected already (the ptrace tracer's, inline).
+pub enum LastPass {
+    Reading { done: mpsc::Receiver<Collected>, began: Instant },
+    Done(Collected),
+}
+
+impl LastPass {
+    /// Waits for the last pass, and takes everything collected.
+    pub fn collected(self) -> Collected {
+        match self {
+            LastPass::Reading { done, began } => {
+                let collected = done.recv().expect("the stack reader does not panic");
+                crate::timings::record("last pass of the stack reader", began);
+                collected
+            }
+            LastPass::Done(collected) => collected,
+        }
     }
 }
 

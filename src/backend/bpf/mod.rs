@@ -151,6 +151,8 @@ pub struct BpfTracer {
     links: Vec<(String, OwnedFd)>,
     keeping: Keeping,
     syscall_ns: u64,
+    /// Set by `stop`: whether a target was alive when counting stopped.
+    live_at_stop: Option<bool>,
 }
 
 /// The programs loaded and verified, not yet attached: no task's syscalls
@@ -510,6 +512,7 @@ impl BpfTracer {
             links,
             keeping,
             syscall_ns,
+            live_at_stop: None,
         })
     }
 
@@ -612,20 +615,15 @@ impl BpfTracer {
     /// Stops counting and reads everything counted into `out`; returns
     /// what was lost.
     pub fn read_into(&mut self, out: &mut TraceBuilder) -> Result<Lost> {
+        let live_at_stop = self.stop();
         let _t = crate::timings::span("read out the counts");
-        // Freeze the counts, and let programs already running finish: what a
-        // live thread's storage holds now is all it will have.
-        self.tables.bss_mut().stopped = 1;
         // Records read before the live threads are looked at always count;
         // later ones are of threads that ended while we read, skipped if
         // their storage was read (the same, frozen counts). With none alive
-        // (a command that has ended), nothing is read, so nothing is skipped,
-        // and there is no running program to wait for; when the counts say
-        // none can be, /proc is not even looked through.
+        // (a command that has ended), nothing is read, so nothing is skipped.
         let exits = self.exits.take();
         let mut live = Vec::new();
-        if self.may_have_live_targets() && readout::live_states(&self.tables, self.variant).next().is_some() {
-            std::thread::sleep(Duration::from_millis(2));
+        if live_at_stop {
             if let Some(e) = &exits {
                 e.checkpoint();
             }
@@ -635,6 +633,26 @@ impl BpfTracer {
         let tick_ns = self.tick_ns();
         let arg_keys = readout::logged_arg_keys(&self.tables);
         readout::file_into(&self.tables, &mut self.names, tick_ns, out, collected, live, arg_keys)
+    }
+
+    /// Freezes the counts and the sampling, and lets programs already
+    /// running finish: what a live thread's storage holds, and what the
+    /// rings hold, is then all there will be. Returns whether a target was
+    /// alive then. With none (a command that has ended) there is no running
+    /// program to wait for; when the counts say none can be, /proc is not
+    /// even looked through. Once: later calls say what the first found.
+    pub fn stop(&mut self) -> bool {
+        if let Some(live) = self.live_at_stop {
+            return live;
+        }
+        let _t = crate::timings::span("stop counting");
+        self.tables.bss_mut().stopped = 1;
+        let live = self.may_have_live_targets() && readout::live_states(&self.tables, self.variant).next().is_some();
+        if live {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        self.live_at_stop = Some(live);
+        live
     }
 
     /// What a CPU-time tick stands for; 0 when calls are timed instead.
@@ -722,6 +740,10 @@ impl Tracer for BpfTracer {
 
     fn sample_rate(&self) -> (u32, u64) {
         (SAMPLE_FIRST_GAP, SAMPLE_INTERVAL_NS)
+    }
+
+    fn stop(&mut self) {
+        BpfTracer::stop(self);
     }
 
     fn read_into(&mut self, out: &mut TraceBuilder) -> Result<Lost> {
