@@ -52,7 +52,7 @@ pub fn trace_held(
         ..span.run_info(&tracer, opts, ended)
     };
     let last = state.last_signal.load(Ordering::Relaxed);
-    let (trace, findings) = finish(&mut tracer, inline.map(|i| move || LastPass::Done(i.finish())), run, ended, opts)?;
+    let (trace, findings) = finish(&mut tracer, inline.map(|i| move || LastPass::Done(Box::new(i.finish()))), run, ended, opts)?;
     Ok(Traced { trace, findings, status: exit.map_or(128 + last, |e| e.shell_status()) })
 }
 
@@ -81,7 +81,7 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
         environment: target::environment_of_process(pids[0]),
         ..span.run_info(&tracer, opts, ended)
     };
-    let (mut trace, findings) = finish(&mut tracer, inline.map(|i| move || LastPass::Done(i.finish())), run, ended, opts)?;
+    let (mut trace, findings) = finish(&mut tracer, inline.map(|i| move || LastPass::Done(Box::new(i.finish()))), run, ended, opts)?;
     if let [pid] = pids {
         trace.run.exit = trace.processes.iter().find(|p| p.pid == *pid).and_then(|p| p.exit);
     }

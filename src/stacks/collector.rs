@@ -182,7 +182,7 @@ impl Collector {
 /// collected already (the ptrace tracer's, inline).
 pub enum LastPass {
     Reading { done: mpsc::Receiver<Collected>, began: Instant },
-    Done(Collected),
+    Done(Box<Collected>),
 }
 
 impl LastPass {
@@ -194,7 +194,7 @@ impl LastPass {
                 crate::timings::record("last pass of the stack reader", began);
                 collected
             }
-            LastPass::Done(collected) => collected,
+            LastPass::Done(collected) => *collected,
         }
     }
 }
