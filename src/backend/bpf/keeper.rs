@@ -451,7 +451,7 @@ fn empty(fd: RawFd, info: &libbpf_sys::bpf_map_info, cpus: usize) -> std::result
         libbpf_sys::BPF_MAP_TYPE_PERCPU_HASH => super::maps::percpu_stride(info.value_size as usize) * cpus,
         _ => info.value_size as usize,
     };
-    match super::maps::walk_batches(fd, info.key_size as usize, vs, super::maps::Batch::ReadAndDelete, |_, _| {}) {
+    match super::maps::walk_batches(fd, (info.key_size as usize, vs, info.max_entries), super::maps::Batch::ReadAndDelete, |_, _| {}) {
         Ok(true) => Ok(()),
         Ok(false) => empty_key_by_key(fd, info.key_size as usize),
         Err(_) => Err(()),

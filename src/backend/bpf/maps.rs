@@ -62,7 +62,7 @@ pub fn read_all<M: MapCore>(map: &M) -> Result<MapEntries> {
         map.value_size() as usize
     };
     let mut out = MapEntries { keys: Vec::new(), values: Vec::new(), ks, vs };
-    let walked = walk_batches(map.as_fd().as_raw_fd(), ks, vs, Batch::Read, |keys, values| {
+    let walked = walk_batches(map.as_fd().as_raw_fd(), (ks, vs, map.max_entries()), Batch::Read, |keys, values| {
         out.keys.extend_from_slice(keys);
         out.values.extend_from_slice(values);
     });
@@ -80,13 +80,21 @@ pub enum Batch {
     ReadAndDelete,
 }
 
-/// Walks map `fd` (keys of `ks` bytes, values of `vs`) in batches, handing
-/// each batch's packed keys and values to `each`. A batch ends at a
-/// bucket's end, so a short one is not the last: it walks until ENOENT.
-/// Ok(false): no batches for this map type on this kernel (arrays before
-/// 5.11, say); Err: the errno.
-pub fn walk_batches(fd: RawFd, ks: usize, vs: usize, how: Batch, mut each: impl FnMut(&[u8], &[u8])) -> std::result::Result<bool, i32> {
-    let mut batch = BATCH as usize;
+/// Walks map `fd` (keys of `ks` bytes, values of `vs`, at most `entries`)
+/// in batches, handing each batch's packed keys and values to `each`. A
+/// batch ends at a bucket's end, so a short one is not the last: it walks
+/// until ENOENT. Ok(false): no batches for this map type on this kernel
+/// (arrays before 5.11, say); Err: the errno.
+pub fn walk_batches(
+    fd: RawFd,
+    (ks, vs, entries): (usize, usize, u32),
+    how: Batch,
+    mut each: impl FnMut(&[u8], &[u8]),
+) -> std::result::Result<bool, i32> {
+    // No bigger than the map: a small one's buffers then come from the
+    // heap, not a fresh mapping (faulted in, and unmapped with a TLB
+    // shootdown to every CPU the process's threads ran on).
+    let mut batch = BATCH.min(entries.max(1)) as usize;
     let (mut keys, mut values) = (vec![0u8; ks * batch], vec![0u8; vs * batch]);
     let mut token = vec![0u8; ks];
     let mut first = true;
@@ -206,9 +214,19 @@ fn os_error(text: &str) -> Option<i32> {
 
 /// FNV-1a of `bytes`: stable across builds and processes, unlike std's
 /// hasher (it names files on disk and a keeper's socket).
-pub fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf29ce484222325, |h, &b| (h ^ b as u64).wrapping_mul(0x100000001b3))
+pub const fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    let mut i = 0;
+    while i < bytes.len() {
+        h = (h ^ bytes[i] as u64).wrapping_mul(0x100000001b3);
+        i += 1;
+    }
+    h
 }
+
+/// The object's hash, which names its cut types' file and its kept sets:
+/// hashed at compile time, not at each start (it is 200 KiB or more).
+pub const OBJECT_HASH: u64 = fnv1a(super::skel::OBJECT);
 
 pub fn c_string(bytes: &[u8]) -> String {
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
