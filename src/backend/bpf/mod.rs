@@ -263,8 +263,7 @@ impl BpfTracer {
         kernel: Option<&str>,
         fresh: &mut dyn FnMut(),
     ) -> Result<LoadedTracer> {
-        // Hashed once: it names both the cut types' file and a kept set.
-        let object_hash = maps::fnv1a(OBJECT);
+        let object_hash = maps::OBJECT_HASH;
         let keep = match options.keep_loaded.then(keeper::idle).flatten() {
             Some(idle) if !options.verifier_stats => Some(idle),
             _ => None,
