@@ -260,6 +260,28 @@ static __always_inline void send_path(__u64 hash)
 #define FIRST_PROMOTED ((__u64)FIRST_WORD_PROMOTED)
 #define FIRST_NS_MAX 0xFFFFFULL /* 20 bits: a 4-tick call, or ~1 ms measured */
 
+/* Logs slot `i` just taken in first_calls (FIRST_SLOTS_LOGGED), as
+ * log_made_key logs a key: an index lost to other CPUs makes the count
+ * say the log is not whole. Global, so verified once; called only while
+ * the log has room, so a walk's later names only read the count. */
+__noinline int log_first_slot(__u32 i)
+{
+	__u64 n = first_slots_taken, seen;
+	int tries;
+
+	for (tries = 0; tries < 3 && n < FIRST_SLOTS_LOGGED; tries++) {
+		seen = __sync_val_compare_and_swap(&first_slots_taken, n, n + 1);
+		if (seen == n) {
+			first_slots_logged[n & (FIRST_SLOTS_LOGGED - 1)] = i;
+			return 0;
+		}
+		n = seen;
+	}
+	if (n <= FIRST_SLOTS_LOGGED)
+		__sync_fetch_and_add(&first_slots_taken, FIRST_SLOTS_LOGGED + 1);
+	return 0;
+}
+
 /* What first_calls knows of a key. */
 enum sighting {
 	SIGHTING_FIRST,    /* its first call: now in a slot of its own */
@@ -376,8 +398,11 @@ static __always_inline int first_sighting(struct task_state *ts, struct call *c,
 			mine = ours | c->ns << 12 | (c->failed ? FIRST_FAILED : 0) |
 			       (__u64)(c->ret_bucket & 31) << 5 | (c->req_bucket & 31);
 		word = __sync_val_compare_and_swap(f, 0, mine);
-		if (!word)
+		if (!word) {
+			if (first_slots_taken < FIRST_SLOTS_LOGGED)
+				log_first_slot(i);
 			return mine & FIRST_PROMOTED ? SIGHTING_LONG : SIGHTING_FIRST;
+		}
 		/* Another thread took it first: for this key, or another. */
 	}
 	if ((word & 0xFFFFFFFF00000000ULL) != ours)

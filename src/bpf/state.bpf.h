@@ -137,8 +137,15 @@ __u64 arg_keys_made = 0;
  * with no lookup of arg_stats. */
 #define FIRST_SLOTS (1 << 20)
 
+/* The first FIRST_SLOTS_LOGGED slots taken in first_calls, and how many
+ * were taken in all (past the log's end, at least FIRST_SLOTS_LOGGED + 1):
+ * a short run's keeper zeroes these words, not the whole 8 MiB. */
+#define FIRST_SLOTS_LOGGED 1024
+__u32 first_slots_logged[FIRST_SLOTS_LOGGED] = {};
+__u64 first_slots_taken = 0;
+
 /* Mappable, so that a keeper (keeper.rs) zeroes it with one memset
- * between runs, not a million updates. */
+ * between runs (a long run's), not a million updates. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);

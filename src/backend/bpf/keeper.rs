@@ -317,7 +317,7 @@ impl Resetter {
 
     fn reset(&mut self, names: &[String], fds: &[OwnedFd]) -> Result<()> {
         // Read before the global data is put back.
-        let arg_keys = names.iter().zip(fds).find(|(n, _)| n.ends_with(".bss")).and_then(|(_, fd)| logged_arg_keys(fd.as_raw_fd()));
+        let logged = names.iter().zip(fds).find(|(n, _)| n.ends_with(".bss")).map(|(_, fd)| Logged::read(fd.as_raw_fd())).unwrap_or_default();
         for (kind_name, fd) in names.iter().zip(fds) {
             let Some(name) = kind_name.strip_prefix("m:") else { continue };
             let info = match self.infos.get(&fd.as_raw_fd()) {
@@ -332,8 +332,8 @@ impl Resetter {
             let zeros = |len: usize| vec![0u8; len];
             let failed = |what: &str| Error::Bpf(format!("keeper resetting map {name}: {what}: {}", io::Error::last_os_error()));
             match info.type_ {
-                libbpf_sys::BPF_MAP_TYPE_HASH if name == "arg_stats" && arg_keys.is_some() => {
-                    delete_keys(fd, arg_keys.as_deref().unwrap_or_default()).map_err(|_| failed("delete"))?
+                libbpf_sys::BPF_MAP_TYPE_HASH if name == "arg_stats" && logged.arg_keys.is_some() => {
+                    delete_keys(fd, logged.arg_keys.as_deref().unwrap_or_default()).map_err(|_| failed("delete"))?
                 }
                 libbpf_sys::BPF_MAP_TYPE_HASH | libbpf_sys::BPF_MAP_TYPE_PERCPU_HASH | libbpf_sys::BPF_MAP_TYPE_LRU_HASH => {
                     empty(fd, &info, self.cpus).map_err(|_| failed("delete"))?
@@ -350,9 +350,17 @@ impl Resetter {
                     } else if info.map_flags & libbpf_sys::BPF_F_MMAPABLE != 0 {
                         let len = value_size * info.max_entries as usize;
                         let p = self.map(fd, 0, len, libc::PROT_READ | libc::PROT_WRITE).ok_or_else(|| failed("mmap"))?;
-                        // SAFETY: the array's values, mapped shared and
-                        // writable, exactly `len` long.
-                        unsafe { std::ptr::write_bytes(p, 0, len) };
+                        match logged.first_slots.as_deref().filter(|_| name == "first_calls") {
+                            Some(slots) => {
+                                for &slot in slots.iter().filter(|&&s| (s as usize) < info.max_entries as usize) {
+                                    // SAFETY: a value within the mapping.
+                                    unsafe { std::ptr::write_bytes(p.add(slot as usize * value_size), 0, value_size) };
+                                }
+                            }
+                            // SAFETY: the array's values, mapped shared and
+                            // writable, exactly `len` long.
+                            None => unsafe { std::ptr::write_bytes(p, 0, len) },
+                        }
                     } else {
                         update_all(fd, info.max_entries, &zeros(value_size)).map_err(|_| failed("update"))?;
                     }
@@ -400,19 +408,31 @@ impl Resetter {
     }
 }
 
-/// The keys the programs made in arg_stats, when they logged them all (a
-/// short run's few): deleted by key, not by walking every bucket
-/// (readout::logged_arg_keys). Read from the set's .bss, whose layout is
-/// the object's.
-fn logged_arg_keys(bss_fd: RawFd) -> Option<Vec<arg_key>> {
-    let mut bytes = vec![0u8; std::mem::size_of::<bss>()];
-    let key = 0u32;
-    // SAFETY: the .bss map's one value, which is a `bss`, into as many bytes.
-    if unsafe { libbpf_sys::bpf_map_lookup_elem(bss_fd, (&key as *const u32).cast(), bytes.as_mut_ptr().cast()) } != 0 {
-        return None;
+/// What the programs logged of a run (a short one's few): the keys they
+/// made in arg_stats, deleted by key, not by walking every bucket
+/// (readout::logged_arg_keys), and the first_calls slots they took,
+/// zeroed one by one, not the whole array. Read from the set's .bss, whose
+/// layout is the object's.
+#[derive(Default)]
+struct Logged {
+    arg_keys: Option<Vec<arg_key>>,
+    first_slots: Option<Vec<u32>>,
+}
+
+impl Logged {
+    fn read(bss_fd: RawFd) -> Logged {
+        let mut bytes = vec![0u8; std::mem::size_of::<bss>()];
+        let key = 0u32;
+        // SAFETY: the .bss map's one value, which is a `bss`, into as many bytes.
+        if unsafe { libbpf_sys::bpf_map_lookup_elem(bss_fd, (&key as *const u32).cast(), bytes.as_mut_ptr().cast()) } != 0 {
+            return Logged::default();
+        }
+        let bss: bss = super::maps::from_bytes(&bytes);
+        Logged {
+            arg_keys: super::maps::logged_arg_keys(&bss).map(<[_]>::to_vec),
+            first_slots: super::maps::logged_first_slots(&bss).map(<[_]>::to_vec),
+        }
     }
-    let bss: bss = super::maps::from_bytes(&bytes);
-    Some(super::maps::logged_arg_keys(&bss)?.to_vec())
 }
 
 /// Deletes `keys` from a hash map in batches; one not there (swept out
@@ -683,6 +703,41 @@ mod tests {
         assert_eq!(fds.len(), 1);
         assert!(std::fs::read_link(format!("/proc/self/fd/{}", fds[0].as_raw_fd())).unwrap().ends_with("stat"));
         assert!(same_user(&b));
+    }
+
+    #[test]
+    fn a_reset_zeroes_the_logged_first_slots_or_every_one() {
+        use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
+        use std::os::fd::AsFd;
+        let opts = |flags| libbpf_sys::bpf_map_create_opts {
+            sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _,
+            map_flags: flags,
+            ..Default::default()
+        };
+        let size = std::mem::size_of::<bss>() as u32;
+        let Ok(globals) = MapHandle::create(MapType::Array, Some("t.bss"), 4, size, 1, &opts(0)) else {
+            return; // no BPF rights here
+        };
+        let slots = MapHandle::create(MapType::Array, Some("first_calls"), 4, 8, 64, &opts(libbpf_sys::BPF_F_MMAPABLE)).unwrap();
+        let names = ["m:t.bss".to_string(), "m:first_calls".to_string()];
+        let fds = [globals.as_fd().try_clone_to_owned().unwrap(), slots.as_fd().try_clone_to_owned().unwrap()];
+        let word = |i: u32| u64::from_ne_bytes(slots.lookup(&i.to_ne_bytes(), MapFlags::ANY).unwrap().unwrap().try_into().unwrap());
+        let mut resetter = Resetter::new().unwrap();
+        let blank: bss = super::super::maps::from_bytes(&vec![0u8; size as usize]);
+        let logged = blank.first_slots_logged.len() as u64;
+        for (taken, zeroed) in [(2u64, vec![5, 9]), (logged + 1, vec![5, 9, 12])] {
+            for i in [5u32, 9, 12] {
+                slots.update(&i.to_ne_bytes(), &7u64.to_ne_bytes(), MapFlags::ANY).unwrap();
+            }
+            let mut g = blank;
+            g.first_slots_taken = taken;
+            g.first_slots_logged[..2].copy_from_slice(&[5, 9]);
+            globals.update(&0u32.to_ne_bytes(), super::super::maps::bytes_of(&g), MapFlags::ANY).unwrap();
+            resetter.reset(&names, &fds).unwrap();
+            for i in [5, 9, 12] {
+                assert_eq!(word(i) == 0, zeroed.contains(&i), "slot {i} after a run that took {taken}");
+            }
+        }
     }
 
     #[test]

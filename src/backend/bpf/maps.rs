@@ -33,7 +33,10 @@ pub fn kernel_btf_path() -> std::path::PathBuf {
     std::env::var_os("SYSDIET_KERNEL_BTF").map(Into::into).unwrap_or_else(|| "/sys/kernel/btf/vmlinux".into())
 }
 
+/// The most entries a walk reads a call.
 const BATCH: u32 = 4096;
+/// A walk's first batch.
+const FIRST_BATCH: u32 = 64;
 
 /// A hash map's entries as read: keys and values packed, one allocation
 /// each, not two per entry (a host's table holds ~100,000).
@@ -91,10 +94,11 @@ pub fn walk_batches(
     how: Batch,
     mut each: impl FnMut(&[u8], &[u8]),
 ) -> std::result::Result<bool, i32> {
-    // No bigger than the map: a small one's buffers then come from the
-    // heap, not a fresh mapping (faulted in, and unmapped with a TLB
-    // shootdown to every CPU the process's threads ran on).
-    let mut batch = BATCH.min(entries.max(1)) as usize;
+    // Small at first, and no bigger than the map: a short run's few
+    // entries need small buffers, zeroed and faulted in at each walk (a
+    // big one is a fresh mapping, unmapped with a TLB shootdown to every
+    // CPU the process's threads ran on). Full batches grow it to BATCH.
+    let mut batch = FIRST_BATCH.min(entries.max(1)) as usize;
     let (mut keys, mut values) = (vec![0u8; ks * batch], vec![0u8; vs * batch]);
     let mut token = vec![0u8; ks];
     let mut first = true;
@@ -132,6 +136,11 @@ pub fn walk_batches(
             return Ok(true);
         }
         first = false;
+        if n == batch && batch < BATCH as usize {
+            batch = (batch * 4).min(BATCH as usize);
+            keys.resize(ks * batch, 0);
+            values.resize(vs * batch, 0);
+        }
     }
 }
 
@@ -157,6 +166,14 @@ pub fn logged_arg_keys(bss: &bss) -> Option<&[arg_key]> {
     // or a copy of it); read whole, once.
     let made = unsafe { std::ptr::read_volatile(&bss.arg_keys_made) };
     bss.arg_keys_logged.get(..usize::try_from(made).ok()?)
+}
+
+/// The slots the programs took in first_calls, when they logged every one
+/// (FIRST_SLOTS_LOGGED in state.bpf.h); None: any word may be set.
+pub fn logged_first_slots(bss: &bss) -> Option<&[u32]> {
+    // SAFETY: as in logged_arg_keys.
+    let taken = unsafe { std::ptr::read_volatile(&bss.first_slots_taken) };
+    bss.first_slots_logged.get(..usize::try_from(taken).ok()?)
 }
 
 /// The kernel's "operation not supported" (not in libc: ENOTSUPP).
