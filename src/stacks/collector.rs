@@ -280,8 +280,12 @@ fn collect(
     }
     namer.save();
     out.mappings_lost = events.lost;
-    // The ring and the mapping events are unmapped after, on this thread.
     let _ = done.send(out);
+    // The ring and the mapping events' buffers are left mapped for the
+    // process's exit to take down, as the exit reader's rings are
+    // (exits.rs).
+    std::mem::forget(rb);
+    std::mem::forget(events);
 }
 
 /// Moves the samples of processes folded since into their row.
