@@ -19,6 +19,10 @@ use crate::error::{Error, Result};
 
 /// How often the reader looks, besides the kernel's batched wake-ups.
 const POLL: Duration = Duration::from_millis(20);
+/// How soon it first looks, the wait doubling up to POLL: a short
+/// command's images (its exec's mappings) and first samples are then
+/// loaded and named while it runs, on another CPU, not after it ends.
+const FIRST_POLL: Duration = Duration::from_millis(1);
 /// How often samples of processes folded meanwhile move to their row.
 const REFOLD: Duration = Duration::from_secs(1);
 
@@ -241,12 +245,14 @@ fn collect(
     let (mut ended, mut ending): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
     let mut refolded = Instant::now();
     let mut namer = Namer::default();
+    let mut poll = FIRST_POLL;
     loop {
         // Look at the flag first: the pass after it is set is the last, and
         // sees everything sent before it.
         let last = stop.stopped();
         if !last {
-            stop.wait(rb.epoll_fd(), POLL);
+            stop.wait(rb.epoll_fd(), poll);
+            poll = (poll * 2).min(POLL);
         }
         let _ = rb.consume();
         // Mappings first: every sample taken so far was taken after the
