@@ -275,10 +275,10 @@ impl BpfTracer {
             let open = Self::open_skel(filter, &options, variant, object_storage()?, None)?;
             let set = set_name(&open, object_hash, variant);
             if let Some(borrowed) = keeper::borrow(&set) {
-                // Not this run's set after all: its own, kept by none.
                 if let Ok(loaded) = Self::load_borrowed(open, borrowed, options, variant) {
                     return Ok(loaded);
                 }
+                // Not this run's set after all: it loads its own, kept by none.
             } else {
                 keeping = Keeping::Leave { set, idle };
             }
