@@ -309,7 +309,13 @@ fn kept_programs_count_as_strace_run_after_run() {
     assert!(kept);
     assert_counts_as_strace("manypaths, programs kept", &oracle, &second, &[]);
     assert_eq!(argument_counts(&second), argument_counts(&first), "per-path counts after a reset");
-    assert_eq!(second["lost"], first["lost"]);
+    // Stack samples dropped depend on how fast the reader keeps up.
+    let counted_lost = |doc: &serde_json::Value| {
+        let mut lost = doc["lost"].clone();
+        lost.as_object_mut().map(|l| l.remove("samples_dropped"));
+        lost
+    };
+    assert_eq!(counted_lost(&second), counted_lost(&first));
     let (third, kept) = run(&keep, &argv);
     assert!(kept, "given back clean, lent again");
     assert_counts_as_strace("manypaths, programs kept twice", &oracle, &third, &[]);
@@ -348,13 +354,17 @@ fn kept_programs_count_as_strace_run_after_run() {
     assert!(!kept, "a run that left a target alive gave nothing back");
 }
 
-/// Each argument row's syscall, argument, calls and errors, in order.
+/// Each repeated argument's syscall, argument, calls and errors, in order.
+/// A key seen once is a row only when its one call took longer than its
+/// first-sighting word holds (FIRST_NS_MAX in arguments.bpf.h): a matter
+/// of the host's speed (a guest under TCG, say), not of what was counted.
 fn argument_counts(doc: &serde_json::Value) -> Vec<(String, String, u64, u64)> {
     let mut rows: Vec<_> = doc["arguments"]
         .as_array()
         .into_iter()
         .flatten()
         .map(|a| (a["syscall"].to_string(), a["argument"].to_string(), a["calls"].as_u64().unwrap_or(0), a["errors"].as_u64().unwrap_or(0)))
+        .filter(|(_, _, calls, _)| *calls > 1)
         .collect();
     rows.sort();
     rows
