@@ -286,7 +286,9 @@ fn kept_programs_count_as_strace_run_after_run() {
     let exe = victim("manypaths");
     // 2,000 paths twice each: first sightings, then promotions.
     let argv = [exe.to_str().unwrap(), "2000", "50", "2"];
-    let keep = [("SYSDIET_KEEP", "30")];
+    // Long enough for a run between two borrowers to load its own in a
+    // guest under TCG (tens of seconds there).
+    let keep = [("SYSDIET_KEEP", "300")];
     let run = |env: &[(&str, &str)], argv: &[&str]| {
         let (doc, out) = sysdiet_json_env(&filter, argv, env);
         assert!(out.status.success(), "sysdiet failed: {}", stderr_of(&out));
