@@ -162,18 +162,22 @@ pub fn read_keys<'k, M: MapCore>(map: &M, keys: impl Iterator<Item = &'k [u8]>) 
 /// The keys the programs made in arg_stats, when they logged every one
 /// (ARG_KEYS_LOGGED in state.bpf.h); None: the table must be walked.
 pub fn logged_arg_keys(bss: &bss) -> Option<&[arg_key]> {
-    // SAFETY: a field the programs update atomically (in the mapped .bss,
-    // or a copy of it); read whole, once.
-    let made = unsafe { std::ptr::read_volatile(&bss.arg_keys_made) };
-    bss.arg_keys_logged.get(..usize::try_from(made).ok()?)
+    whole_log(&bss.arg_keys_logged, &bss.arg_keys_made)
 }
 
 /// The slots the programs took in first_calls, when they logged every one
 /// (FIRST_SLOTS_LOGGED in state.bpf.h); None: any word may be set.
 pub fn logged_first_slots(bss: &bss) -> Option<&[u32]> {
-    // SAFETY: as in logged_arg_keys.
-    let taken = unsafe { std::ptr::read_volatile(&bss.first_slots_taken) };
-    bss.first_slots_logged.get(..usize::try_from(taken).ok()?)
+    whole_log(&bss.first_slots_logged, &bss.first_slots_taken)
+}
+
+/// The first `count` entries of a log the programs fill, when it holds
+/// them all (a count past its end says it does not).
+fn whole_log<'a, T>(log: &'a [T], count: &u64) -> Option<&'a [T]> {
+    // SAFETY: a field the programs update atomically (in the mapped .bss,
+    // or a copy of it); read whole, once.
+    let n = unsafe { std::ptr::read_volatile(count) };
+    log.get(..usize::try_from(n).ok()?)
 }
 
 /// The kernel's "operation not supported" (not in libc: ENOTSUPP).
