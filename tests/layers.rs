@@ -40,6 +40,7 @@ const BPF_FILES: &[&str] = &[
     "kernel_types",
     "tracepoint_ids",
     "features",
+    "set_spec",
     "premade",
     "keeper",
     "tables",

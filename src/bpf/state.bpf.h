@@ -22,6 +22,8 @@
 #define MAX_GAP (1U << 20)
 #define SLOT_FLUSH_AT (1ULL << 31) /* before a slot's u32 buckets can wrap */
 
+/* The read-only data: every value is user space's (set_spec.rs), which
+ * names a kept set by them; none has a value of its own here. */
 const volatile struct syscall_spec specs[MAX_SYSCALLS] = {};
 /* --latency: sys_enter is loaded and stamps each call. */
 const volatile __u8 latency = 0;
@@ -43,16 +45,16 @@ __u64 tick_weight SEC(".data.ticks") = 1;
  * `sample_first_gap` calls; the gap then doubles or halves to keep about
  * one sample per `sample_interval_ns` of its time. */
 const volatile __u8 sample_stacks = 0;
-const volatile __u32 sample_first_gap = 8;
-const volatile __u64 sample_interval_ns = 1000000;
+const volatile __u32 sample_first_gap = 0;
+const volatile __u64 sample_interval_ns = 0;
 /* Unread sample bytes past which a sample wakes the reader: a sixteenth
  * of the ring, whose size user space picks. */
-const volatile __u64 sample_wakeup_bytes = 1 << 20;
+const volatile __u64 sample_wakeup_bytes = 0;
 /* Unread exit bytes past which an exit record wakes the reader: an
  * eighth of its ring. */
-const volatile __u64 exits_wakeup_bytes = 1 << 19;
+const volatile __u64 exits_wakeup_bytes = 0;
 /* The same for path strings and exec records: an eighth of theirs. */
-const volatile __u64 strings_wakeup_bytes = 1 << 19;
+const volatile __u64 strings_wakeup_bytes = 0;
 
 /* Set by sysdiet when it reads out: counts freeze, so that what it reads
  * from a live thread is all there is. */

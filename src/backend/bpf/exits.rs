@@ -60,28 +60,10 @@ pub struct ExitReader {
     snapshots: mpsc::Sender<mpsc::Sender<Collected>>,
     /// What the thread read, handed over before it unmaps its rings.
     done: mpsc::Receiver<Collected>,
-}
-
-/// An exit reader whose thread is mapping its rings: `ready` waits for it.
-pub struct StartingExitReader {
-    reader: ExitReader,
-    ready: mpsc::Receiver<Result<()>>,
-}
-
-impl StartingExitReader {
-    /// Not needed after all (the programs did not attach): its thread ends.
-    pub fn abandon(self) {
-        self.reader.stop.stop();
-    }
-
-    /// Waits until the rings are mapped and read.
-    pub fn ready(self) -> Result<ExitReader> {
-        match self.ready.recv() {
-            Ok(Ok(())) => Ok(self.reader),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(Error::Bpf("the exit record reader did not start".into())),
-        }
-    }
+    /// Whether the thread mapped its rings: its one word, and then what
+    /// it said.
+    ready: mpsc::Receiver<std::result::Result<(), String>>,
+    started: std::sync::OnceLock<std::result::Result<(), String>>,
 }
 
 impl ExitReader {
@@ -89,18 +71,34 @@ impl ExitReader {
     /// `folded` is kept up to date with the processes folded so far; folds
     /// keep argument keys within `budget`.
     /// Returns while the new thread maps the rings (milliseconds: the
-    /// kernel maps every page at once): the caller does its own work
-    /// meanwhile, then `ready`.
-    pub fn spawn(rings: Vec<MapHandle>, sweep: SweepMaps, folded: Shared, budget: KeyBudget) -> Result<StartingExitReader> {
+    /// kernel maps every page at once): what the programs send meanwhile
+    /// waits in the rings, so the run need not wait for it to start its
+    /// target; `started` says whether it could.
+    pub fn spawn(rings: Vec<MapHandle>, sweep: SweepMaps, folded: Shared, budget: KeyBudget) -> Result<ExitReader> {
         let stop = Arc::new(Stop::new()?);
-        let (ready_tx, ready_rx) = mpsc::sync_channel(1);
+        let (ready_tx, ready) = mpsc::sync_channel(1);
         let (cp_tx, cp_rx) = mpsc::channel();
         let (snap_tx, snap_rx) = mpsc::channel();
         let (done_tx, done) = mpsc::sync_channel(1);
         let reader_stop = stop.clone();
         let asked = Requests { checkpoints: cp_rx, snapshots: snap_rx, done: done_tx };
         std::thread::Builder::new().name("sysdiet-exits".into()).spawn(move || read(rings, sweep, folded, budget, &reader_stop, asked, ready_tx))?;
-        Ok(StartingExitReader { reader: ExitReader { stop, checkpoint: cp_tx, snapshots: snap_tx, done }, ready: ready_rx })
+        Ok(ExitReader { stop, checkpoint: cp_tx, snapshots: snap_tx, done, ready, started: Default::default() })
+    }
+
+    /// Waits until the rings are mapped; an error if they could not be
+    /// (then nothing the programs sent can be read).
+    pub fn started(&self) -> Result<()> {
+        let said = self.started.get_or_init(|| match self.ready.recv() {
+            Ok(said) => said,
+            Err(_) => Err("the exit record reader did not start".into()),
+        });
+        said.clone().map_err(Error::Bpf)
+    }
+
+    /// Not needed after all (the programs did not attach): its thread ends.
+    pub fn abandon(self) {
+        self.stop.stop();
     }
 
     /// Reads everything sent so far; what comes after is kept apart (`late`).
@@ -182,7 +180,7 @@ fn read(
     budget: KeyBudget,
     stop: &Stop,
     asked: Requests,
-    ready: mpsc::SyncSender<Result<()>>,
+    ready: mpsc::SyncSender<std::result::Result<(), String>>,
 ) {
     // The callbacks only copy; records are parsed and filed between reads.
     let raw: Rc<RefCell<Vec<Vec<u8>>>> = Rc::default();
@@ -207,7 +205,7 @@ fn read(
             rb
         }
         Err(e) => {
-            let _ = ready.send(Err(Error::Bpf(format!("exit record ring buffer: {e}"))));
+            let _ = ready.send(Err(format!("mapping the exit record rings: {e}")));
             let _ = asked.done.send(out);
             return;
         }

@@ -57,15 +57,6 @@ fn idle_from(setting: Option<&str>) -> Option<Duration> {
     }
 }
 
-/// A set's name: the object, the options in its read-only data, which
-/// programs load and each map's size. Two runs with the same name load
-/// the same programs.
-pub fn set_name(parts: &[&[u8]]) -> String {
-    // Each part followed by its length, so that where parts end counts.
-    let framed: Vec<u8> = parts.iter().flat_map(|p| p.iter().copied().chain((p.len() as u64).to_le_bytes())).collect();
-    format!("{:016x}", super::maps::fnv1a(&framed))
-}
-
 /// The socket a set's keeper listens on, in the abstract namespace.
 fn address(set: &str) -> Vec<u8> {
     // SAFETY: geteuid cannot fail.
@@ -680,15 +671,6 @@ fn receive(sock: &OwnedFd) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_set_is_named_by_every_part_and_where_parts_end() {
-        let a = set_name(&[b"object", b"rodata"]);
-        assert_eq!(a, set_name(&[b"object", b"rodata"]));
-        assert_ne!(a, set_name(&[b"object", b"rodatb"]));
-        assert_ne!(a, set_name(&[b"objectr", b"odata"]));
-        assert_eq!(a.len(), 16);
-    }
 
     #[test]
     fn a_descriptor_and_its_name_cross_a_socket_pair() {

@@ -17,14 +17,21 @@ use crate::error::{Error, Result};
 /// The skeleton borrows that object for as long as it lives, the whole run:
 /// one small leak per load.
 pub fn object_storage() -> Result<&'static mut MaybeUninit<libbpf_rs::OpenObject>> {
-    let btf = kernel_btf_path();
-    if !Path::new(&btf).exists() {
-        return Err(Error::NoBtf(btf));
-    }
+    require_btf()?;
     if std::env::var_os("SYSDIET_DEBUG").is_none() {
         libbpf_rs::set_print(None);
     }
     Ok(Box::leak(Box::new(MaybeUninit::uninit())))
+}
+
+/// An error naming the file if the kernel publishes no BTF: the programs
+/// are relocated against it (CO-RE).
+pub fn require_btf() -> Result<()> {
+    let btf = kernel_btf_path();
+    match Path::new(&btf).exists() {
+        true => Ok(()),
+        false => Err(Error::NoBtf(btf)),
+    }
 }
 
 /// Where the kernel publishes its BTF; `SYSDIET_KERNEL_BTF` overrides it so

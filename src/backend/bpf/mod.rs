@@ -18,25 +18,23 @@ pub mod maps;
 mod premade;
 mod readout;
 pub mod records;
+pub mod set_spec;
 mod skel;
 mod tables;
 mod ticks;
 pub mod tracepoint_ids;
 mod word_counts;
 
-use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::path::Path;
 use std::time::Duration;
 
-use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::skel::{OpenSkel, Skel};
 use libbpf_rs::{MapCore, MapFlags};
 
 use crate::backend::filter::SyscallSet;
-use crate::backend::perf;
 use crate::backend::Tracer;
 use crate::error::{Error, Result};
-use crate::linux::syscalls::{self, ArgKind, MAX_SYSCALLS};
+use crate::linux::syscalls::{self, ArgKind};
 use crate::model::builder::TraceBuilder;
 use crate::model::{Argument, Lost, TimeKind};
 use exits::{ExitReader, SweepMaps};
@@ -44,76 +42,13 @@ use features::Variant;
 use maps::{bpf_error, kernel_btf_path, object_storage};
 use readout::{Names, Paths};
 use skel::OBJECT;
+pub use set_spec::{BpfOptions, RingSize, SAMPLE_FIRST_GAP, SAMPLE_INTERVAL_NS, TICK_NS};
+use set_spec::SetSpec;
 use tables::Tables;
-use ticks::{Ticks, TICK_NS};
+use ticks::Ticks;
 
-use skel::types::{arg_kind, syscall_spec, target_state, task_state, tick_count};
-use skel::{OpenSyscountSkel, SyscountSkel, SyscountSkelBuilder};
-
-/// Stack samples: a new thread starts at one per FIRST_GAP calls; the gap
-/// then adapts to about one sample per SAMPLE_INTERVAL_NS of its time.
-pub const SAMPLE_FIRST_GAP: u32 = 8;
-pub const SAMPLE_INTERVAL_NS: u64 = 500_000;
-
-/// A ring buffer's size: so much per CPU (what fills it comes from the
-/// CPUs' threads), within bounds, a power of two as rings must be.
-pub struct RingSize {
-    /// Bytes per online CPU.
-    per_cpu: u32,
-    /// The least, whatever the CPUs.
-    min: u32,
-    /// The most, whatever the CPUs.
-    max: u32,
-}
-
-const MIB: u32 = 1 << 20;
-
-impl RingSize {
-    /// Stack samples: a CPU yields at most one of ~16 KiB per
-    /// SAMPLE_INTERVAL_NS of a thread's time, so 2 MiB holds ~60 ms of it.
-    pub const SAMPLES: RingSize = RingSize { per_cpu: 2 * MIB, min: 4 * MIB, max: 64 * MIB };
-    /// Exit records (~10 KiB a process with its slots): read every 50 ms,
-    /// or sooner when an eighth of the ring is unread.
-    pub const EXITS: RingSize = RingSize { per_cpu: MIB, min: 2 * MIB, max: 32 * MIB };
-    /// Path strings (~50 bytes each), each of which wakes a reader that
-    /// has caught up.
-    pub const STRINGS: RingSize = RingSize { per_cpu: MIB, min: 2 * MIB, max: 32 * MIB };
-
-    pub fn bytes(&self, cpus: usize) -> u32 {
-        self.per_cpu.saturating_mul(cpus.max(1) as u32).clamp(self.min, self.max).next_power_of_two()
-    }
-}
-
-/// How the tracer counts.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct BpfOptions {
-    /// Sample user stacks for call sites.
-    pub stacks: bool,
-    /// Measure every call's wall time with a second hook at sys_enter,
-    /// instead of sampling CPU time.
-    pub latency: bool,
-    /// Keep every argument key from its first call, none summarised as
-    /// one-shot (per-process counts even of a single call; more table room).
-    pub keep_every_key: bool,
-    /// Every task on the host (but sysdiet's own) is a target from its
-    /// first syscall on: sysdiet top / serve.
-    pub system_wide: bool,
-    /// Threads already running are made targets from user space (attach,
-    /// check --sample): the current programs key a thread's state by a
-    /// pidfd of it, which kernels before 6.9 give only to a process's
-    /// leader; there the legacy programs (keyed by tid) count instead.
-    pub arms_running_threads: bool,
-    /// Ask the verifier for its statistics (`sysdiet __programs`): each
-    /// program's verification time, kept in `verification_us`.
-    pub verifier_stats: bool,
-    /// With `verifier_stats`: the whole log, each instruction the verifier
-    /// went over and its state at each branch (`sysdiet __programs --log`),
-    /// to see where its walk splits.
-    pub verifier_log: bool,
-    /// The programs may come from a keeper (keeper.rs), and go to one
-    /// after a run whose targets all ended: a command's run.
-    pub keep_loaded: bool,
-}
+use skel::types::{target_state, task_state, tick_count};
+use skel::{OpenSyscountSkel, SyscountSkel};
 
 /// What becomes of the programs when the run ends clean.
 enum Keeping {
@@ -264,18 +199,19 @@ impl BpfTracer {
         fresh: &mut dyn FnMut(),
     ) -> Result<LoadedTracer> {
         let object_hash = maps::OBJECT_HASH;
+        maps::require_btf()?;
         let keep = match options.keep_loaded.then(keeper::idle).flatten() {
             Some(idle) if !options.verifier_stats => Some(idle),
             _ => None,
         };
-        // A kept set is found by what the open object says, and borrowed
-        // without a load: its kernel types are cut only if it is not.
+        let spec = SetSpec::new(filter, &options, variant);
+        // A kept set is found by its spec, and borrowed without a load:
+        // its kernel types are cut only if it is not.
         let mut keeping = Keeping::No;
         if let Some(idle) = keep {
-            let open = Self::open_skel(filter, &options, variant, object_storage()?, None)?;
-            let set = set_name(&open, object_hash, variant);
+            let set = spec.name();
             if let Some(borrowed) = keeper::borrow(&set) {
-                if let Ok(loaded) = Self::load_borrowed(open, borrowed, options, variant) {
+                if let Ok(loaded) = Self::load_borrowed(&spec, borrowed, options) {
                     return Ok(loaded);
                 }
                 // Not this run's set after all: it loads its own, kept by none.
@@ -295,12 +231,12 @@ impl BpfTracer {
         }
         drop(cut);
         let types_path = types.as_ref().map(|t| t.path());
-        let open = Self::open_skel(filter, &options, variant, object_storage()?, types_path.as_deref())?;
+        let open = spec.open(object_storage()?, types_path.as_deref())?;
         fresh();
         let loaded = match Self::load_fresh(open, &options, variant) {
             // Kept tracepoint ids the kernel refused, and its BTF says
             // otherwise: once more with its own.
-            Err(_) if tracepoint_ids::look_again() => Self::open_skel(filter, &options, variant, object_storage()?, types_path.as_deref())
+            Err(_) if tracepoint_ids::look_again() => spec.open(object_storage()?, types_path.as_deref())
                 .and_then(|o| Self::load_fresh(o, &options, variant)),
             loaded => loaded,
         };
@@ -309,7 +245,7 @@ impl BpfTracer {
             // Only the cut types' fault if the whole BTF loads: without
             // BPF rights, say, both fail and the file stays.
             (Err(first), Some(types)) => {
-                match Self::open_skel(filter, &options, variant, object_storage()?, None).and_then(|o| Self::load_fresh(o, &options, variant)) {
+                match spec.open(object_storage()?, None).and_then(|o| Self::load_fresh(o, &options, variant)) {
                     Ok(skel) => {
                         types.set_aside();
                         skel
@@ -330,19 +266,27 @@ impl BpfTracer {
         Ok(LoadedTracer { tables, options, variant, verification_us, folded: Folded::default(), programs, links: Vec::new(), keeping, syscall_ns: 0 })
     }
 
-    /// Gives the object a keeper's maps, and takes them as this run's: no
-    /// load (nothing to verify, the maps are the keeper's).
-    fn load_borrowed(mut open: OpenSyscountSkel<'static>, borrowed: keeper::Borrowed, options: BpfOptions, variant: Variant) -> Result<LoadedTracer> {
+    /// Takes a keeper's maps as this run's: no load (nothing to verify,
+    /// the maps are the keeper's), and no object opened unless the
+    /// descriptors cannot be had by the maps' ids (CAP_SYS_ADMIN).
+    fn load_borrowed(spec: &SetSpec, borrowed: keeper::Borrowed, options: BpfOptions) -> Result<LoadedTracer> {
         let _t = crate::timings::span("take the borrowed maps");
-        for mut map in open.open_object_mut().maps_mut() {
-            if !map.autocreate() {
-                continue;
+        let tables = match Tables::lent(&borrowed.maps) {
+            Ok(tables) => tables,
+            Err(_) => {
+                let mut open = spec.open(object_storage()?, None)?;
+                for mut map in open.open_object_mut().maps_mut() {
+                    if !map.autocreate() {
+                        continue;
+                    }
+                    let name = map.name().to_string_lossy().into_owned();
+                    let (_, fd) = borrowed.maps.iter().find(|(n, _)| *n == name).ok_or_else(|| Error::Bpf(format!("the keeper lent no map {name}")))?;
+                    map.reuse_fd(fd.as_fd()).map_err(bpf_error)?;
+                }
+                Tables::take(open.open_object().maps().map(raw_map))?
             }
-            let name = map.name().to_string_lossy().into_owned();
-            let (_, fd) = borrowed.maps.iter().find(|(n, _)| *n == name).ok_or_else(|| Error::Bpf(format!("the keeper lent no map {name}")))?;
-            map.reuse_fd(fd.as_fd()).map_err(bpf_error)?;
-        }
-        let tables = Tables::take(open.open_object().maps().map(raw_map))?;
+        };
+        let variant = spec.variant;
         let keeper::Borrowed { programs, links, lease, syscall_ns, .. } = borrowed;
         Ok(LoadedTracer {
             tables,
@@ -355,84 +299,6 @@ impl BpfTracer {
             keeping: Keeping::Borrowed(lease),
             syscall_ns,
         })
-    }
-
-    /// Opens the object and sets it up for `options`, relocated against the
-    /// cut kernel types when there are some (kernel_types.rs), else the whole
-    /// kernel BTF.
-    fn open_skel(
-        filter: &SyscallSet,
-        options: &BpfOptions,
-        variant: Variant,
-        storage: &'static mut MaybeUninit<libbpf_rs::OpenObject>,
-        types: Option<&Path>,
-    ) -> Result<OpenSyscountSkel<'static>> {
-        let opening = crate::timings::span("open object");
-        let builder = SyscountSkelBuilder::default();
-        let mut open = match types.and_then(|p| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).ok()) {
-            // libbpf copies the path at open.
-            Some(path) => builder.open_opts(
-                libbpf_sys::bpf_object_open_opts {
-                    sz: std::mem::size_of::<libbpf_sys::bpf_object_open_opts>() as _,
-                    btf_custom_path: path.as_ptr(),
-                    ..Default::default()
-                },
-                storage,
-            ),
-            None => builder.open(storage),
-        }
-        .map_err(bpf_error)?;
-        let rodata = open.maps.rodata_data.as_deref_mut().expect("rodata is mmapped");
-        for (nr, spec) in rodata.specs.iter_mut().enumerate().take(MAX_SYSCALLS) {
-            *spec = spec_for(nr as u32, filter);
-        }
-        rodata.latency = options.latency as u8;
-        rodata.keep_every_key = options.keep_every_key as u8;
-        rodata.system_wide = options.system_wide as u8;
-        // Only a host-wide run enrols tasks, and must not enrol itself;
-        // left 0 otherwise, so that a command's runs load the same data.
-        rodata.self_tgid = if options.system_wide { std::process::id() } else { 0 };
-        rodata.tick_ns = TICK_NS;
-        rodata.sample_stacks = options.stacks as u8;
-        rodata.sample_first_gap = SAMPLE_FIRST_GAP;
-        rodata.sample_interval_ns = SAMPLE_INTERVAL_NS;
-        // Ring buffers are allocated whole at load, and a run maps every
-        // page of them: no bigger than the CPUs can fill.
-        let cpus = perf::online_cpus().len();
-        let samples_bytes = if options.stacks { RingSize::SAMPLES.bytes(cpus) } else { perf::page_size() as u32 };
-        open.maps.samples.set_max_entries(samples_bytes).map_err(bpf_error)?;
-        rodata.sample_wakeup_bytes = u64::from(samples_bytes / 16);
-        let exits_bytes = RingSize::EXITS.bytes(cpus);
-        open.maps.exits.set_max_entries(exits_bytes).map_err(bpf_error)?;
-        rodata.exits_wakeup_bytes = u64::from(exits_bytes / 8);
-        let strings_bytes = RingSize::STRINGS.bytes(cpus);
-        open.maps.strings.set_max_entries(strings_bytes).map_err(bpf_error)?;
-        rodata.strings_wakeup_bytes = u64::from(strings_bytes / 8);
-        let legacy = variant == Variant::Legacy;
-        if options.keep_every_key || legacy {
-            // Every key goes to arg_stats at once: no first-sighting slots.
-            open.maps.first_calls.set_max_entries(1).map_err(bpf_error)?;
-        }
-        // One variant's programs, and the maps of its targets' states.
-        let p = &mut open.progs;
-        for (current, legacy_twin, wanted) in [
-            (&mut p.sys_exit, &mut p.sys_exit_legacy, true),
-            (&mut p.sys_enter, &mut p.sys_enter_legacy, options.latency),
-            (&mut p.on_tick, &mut p.on_tick_legacy, !options.latency),
-            (&mut p.sched_process_fork, &mut p.sched_process_fork_legacy, true),
-            (&mut p.sched_process_exec, &mut p.sched_process_exec_legacy, true),
-            (&mut p.signal_deliver, &mut p.signal_deliver_legacy, true),
-            (&mut p.sched_process_exit, &mut p.sched_process_exit_legacy, true),
-        ] {
-            current.set_autoload(wanted && !legacy);
-            legacy_twin.set_autoload(wanted && legacy);
-        }
-        open.maps.states.set_autocreate(!legacy).map_err(bpf_error)?;
-        for m in [&mut open.maps.thread_states, &mut open.maps.thread_ticks, &mut open.maps.promoting] {
-            m.set_autocreate(legacy).map_err(bpf_error)?;
-        }
-        drop(opening);
-        Ok(open)
     }
 
     /// Loads the object's programs: the kernel verifies them.
@@ -495,8 +361,6 @@ impl BpfTracer {
                 return Err(e);
             }
         };
-        let _t = crate::timings::span("wait for the exit reader");
-        let exits = exits.ready()?;
         Ok(BpfTracer {
             tables,
             options,
@@ -621,6 +485,10 @@ impl BpfTracer {
         // their storage was read (the same, frozen counts). With none alive
         // (a command that has ended), nothing is read, so nothing is skipped.
         let exits = self.exits.take();
+        if let Some(e) = &exits {
+            let _t = crate::timings::span("wait for the exit reader");
+            e.started()?;
+        }
         let mut live = Vec::new();
         if live_at_stop {
             if let Some(e) = &exits {
@@ -707,6 +575,9 @@ impl BpfTracer {
     /// thread is in one or the other, or (ending in between) in neither
     /// until the next look.
     pub fn snapshot_into(&mut self, out: &mut TraceBuilder) -> Result<Lost> {
+        if let Some(e) = &self.exits {
+            e.started()?;
+        }
         let collected = self.exits.as_ref().map(|e| e.snapshot()).unwrap_or_default();
         let live = readout::live_threads(&self.tables, self.variant);
         let tick_ns = self.tick_ns();
@@ -778,46 +649,11 @@ fn attach_hooks(programs: &[(String, OwnedFd)], mut lent: Vec<(String, OwnedFd)>
         .collect()
 }
 
-/// The name of the set of programs and maps `open` loads: what a keeper
-/// is found by. Everything the load depends on is in it: the object, the
-/// variant, the read-only data the options set, each program loaded or
-/// not, each map made or not and its size.
 /// A map of an object, as libbpf's own struct.
 fn raw_map<'a, M: libbpf_rs::AsRawLibbpf<LibbpfType = libbpf_sys::bpf_map>>(m: M) -> &'a libbpf_sys::bpf_map {
     // SAFETY: the object outlives the handles made from its maps (Tables
     // duplicates their descriptors at once).
     unsafe { m.as_libbpf_object().as_ref() }
-}
-
-fn set_name(open: &OpenSyscountSkel<'static>, object_hash: u64, variant: Variant) -> String {
-    let object = open.open_object();
-    let mut parts: Vec<Vec<u8>> = vec![object_hash.to_le_bytes().to_vec(), variant.name().as_bytes().to_vec()];
-    for p in object.progs() {
-        parts.push([p.name().as_encoded_bytes(), &[p.autoload() as u8]].concat());
-    }
-    for m in object.maps() {
-        parts.push([m.name().as_encoded_bytes(), &[m.autocreate() as u8], &m.max_entries().to_le_bytes()].concat());
-        if m.name().to_string_lossy().ends_with(".rodata") {
-            parts.push(m.initial_value().unwrap_or_default().to_vec());
-        }
-    }
-    keeper::set_name(&parts.iter().map(Vec::as_slice).collect::<Vec<_>>())
-}
-
-fn spec_for(nr: u32, filter: &SyscallSet) -> syscall_spec {
-    let traced = filter.contains(nr) as u8;
-    let (kind, arg, size_arg) = match syscalls::by_nr(nr).map(|s| s.arg) {
-        Some(ArgKind::Path(i)) => (arg_kind::ARG_PATH, i, 0),
-        Some(ArgKind::Fd(i)) => (arg_kind::ARG_FD, i, 0),
-        Some(ArgKind::FdIo { fd, size }) => (arg_kind::ARG_FD_IO, fd, size),
-        Some(ArgKind::Clock(i)) => (arg_kind::ARG_CLOCK, i, 0),
-        Some(ArgKind::TimeoutMs(i)) => (arg_kind::ARG_TIMEOUT_MS, i, 0),
-        Some(ArgKind::TimeoutPtr(i)) => (arg_kind::ARG_TIMEOUT_PTR, i, 0),
-        Some(ArgKind::SigMask) => (arg_kind::ARG_SIGMASK, 0, 0),
-        Some(ArgKind::Brk) => (arg_kind::ARG_BRK, 0, 0),
-        Some(ArgKind::None) | None => (arg_kind::ARG_NONE, 0, 0),
-    };
-    syscall_spec { traced, kind: kind.0 as u8, arg, size_arg }
 }
 
 /// The verifier's statistics of each program (log level 4), read from
@@ -876,21 +712,5 @@ mod verifier_log {
             let log = "libbpf: prog 'sys_exit': -- BEGIN PROG LOAD LOG --\nverification time 6539 usec\nprocessed 6305 insns\n-- END PROG LOAD LOG --\nlibbpf: prog 'on_tick': -- BEGIN PROG LOAD LOG --\nverification time 75 usec\n";
             assert_eq!(super::parse(log), [("sys_exit".to_string(), 6539), ("on_tick".to_string(), 75)]);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn rings_grow_with_the_cpus_within_bounds() {
-        use super::{RingSize, MIB};
-        assert_eq!(RingSize::SAMPLES.bytes(0), 4 * MIB);
-        assert_eq!(RingSize::SAMPLES.bytes(2), 4 * MIB);
-        assert_eq!(RingSize::SAMPLES.bytes(3), 8 * MIB);
-        assert_eq!(RingSize::SAMPLES.bytes(8), 16 * MIB);
-        assert_eq!(RingSize::SAMPLES.bytes(4096), 64 * MIB);
-        assert_eq!(RingSize::EXITS.bytes(1), 2 * MIB);
-        assert_eq!(RingSize::EXITS.bytes(5), 8 * MIB);
-        assert_eq!(RingSize::STRINGS.bytes(1 << 20), 32 * MIB);
     }
 }

@@ -1,6 +1,6 @@
-//! The maps a run reads and writes, as handles of its own, taken from the
-//! object once its maps are set: made by this run's load, or a keeper's
-//! given to the object unloaded. Past that point nothing needs libbpf's
+//! The maps a run reads and writes, as handles of its own: taken from the
+//! object once its maps are set (made by this run's load, or a keeper's
+//! given to the object unloaded), or made from a keeper's descriptors. Past that point nothing needs libbpf's
 //! object, so a borrowed set is never loaded (libbpf's load probes the
 //! kernel's features and loads the object's BTF each time).
 
@@ -61,19 +61,40 @@ impl Tables {
                 return Err(Error::Bpf("a map of the set has no descriptor".into()));
             }
             let map = Map::new(raw);
-            handles.push(MapHandle::try_from(&map).map_err(bpf_error)?);
+            handles.push((map.name().to_string_lossy().into_owned(), MapHandle::try_from(&map).map_err(bpf_error)?));
         }
         Tables::from_handles(handles)
     }
 
-    fn from_handles(handles: Vec<MapHandle>) -> Result<Tables> {
+    /// A keeper's maps, lent by name, as handles: each map's facts are
+    /// asked of the kernel by its id, which needs CAP_SYS_ADMIN (without
+    /// it, `take` from an object given them).
+    pub fn lent(maps: &[(String, OwnedFd)]) -> Result<Tables> {
+        let handles = maps
+            .iter()
+            .map(|(name, fd)| {
+                // SAFETY: an all-zero bpf_map_info is valid; the call fills
+                // at most `len` bytes of it.
+                let mut info: libbpf_sys::bpf_map_info = unsafe { std::mem::zeroed() };
+                let mut len = std::mem::size_of_val(&info) as u32;
+                let got = unsafe { libbpf_sys::bpf_map_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len) };
+                if got != 0 {
+                    return Err(Error::Bpf(format!("map {name}: {}", std::io::Error::last_os_error())));
+                }
+                Ok((name.clone(), MapHandle::from_map_id(info.id).map_err(bpf_error)?))
+            })
+            .collect::<Result<_>>()?;
+        Tables::from_handles(handles)
+    }
+
+    fn from_handles(handles: Vec<(String, MapHandle)>) -> Result<Tables> {
         let all = handles
             .iter()
-            .map(|h| Ok((h.name().to_string_lossy().into_owned(), h.as_fd().try_clone_to_owned().map_err(|e| Error::Bpf(e.to_string()))?)))
+            .map(|(name, h)| Ok((name.clone(), h.as_fd().try_clone_to_owned().map_err(|e| Error::Bpf(e.to_string()))?)))
             .collect::<Result<_>>()?;
-        let mut handles: Vec<Option<MapHandle>> = handles.into_iter().map(Some).collect();
+        let mut handles: Vec<Option<(String, MapHandle)>> = handles.into_iter().map(Some).collect();
         let mut find = |wanted: &dyn Fn(&str) -> bool| {
-            handles.iter_mut().find(|h| h.as_ref().is_some_and(|h| wanted(&h.name().to_string_lossy()))).and_then(Option::take)
+            handles.iter_mut().find(|h| h.as_ref().is_some_and(|(name, _)| wanted(name))).and_then(Option::take).map(|(_, h)| h)
         };
         let mut named = |name: &'static str| find(&|n| n == name);
         let (states, thread_states, thread_ticks) = (named("states"), named("thread_states"), named("thread_ticks"));

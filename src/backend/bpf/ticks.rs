@@ -15,12 +15,11 @@ use std::time::Duration;
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 
 use super::maps::bpf_error;
+use super::set_spec::TICK_NS;
 use crate::backend::perf::{self, PerfEventAttr, PERF_COUNT_SW_CPU_CLOCK, PERF_TYPE_SOFTWARE};
 use crate::error::{Error, Result};
 use crate::model::TimeKind;
 
-/// The fine tick: 4 kHz on each CPU (perf record's default rate).
-pub const TICK_NS: u64 = 250_000;
 /// How long the ticks stay fine.
 pub const FINE_FOR: Duration = Duration::from_millis(100);
 /// Fine ticks each tick stands for after FINE_FOR.
