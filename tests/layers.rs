@@ -36,6 +36,7 @@ const BACKENDS: &[&str] = &["bpf", "ptrace", "strace_log"];
 const BPF_FILES: &[&str] = &[
     "skel",
     "maps",
+    "ring",
     "records",
     "kernel_types",
     "tracepoint_ids",

@@ -2,18 +2,18 @@
 //! runs, learns its mappings as they change, and unwinds each sample at
 //! once: only the frames are kept, not 16 KiB of stack per sample.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
-use std::rc::Rc;
+use std::os::fd::AsRawFd;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use libbpf_rs::{MapHandle, RingBufferBuilder};
+use libbpf_rs::MapHandle;
 
 use super::symbolize::{FrameNames, Namer};
 use super::unwind::{RawStack, Unwinder};
 use crate::backend::mappings::{MapEvent, MapEvents};
 use crate::backend::samples::StackSample;
+use crate::backend::bpf::ring::Rings;
 use crate::backend::wake::Stop;
 use crate::error::{Error, Result};
 
@@ -212,30 +212,19 @@ fn collect(
     ready: mpsc::SyncSender<Result<()>>,
     done: mpsc::SyncSender<Collected>,
 ) {
-    let queue: Rc<RefCell<Vec<StackSample>>> = Rc::default();
-    let q = queue.clone();
-    let mut builder = RingBufferBuilder::new();
-    let built = builder
-        .add(&ring, move |data: &[u8]| {
-            if let Some(s) = crate::backend::bpf::records::stack_sample(data) {
-                q.borrow_mut().push(s);
-            }
-            0
-        })
-        .map(|_| ())
-        .and_then(|_| builder.build());
     let mut out = Collected::default();
-    let rb = match built {
-        Ok(rb) => {
+    let mut rings = match Rings::new(&[&ring]) {
+        Ok(rings) => {
             let _ = ready.send(Ok(()));
-            rb
+            rings
         }
         Err(e) => {
-            let _ = ready.send(Err(Error::Bpf(format!("stack sample ring buffer: {e}"))));
+            let _ = ready.send(Err(Error::Bpf(format!("the stack sample ring: {e}"))));
             let _ = done.send(out);
             return;
         }
     };
+    let mut batch: Vec<StackSample> = Vec::new();
     for e in initial {
         out.unwinder.apply(e);
     }
@@ -251,10 +240,10 @@ fn collect(
         // sees everything sent before it.
         let last = stop.stopped();
         if !last {
-            stop.wait(rb.epoll_fd(), poll);
+            stop.wait(rings.epoll_fd().as_raw_fd(), poll);
             poll = (poll * 2).min(POLL);
         }
-        let _ = rb.consume();
+        let _ = rings.consume(|_, data| batch.extend(crate::backend::bpf::records::stack_sample(data)));
         // Mappings first: every sample taken so far was taken after the
         // mappings it runs in were reported.
         for e in events.drain() {
@@ -263,10 +252,9 @@ fn collect(
             }
             out.unwinder.apply(e);
         }
-        let batch = std::mem::take(&mut *queue.borrow_mut());
         let t = Instant::now();
-        for s in &batch {
-            out.add(&mut index, s);
+        for s in batch.drain(..) {
+            out.add(&mut index, &s);
         }
         out.unwind_ns += t.elapsed().as_nanos() as u64;
         // While the target runs, on this CPU, rather than after it ends.
@@ -290,7 +278,7 @@ fn collect(
     // The ring and the mapping events' buffers are left mapped for the
     // process's exit to take down, as the exit reader's rings are
     // (exits.rs).
-    std::mem::forget(rb);
+    std::mem::forget(rings);
     std::mem::forget(events);
 }
 

@@ -7,15 +7,16 @@
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
-use std::rc::Rc;
+use std::os::fd::AsRawFd;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use libbpf_rs::{MapCore, MapFlags, MapHandle, RingBufferBuilder};
+use libbpf_rs::{MapCore, MapFlags, MapHandle};
 
 use super::fold::{Exited, KeyBudget};
 use super::maps::{from_bytes, read_all};
 use super::records::{ExeNames, PathOf, Record};
+use super::ring::Rings;
 use super::skel::types::{arg_key, arg_val, io_hist};
 use super::word_counts::WordCounts;
 use crate::backend::wake::Stop;
@@ -182,33 +183,23 @@ fn read(
     asked: Requests,
     ready: mpsc::SyncSender<std::result::Result<(), String>>,
 ) {
-    // The callbacks only copy; records are parsed and filed between reads.
-    let raw: Rc<RefCell<Vec<Vec<u8>>>> = Rc::default();
-    let mut builder = RingBufferBuilder::new();
-    let mut added = Ok(());
-    for ring in &rings {
-        let sink = raw.clone();
-        added = added.and_then(|_| {
-            builder
-                .add(ring, move |data: &[u8]| {
-                    sink.borrow_mut().push(data.to_vec());
-                    0
-                })
-                .map(|_| ())
-        });
-    }
     let mut out = Collected::default();
     out.exited.budget = budget;
-    let rb = match added.and_then(|_| builder.build()) {
-        Ok(rb) => {
+    let mut rings = match Rings::new(&rings.iter().collect::<Vec<_>>()) {
+        Ok(rings) => {
             let _ = ready.send(Ok(()));
-            rb
+            rings
         }
         Err(e) => {
-            let _ = ready.send(Err(format!("mapping the exit record rings: {e}")));
+            let _ = ready.send(Err(format!("the exit record rings: {e}")));
             let _ = asked.done.send(out);
             return;
         }
+    };
+    // Records are copied out, and parsed and filed between reads.
+    let raw: RefCell<Vec<Vec<u8>>> = RefCell::default();
+    let consume = |rings: &mut Rings| {
+        let _ = rings.consume(|_, data| raw.borrow_mut().push(data.to_vec()));
     };
     let mut late = false;
     let mut to_sweep: HashSet<u32> = HashSet::new();
@@ -216,18 +207,18 @@ fn read(
     loop {
         let last = stop.stopped();
         if !last {
-            stop.wait(rb.epoll_fd(), POLL);
+            stop.wait(rings.epoll_fd().as_raw_fd(), POLL);
         }
-        let _ = rb.consume();
+        consume(&mut rings);
         file(&raw, &mut out, late, &mut to_sweep);
         while let Ok(reply) = asked.checkpoints.try_recv() {
-            let _ = rb.consume();
+            consume(&mut rings);
             file(&raw, &mut out, late, &mut to_sweep);
             late = true;
             let _ = reply.send(());
         }
         while let Ok(reply) = asked.snapshots.try_recv() {
-            let _ = rb.consume();
+            consume(&mut rings);
             file(&raw, &mut out, late, &mut to_sweep);
             let copy = Collected {
                 exited: out.exited.clone(),
@@ -260,7 +251,7 @@ fn read(
     // at the end of a run, and unmapping the rings now, with the process's
     // other threads alive, flushes every CPU they ran on, page range by
     // page range (docs/overhead.md).
-    std::mem::forget(rb);
+    std::mem::forget(rings);
 }
 
 /// Takes the argument entries of processes that ended (and whose pid is

@@ -3,9 +3,10 @@
 //! as they come (exits.rs) and reads the rest out (readout.rs).
 //!
 //! Its files import one way, bottom first: skel.rs (the generated
-//! skeleton) and maps.rs (map helpers); records.rs (the kernel side's
-//! structs become sysdiet's types); features.rs, kernel_types.rs,
-//! premade.rs (what a load needs); keeper.rs; tables.rs (the maps as this
+//! skeleton) and maps.rs (map helpers); ring.rs (ring buffers read);
+//! records.rs (the kernel side's structs become sysdiet's types);
+//! features.rs, set_spec.rs, kernel_types.rs, premade.rs (what a load
+//! needs); keeper.rs; tables.rs (the maps as this
 //! side's handles); ticks.rs (the CPU clock); fold.rs; exits.rs (the live reader);
 //! readout.rs; then this file. tests/layers.rs holds them to it.
 
@@ -18,6 +19,7 @@ pub mod maps;
 mod premade;
 mod readout;
 pub mod records;
+pub mod ring;
 pub mod set_spec;
 mod skel;
 mod tables;
