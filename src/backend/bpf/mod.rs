@@ -5,10 +5,10 @@
 //! Its files import one way, bottom first: skel.rs (the generated
 //! skeleton) and maps.rs (map helpers); ring.rs (ring buffers read);
 //! records.rs (the kernel side's structs become sysdiet's types);
-//! features.rs, set_spec.rs, kernel_types.rs, premade.rs (what a load
-//! needs); keeper.rs; tables.rs (the maps as this
-//! side's handles); ticks.rs (the CPU clock); fold.rs; exits.rs (the live reader);
-//! readout.rs; then this file. tests/layers.rs holds them to it.
+//! kernel_types.rs, tracepoint_ids.rs, features.rs, set_spec.rs,
+//! premade.rs (what a load needs); keeper.rs; tables.rs (the maps as this
+//! side's handles); ticks.rs (the CPU clock); fold.rs; exits.rs (the live
+//! reader); readout.rs; then this file. tests/layers.rs holds them to it.
 
 mod exits;
 pub mod features;
