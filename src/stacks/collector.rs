@@ -11,9 +11,9 @@ use libbpf_rs::MapHandle;
 
 use super::symbolize::{FrameNames, Namer};
 use super::unwind::{RawStack, Unwinder};
+use crate::backend::bpf::ring::Rings;
 use crate::backend::mappings::{MapEvent, MapEvents};
 use crate::backend::samples::StackSample;
-use crate::backend::bpf::ring::Rings;
 use crate::backend::wake::Stop;
 use crate::error::{Error, Result};
 

@@ -43,9 +43,9 @@ use exits::{ExitReader, SweepMaps};
 use features::Variant;
 use maps::{bpf_error, kernel_btf_path, object_storage};
 use readout::{Names, Paths};
-use skel::OBJECT;
-pub use set_spec::{BpfOptions, RingSize, SAMPLE_FIRST_GAP, SAMPLE_INTERVAL_NS, TICK_NS};
 use set_spec::SetSpec;
+pub use set_spec::{BpfOptions, RingSize, SAMPLE_FIRST_GAP, SAMPLE_INTERVAL_NS, TICK_NS};
+use skel::OBJECT;
 use tables::Tables;
 use ticks::Ticks;
 
@@ -238,23 +238,22 @@ impl BpfTracer {
         let loaded = match Self::load_fresh(open, &options, variant) {
             // Kept tracepoint ids the kernel refused, and its BTF says
             // otherwise: once more with its own.
-            Err(_) if tracepoint_ids::look_again() => spec.open(object_storage()?, types_path.as_deref())
-                .and_then(|o| Self::load_fresh(o, &options, variant)),
+            Err(_) if tracepoint_ids::look_again() => {
+                spec.open(object_storage()?, types_path.as_deref()).and_then(|o| Self::load_fresh(o, &options, variant))
+            }
             loaded => loaded,
         };
         let skel = match (loaded, types) {
             (Ok(skel), _) => skel,
             // Only the cut types' fault if the whole BTF loads: without
             // BPF rights, say, both fail and the file stays.
-            (Err(first), Some(types)) => {
-                match spec.open(object_storage()?, None).and_then(|o| Self::load_fresh(o, &options, variant)) {
-                    Ok(skel) => {
-                        types.set_aside();
-                        skel
-                    }
-                    Err(_) => return Err(first),
+            (Err(first), Some(types)) => match spec.open(object_storage()?, None).and_then(|o| Self::load_fresh(o, &options, variant)) {
+                Ok(skel) => {
+                    types.set_aside();
+                    skel
                 }
-            }
+                Err(_) => return Err(first),
+            },
             (Err(e), None) => return Err(e),
         };
         let verification_us = if options.verifier_stats { verifier_log::times() } else { Vec::new() };
@@ -282,7 +281,8 @@ impl BpfTracer {
                         continue;
                     }
                     let name = map.name().to_string_lossy().into_owned();
-                    let (_, fd) = borrowed.maps.iter().find(|(n, _)| *n == name).ok_or_else(|| Error::Bpf(format!("the keeper lent no map {name}")))?;
+                    let (_, fd) =
+                        borrowed.maps.iter().find(|(n, _)| *n == name).ok_or_else(|| Error::Bpf(format!("the keeper lent no map {name}")))?;
                     map.reuse_fd(fd.as_fd()).map_err(bpf_error)?;
                 }
                 Tables::take(open.open_object().maps().map(raw_map))?

@@ -132,7 +132,14 @@ impl Ring {
             // SAFETY: replaces part of our own reservation with the ring's
             // pages at that offset, read-only.
             let at = unsafe {
-                libc::mmap(self.data.add(k * self.chunk).cast(), self.chunk, libc::PROT_READ, libc::MAP_SHARED | libc::MAP_FIXED, self.fd.as_raw_fd(), offset as libc::off_t)
+                libc::mmap(
+                    self.data.add(k * self.chunk).cast(),
+                    self.chunk,
+                    libc::PROT_READ,
+                    libc::MAP_SHARED | libc::MAP_FIXED,
+                    self.fd.as_raw_fd(),
+                    offset as libc::off_t,
+                )
             };
             if at == libc::MAP_FAILED {
                 return Err(os_error("mapping a ring's data"));
