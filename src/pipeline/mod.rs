@@ -266,6 +266,9 @@ fn finish(
     let lost = tracer.read_into(&mut builder)?;
     if let Some(last_pass) = last_pass {
         let collected = last_pass.collected();
+        if let Some(why) = &collected.unread {
+            return Err(crate::error::Error::Bpf(format!("stack samples left unread: {why}")));
+        }
         let _t = crate::timings::span("name the call sites");
         crate::stacks::resolve(collected, tracer.sample_rate(), |nr, fd, key| tracer.argument_of_sample(nr, fd, key), &mut builder);
     }

@@ -64,6 +64,9 @@ pub struct Collected {
     pub stack_bytes_copied: u64,
     pub unwind_ns: u64,
     pub mappings_lost: u64,
+    /// Why samples were left unread in the ring (a chunk that could not
+    /// be mapped): the run is then an error, not call sites short.
+    pub unread: Option<String>,
     /// The stacks' frames named so far.
     pub names: FrameNames,
 }
@@ -243,7 +246,9 @@ fn collect(
             stop.wait(rings.epoll_fd().as_raw_fd(), poll);
             poll = (poll * 2).min(POLL);
         }
-        let _ = rings.consume(|_, data| batch.extend(crate::backend::bpf::records::stack_sample(data)));
+        if let Err(e) = rings.consume(|_, data| batch.extend(crate::backend::bpf::records::stack_sample(data))) {
+            out.unread.get_or_insert_with(|| e.to_string());
+        }
         // Mappings first: every sample taken so far was taken after the
         // mappings it runs in were reported.
         for e in events.drain() {

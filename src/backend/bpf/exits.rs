@@ -37,6 +37,9 @@ pub struct Collected {
     pub paths: PathOf,
     pub environments: HashMap<u32, Environment>,
     pub executables: ExeNames,
+    /// Why records were left unread in a ring (a chunk that could not be
+    /// mapped): the read-out is then an error, not counts short.
+    pub unread: Option<String>,
 }
 
 /// The kernel tables the reader empties of ended processes' entries.
@@ -71,10 +74,9 @@ impl ExitReader {
     /// Reads `rings` (the exits and the path strings) until finished.
     /// `folded` is kept up to date with the processes folded so far; folds
     /// keep argument keys within `budget`.
-    /// Returns while the new thread maps the rings (milliseconds: the
-    /// kernel maps every page at once): what the programs send meanwhile
-    /// waits in the rings, so the run need not wait for it to start its
-    /// target; `started` says whether it could.
+    /// Returns while the new thread maps the rings' positions: what the
+    /// programs send meanwhile waits in the rings, so the run need not
+    /// wait for it to start its target; `started` says whether it could.
     pub fn spawn(rings: Vec<MapHandle>, sweep: SweepMaps, folded: Shared, budget: KeyBudget) -> Result<ExitReader> {
         let stop = Arc::new(Stop::new()?);
         let (ready_tx, ready) = mpsc::sync_channel(1);
@@ -198,8 +200,11 @@ fn read(
     };
     // Records are copied out, and parsed and filed between reads.
     let raw: RefCell<Vec<Vec<u8>>> = RefCell::default();
+    let unread: RefCell<Option<String>> = RefCell::default();
     let consume = |rings: &mut Rings| {
-        let _ = rings.consume(|_, data| raw.borrow_mut().push(data.to_vec()));
+        if let Err(e) = rings.consume(|_, data| raw.borrow_mut().push(data.to_vec())) {
+            unread.borrow_mut().get_or_insert_with(|| e.to_string());
+        }
     };
     let mut late = false;
     let mut to_sweep: HashSet<u32> = HashSet::new();
@@ -226,6 +231,7 @@ fn read(
                 paths: std::mem::take(&mut out.paths),
                 environments: out.environments.clone(),
                 executables: std::mem::take(&mut out.executables),
+                unread: unread.borrow().clone(),
             };
             let _ = reply.send(copy);
         }
@@ -246,6 +252,7 @@ fn read(
             last_sweep = Instant::now();
         }
     }
+    out.unread = unread.take();
     let _ = asked.done.send(out);
     // Left mapped for the process's exit to take down: a reader finishes
     // at the end of a run, and unmapping the rings now, with the process's

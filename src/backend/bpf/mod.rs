@@ -499,6 +499,9 @@ impl BpfTracer {
             live = readout::live_threads(&self.tables, self.variant);
         }
         let collected = exits.map(|e| e.finish()).unwrap_or_default();
+        if let Some(why) = &collected.unread {
+            return Err(Error::Bpf(format!("exit records left unread: {why}")));
+        }
         let tick_ns = self.tick_ns();
         let arg_keys = readout::logged_arg_keys(&self.tables);
         readout::file_into(&self.tables, &mut self.names, tick_ns, out, collected, live, arg_keys)
@@ -581,6 +584,9 @@ impl BpfTracer {
             e.started()?;
         }
         let collected = self.exits.as_ref().map(|e| e.snapshot()).unwrap_or_default();
+        if let Some(why) = &collected.unread {
+            return Err(Error::Bpf(format!("exit records left unread: {why}")));
+        }
         let live = readout::live_threads(&self.tables, self.variant);
         let tick_ns = self.tick_ns();
         // Counting on: keys are being logged, so the table is walked.

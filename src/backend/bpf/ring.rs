@@ -290,6 +290,21 @@ mod tests {
     }
 
     #[test]
+    fn a_chunk_that_cannot_be_mapped_is_an_error_and_its_record_stays() {
+        let size = 4 * CHUNK as u64;
+        let fake = Fake::new(size);
+        let end = fake.record(0, 0, b"unmapped");
+        fake.positions(0, end);
+        let mut ring = fake.ring();
+        // The data's descriptor, write-only: no read mapping of it.
+        let path = format!("/proc/self/fd/{}", fake.file.as_raw_fd());
+        ring.fd = OwnedFd::from(std::fs::OpenOptions::new().write(true).open(path).unwrap());
+        assert!(ring.consume(&mut |_| panic!("nothing is read")).is_err());
+        // SAFETY: our mapping of the consumer's page.
+        assert_eq!(unsafe { *ring.consumer.cast::<u64>() }, 0);
+    }
+
+    #[test]
     fn a_size_that_is_no_rings_is_refused() {
         let fake = Fake::new(3 * perf::page_size() as u64);
         let fd = OwnedFd::from(fake.file.try_clone().unwrap());
