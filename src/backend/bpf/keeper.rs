@@ -314,7 +314,7 @@ impl Resetter {
             let info = match self.infos.get(&fd.as_raw_fd()) {
                 Some(info) => *info,
                 None => {
-                    let info = map_info(fd)?;
+                    let info = super::maps::map_info(fd.as_raw_fd()).map_err(|e| Error::Bpf(format!("keeper reading a map's kind: {e}")))?;
                     self.infos.insert(fd.as_raw_fd(), info);
                     info
                 }
@@ -506,16 +506,6 @@ fn update(fd: RawFd, key: u32, value: &[u8]) -> std::result::Result<(), ()> {
     } else {
         Err(())
     }
-}
-
-fn map_info(fd: &OwnedFd) -> Result<libbpf_sys::bpf_map_info> {
-    let mut info = libbpf_sys::bpf_map_info::default();
-    let mut len = std::mem::size_of::<libbpf_sys::bpf_map_info>() as u32;
-    // SAFETY: info is a bpf_map_info of `len` bytes.
-    if unsafe { libbpf_sys::bpf_map_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len) } != 0 {
-        return Err(Error::Bpf(format!("keeper reading a map's kind: {}", io::Error::last_os_error())));
-    }
-    Ok(info)
 }
 
 fn seqpacket() -> io::Result<OwnedFd> {

@@ -24,6 +24,17 @@ pub fn object_storage() -> Result<&'static mut MaybeUninit<libbpf_rs::OpenObject
     Ok(Box::leak(Box::new(MaybeUninit::uninit())))
 }
 
+/// What the kernel says of map `fd`: its kind, sizes, flags and id.
+pub fn map_info(fd: RawFd) -> std::io::Result<libbpf_sys::bpf_map_info> {
+    let mut info = libbpf_sys::bpf_map_info::default();
+    let mut len = std::mem::size_of::<libbpf_sys::bpf_map_info>() as u32;
+    // SAFETY: info is a bpf_map_info of `len` bytes.
+    if unsafe { libbpf_sys::bpf_map_get_info_by_fd(fd, &mut info, &mut len) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(info)
+}
+
 /// An error naming the file if the kernel publishes no BTF: the programs
 /// are relocated against it (CO-RE).
 pub fn require_btf() -> Result<()> {

@@ -1,14 +1,15 @@
 //! The maps a run reads and writes, as handles of its own: taken from the
 //! object once its maps are set (made by this run's load, or a keeper's
-//! given to the object unloaded), or made from a keeper's descriptors. Past that point nothing needs libbpf's
-//! object, so a borrowed set is never loaded (libbpf's load probes the
-//! kernel's features and loads the object's BTF each time).
+//! given to the object unloaded), or made from a keeper's descriptors.
+//! Past that point nothing needs libbpf's object, so a borrowed set is
+//! never loaded (libbpf's load probes the kernel's features and loads the
+//! object's BTF each time).
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use libbpf_rs::{Map, MapCore, MapHandle};
 
-use super::maps::bpf_error;
+use super::maps::{bpf_error, map_info};
 use super::skel::types::bss;
 use crate::backend::perf;
 use crate::error::{Error, Result};
@@ -73,14 +74,7 @@ impl Tables {
         let handles = maps
             .iter()
             .map(|(name, fd)| {
-                // SAFETY: an all-zero bpf_map_info is valid; the call fills
-                // at most `len` bytes of it.
-                let mut info: libbpf_sys::bpf_map_info = unsafe { std::mem::zeroed() };
-                let mut len = std::mem::size_of_val(&info) as u32;
-                let got = unsafe { libbpf_sys::bpf_map_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len) };
-                if got != 0 {
-                    return Err(Error::Bpf(format!("map {name}: {}", std::io::Error::last_os_error())));
-                }
+                let info = map_info(fd.as_raw_fd()).map_err(|e| Error::Bpf(format!("map {name}: {e}")))?;
                 Ok((name.clone(), MapHandle::from_map_id(info.id).map_err(bpf_error)?))
             })
             .collect::<Result<_>>()?;
