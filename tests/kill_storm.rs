@@ -64,7 +64,10 @@ fn sigkill_at_any_moment_never_hurts_the_target() {
     };
     // Kills fall anywhere from sysdiet's start to past the command's end:
     // over twice what a whole run takes here (a guest under TCG takes
-    // seconds to load the BPF), and at least 150 ms.
+    // seconds to load the BPF), and at least 150 ms. A whole run is the
+    // median of those seen to end by themselves so far: on a host whose
+    // load changes, one first run's time would aim every later kill too
+    // early or too late.
     let t0 = std::time::Instant::now();
     // Runs that end clean leave their programs with a keeper (keeper.rs):
     // kept for a second here, so that what is left at the end is only what
@@ -78,10 +81,12 @@ fn sigkill_at_any_moment_never_hurts_the_target() {
         .stderr(std::process::Stdio::null())
         .status();
     assert_eq!(whole.unwrap().code(), Some(3), "an unkilled run passes the command's status on");
-    let span = (t0.elapsed() * 2).max(Duration::from_millis(150));
+    let mut whole_runs = vec![t0.elapsed()];
     let kills = kills();
     let (mut started, mut finished, mut killed) = (0, 0, 0);
     for _ in 0..kills {
+        whole_runs.sort();
+        let span = (whole_runs[whole_runs.len() / 2] * 2).max(Duration::from_millis(150));
         let mut sysdiet = sysdiet()
             .env(keep.0, keep.1)
             .args(["run", "--", "sh", "-c", &script])
@@ -92,14 +97,24 @@ fn sigkill_at_any_moment_never_hurts_the_target() {
         // Anywhere from during start-up to after the command's end.
         let delay = Duration::from_micros(random() % span.as_micros() as u64);
         let t0 = std::time::Instant::now();
-        let mut victim = None;
+        let (mut victim, mut ended) = (None, None);
         while t0.elapsed() < delay {
             victim = victim.or_else(|| first_child(sysdiet.id()));
+            if let Some(status) = sysdiet.try_wait().unwrap() {
+                whole_runs.push(t0.elapsed());
+                ended = Some(status);
+                break;
+            }
             std::thread::sleep(Duration::from_micros(200));
         }
-        victim = victim.or_else(|| first_child(sysdiet.id()));
-        let _ = sysdiet.kill();
-        let status = sysdiet.wait().unwrap();
+        let status = match ended {
+            Some(status) => status,
+            None => {
+                victim = victim.or_else(|| first_child(sysdiet.id()));
+                let _ = sysdiet.kill();
+                sysdiet.wait().unwrap()
+            }
+        };
         let Some(victim) = victim else { continue };
         started += 1;
         if status.code().is_some() {
