@@ -356,6 +356,44 @@ fn kept_programs_count_as_strace_run_after_run() {
     assert!(!kept, "a run that left a target alive gave nothing back");
 }
 
+/// A borrower without CAP_SYS_ADMIN cannot take the keeper's maps by
+/// their ids (the kernel refuses BPF_MAP_GET_FD_BY_ID): it opens the object
+/// and gives it the lent descriptors instead (load_borrowed), and counts as
+/// strace does all the same, per path too.
+#[test]
+fn a_borrower_without_cap_sys_admin_counts_as_strace() {
+    if skip_without_bpf() {
+        return;
+    }
+    // Its own set (a filter no other test uses), loaded and kept without
+    // CAP_SYS_ADMIN (CAP_BPF and CAP_PERFMON are enough to load it).
+    let filter = ["-e", "trace=newfstatat,openat,close,exit_group"];
+    let exe = victim("manypaths");
+    let argv = [exe.to_str().unwrap(), "300", "20", "2"];
+    let without = ["setpriv", "--inh-caps=-sys_admin", "--bounding-set=-sys_admin", "--"];
+    let run = || {
+        let (doc, out) = sysdiet_json_via(&without, &filter, &argv, &[("SYSDIET_KEEP", "300")]);
+        assert!(out.status.success(), "sysdiet failed: {}", stderr_of(&out));
+        let kept = doc["run"]["bpf_programs_kept"].as_bool().unwrap_or(false);
+        (doc, kept)
+    };
+    let oracle = strace_counts(&filter, &argv);
+    let (first, _) = run();
+    assert_counts_as_strace("manypaths without CAP_SYS_ADMIN, loaded", &oracle, &first, &[]);
+    // The keeper the first run left starts on its own: ask until it answers.
+    let (second, _) = (0..20)
+        .map(|_| run())
+        .find(|(_, kept)| {
+            *kept || {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                false
+            }
+        })
+        .unwrap_or_else(|| panic!("no run without CAP_SYS_ADMIN borrowed the kept programs"));
+    assert_counts_as_strace("manypaths without CAP_SYS_ADMIN, borrowed", &oracle, &second, &[]);
+    assert_eq!(argument_counts(&second), argument_counts(&first), "per-path counts of a borrower that opened the object");
+}
+
 /// Each repeated argument's syscall, argument, calls and errors, in order.
 /// A key seen once is a row only when its one call took longer than its
 /// first-sighting word holds (FIRST_NS_MAX in arguments.bpf.h): a matter

@@ -66,12 +66,26 @@ pub fn sysdiet_json(args: &[&str], argv: &[&str]) -> (serde_json::Value, Output)
 
 /// The same, with these variables set for sysdiet.
 pub fn sysdiet_json_env(args: &[&str], argv: &[&str], env: &[(&str, &str)]) -> (serde_json::Value, Output) {
+    sysdiet_json_via(&[], args, argv, env)
+}
+
+/// The same, sysdiet started by `wrapper` (a command that runs the rest of
+/// its arguments: `setpriv ... --`), if not empty.
+pub fn sysdiet_json_via(wrapper: &[&str], args: &[&str], argv: &[&str], env: &[(&str, &str)]) -> (serde_json::Value, Output) {
     fixed_layout();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("trace.json");
     // BPF unless the test names a backend: a fallback must not pass for it.
     let backend: &[&str] = if args.contains(&"--backend") { &[] } else { &["--backend", "bpf"] };
-    let out = sysdiet()
+    let mut command = match wrapper.split_first() {
+        Some((first, rest)) => {
+            let mut c = Command::new(first);
+            c.args(rest).arg(env!("CARGO_BIN_EXE_sysdiet")).env_remove("LD_LIBRARY_PATH");
+            c
+        }
+        None => sysdiet(),
+    };
+    let out = command
         .arg("run")
         .args(backend)
         .args(args)
