@@ -350,7 +350,9 @@ fn kept_programs_count_as_strace_run_after_run() {
 
     let (_, kept) = run(&[("SYSDIET_KEEP", "0")], &argv);
     assert!(!kept, "SYSDIET_KEEP=0 borrows nothing");
-    let (_, kept) = run(&keep, &["sh", "-c", "sleep 2 >/dev/null 2>&1 &"]);
+    // Alive past the run's end: a run in a guest under TCG takes seconds
+    // (Debian 11's, on a busy host, outlived a 2-second sleep).
+    let (_, kept) = run(&keep, &["sh", "-c", "sleep 30 >/dev/null 2>&1 &"]);
     assert!(kept, "the keeper is still there after a run that did not ask");
     let (_, kept) = run(&keep, &argv);
     assert!(!kept, "a run that left a target alive gave nothing back");
