@@ -298,17 +298,7 @@ fn kept_programs_count_as_strace_run_after_run() {
     let oracle = strace_counts(&filter, &argv);
     let (first, _) = run(&keep, &argv);
     assert_counts_as_strace("manypaths, programs loaded", &oracle, &first, &[]);
-    // The keeper the first run left starts on its own: ask until it answers.
-    let (second, kept) = (0..20)
-        .map(|_| run(&keep, &argv))
-        .find(|(_, kept)| {
-            *kept || {
-                std::thread::sleep(std::time::Duration::from_millis(200));
-                false
-            }
-        })
-        .unwrap_or_else(|| panic!("no run borrowed the kept programs"));
-    assert!(kept);
+    let second = until_borrowed(|| run(&keep, &argv));
     assert_counts_as_strace("manypaths, programs kept", &oracle, &second, &[]);
     assert_eq!(argument_counts(&second), argument_counts(&first), "per-path counts after a reset");
     // Stack samples dropped depend on how fast the reader keeps up.
@@ -382,18 +372,22 @@ fn a_borrower_without_cap_sys_admin_counts_as_strace() {
     let oracle = strace_counts(&filter, &argv);
     let (first, _) = run();
     assert_counts_as_strace("manypaths without CAP_SYS_ADMIN, loaded", &oracle, &first, &[]);
-    // The keeper the first run left starts on its own: ask until it answers.
-    let (second, _) = (0..20)
-        .map(|_| run())
-        .find(|(_, kept)| {
-            *kept || {
-                std::thread::sleep(std::time::Duration::from_millis(200));
-                false
-            }
-        })
-        .unwrap_or_else(|| panic!("no run without CAP_SYS_ADMIN borrowed the kept programs"));
+    let second = until_borrowed(run);
     assert_counts_as_strace("manypaths without CAP_SYS_ADMIN, borrowed", &oracle, &second, &[]);
     assert_eq!(argument_counts(&second), argument_counts(&first), "per-path counts of a borrower that opened the object");
+}
+
+/// The first of up to 20 runs that borrowed kept programs: the keeper a
+/// run left starts on its own, so ask until it answers.
+fn until_borrowed(mut run: impl FnMut() -> (serde_json::Value, bool)) -> serde_json::Value {
+    for _ in 0..20 {
+        let (doc, kept) = run();
+        if kept {
+            return doc;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    panic!("no run borrowed the kept programs")
 }
 
 /// Each repeated argument's syscall, argument, calls and errors, in order.
