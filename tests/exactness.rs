@@ -351,7 +351,9 @@ fn kept_programs_count_as_strace_run_after_run() {
 /// A borrower without CAP_SYS_ADMIN cannot take the keeper's maps by
 /// their ids (the kernel refuses BPF_MAP_GET_FD_BY_ID): it opens the object
 /// and gives it the lent descriptors instead (load_borrowed), and counts as
-/// strace does all the same, per path too.
+/// strace does all the same, per path too. Where the kernel opens perf
+/// events for CAP_SYS_ADMIN only (Debian's, at kernel.perf_event_paranoid
+/// 3), sysdiet says so in one line instead.
 #[test]
 fn a_borrower_without_cap_sys_admin_counts_as_strace() {
     if skip_without_bpf() {
@@ -363,6 +365,21 @@ fn a_borrower_without_cap_sys_admin_counts_as_strace() {
     let exe = victim("manypaths");
     let argv = [exe.to_str().unwrap(), "300", "20", "2"];
     let without = ["setpriv", "--inh-caps=-sys_admin", "--bounding-set=-sys_admin", "--"];
+    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap().trim().parse().unwrap();
+    let probe = std::process::Command::new(without[0])
+        .args(&without[1..])
+        .arg(env!("CARGO_BIN_EXE_sysdiet"))
+        .args(["run", "--backend", "bpf", "--", "true"])
+        .env("SYSDIET_KEEP", "0")
+        .output()
+        .unwrap();
+    if !probe.status.success() {
+        let err = stderr_of(&probe);
+        assert!(paranoid > 2, "refused at kernel.perf_event_paranoid {paranoid}: {err}");
+        assert_eq!(probe.status.code(), Some(1), "{err}");
+        assert!(err.contains(&format!("kernel.perf_event_paranoid is {paranoid}")) && err.trim_end().lines().count() == 1, "{err}");
+        return;
+    }
     let run = || {
         let (doc, out) = sysdiet_json_via(&without, &filter, &argv, &[("SYSDIET_KEEP", "300")]);
         assert!(out.status.success(), "sysdiet failed: {}", stderr_of(&out));

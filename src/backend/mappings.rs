@@ -120,7 +120,9 @@ impl MapEvents {
                     Ok(r) => self.rings.push(r),
                     // The thread ended meanwhile: nothing of it to watch.
                     Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
-                    Err(e) if e.raw_os_error() == Some(libc::EACCES) || e.raw_os_error() == Some(libc::EPERM) => return Err(Error::NoBpfRights),
+                    Err(e) if e.raw_os_error() == Some(libc::EACCES) || e.raw_os_error() == Some(libc::EPERM) => {
+                        return Err(perf::refused("mapping events"))
+                    }
                     Err(e) => return Err(Error::Io(std::io::Error::other(format!("perf_event_open (mapping events): {e}")))),
                 }
             }

@@ -3,6 +3,8 @@
 use std::fs;
 use std::os::fd::{FromRawFd, OwnedFd};
 
+use crate::error::Error;
+
 /// perf_event_attr up to PERF_ATTR_SIZE_VER5.
 #[repr(C)]
 #[derive(Default)]
@@ -43,6 +45,21 @@ pub fn open(attr: &PerfEventAttr, pid: i32, cpu: i32) -> std::io::Result<OwnedFd
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
+/// The error for `what`'s events refused (EACCES, EPERM): at a paranoid
+/// level past 2 (Debian's kernels add 3), only CAP_SYS_ADMIN opens any,
+/// whatever else the process holds; below, the rights are missing.
+pub fn refused(what: &'static str) -> Error {
+    let level = fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").ok().and_then(|l| l.trim().parse().ok());
+    refused_at(what, level)
+}
+
+fn refused_at(what: &'static str, level: Option<i32>) -> Error {
+    match level {
+        Some(level) if level > 2 => Error::PerfEventsRestricted { what, level },
+        _ => Error::NoBpfRights,
+    }
+}
+
 /// CPU numbers from /sys/devices/system/cpu/online ("0-3,5").
 pub fn online_cpus() -> Vec<i32> {
     let text = fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
@@ -65,4 +82,19 @@ pub fn online_cpus() -> Vec<i32> {
 pub fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_refused_past_level_2_name_the_setting_else_the_rights() {
+        let restricted = refused_at("CPU-time ticks", Some(3));
+        assert!(matches!(restricted, Error::PerfEventsRestricted { level: 3, .. }));
+        let text = restricted.to_string();
+        assert!(text.contains("CPU-time ticks") && text.contains("kernel.perf_event_paranoid is 3"), "{text}");
+        assert!(matches!(refused_at("mapping events", Some(2)), Error::NoBpfRights));
+        assert!(matches!(refused_at("mapping events", None), Error::NoBpfRights));
+    }
 }

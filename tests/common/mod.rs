@@ -101,7 +101,8 @@ pub fn sysdiet_json_via(wrapper: &[&str], args: &[&str], argv: &[&str], env: &[(
         .output()
         .unwrap();
     let text = std::fs::read_to_string(&json).unwrap_or_else(|e| panic!("no JSON from sysdiet ({e}): {}", String::from_utf8_lossy(&out.stderr)));
-    (serde_json::from_str(&text).expect("valid JSON"), out)
+    let doc = serde_json::from_str(&text).unwrap_or_else(|e| panic!("no valid JSON from sysdiet ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    (doc, out)
 }
 
 pub fn counts_of(doc: &serde_json::Value) -> Counts {

@@ -52,7 +52,7 @@ impl Ticks {
         let mut events = Vec::new();
         for cpu in perf::online_cpus() {
             let fd = perf::open(&attr, -1, cpu).map_err(|e| match e.raw_os_error() {
-                Some(libc::EACCES) | Some(libc::EPERM) => Error::NoBpfRights,
+                Some(libc::EACCES) | Some(libc::EPERM) => perf::refused("CPU-time ticks"),
                 _ => Error::Bpf(format!("perf_event_open (CPU-time ticks, CPU {cpu}): {e}")),
             })?;
             // The event counts from its open; the ioctl works on every
