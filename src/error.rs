@@ -37,7 +37,7 @@ pub enum Error {
     #[error("no rights to load BPF programs: sysdiet needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN); run it as root or with sudo")]
     NoBpfRights,
 
-    #[error("the kernel refused sysdiet's perf events ({what}): kernel.perf_event_paranoid is {level}, at which Debian's kernels open them for CAP_SYS_ADMIN only; run it as root with every capability, or `sysctl kernel.perf_event_paranoid=2`")]
+    #[error("the kernel refused sysdiet's perf events ({what}): kernel.perf_event_paranoid is {level}, at which Debian's kernels open them for CAP_SYS_ADMIN only; run it as root with every capability, or `sysctl kernel.perf_event_paranoid=2`, or (run, attach) count with none: `--no-stacks --latency`")]
     PerfEventsRestricted { what: &'static str, level: i32 },
 
     #[error("this kernel has no BTF ({0} is missing): sysdiet's BPF tracer needs a kernel built with CONFIG_DEBUG_INFO_BTF=y")]
