@@ -42,6 +42,16 @@ pub struct Collected {
     pub unread: Option<String>,
 }
 
+impl Collected {
+    /// An error if records were left unread: counts read so would be short.
+    pub fn whole(&self) -> Result<()> {
+        match &self.unread {
+            Some(why) => Err(Error::Bpf(format!("exit records left unread: {why}"))),
+            None => Ok(()),
+        }
+    }
+}
+
 /// The kernel tables the reader empties of ended processes' entries.
 pub struct SweepMaps {
     pub args: MapHandle,

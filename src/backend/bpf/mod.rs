@@ -499,9 +499,7 @@ impl BpfTracer {
             live = readout::live_threads(&self.tables, self.variant);
         }
         let collected = exits.map(|e| e.finish()).unwrap_or_default();
-        if let Some(why) = &collected.unread {
-            return Err(Error::Bpf(format!("exit records left unread: {why}")));
-        }
+        collected.whole()?;
         let tick_ns = self.tick_ns();
         let arg_keys = readout::logged_arg_keys(&self.tables);
         readout::file_into(&self.tables, &mut self.names, tick_ns, out, collected, live, arg_keys)
@@ -584,9 +582,7 @@ impl BpfTracer {
             e.started()?;
         }
         let collected = self.exits.as_ref().map(|e| e.snapshot()).unwrap_or_default();
-        if let Some(why) = &collected.unread {
-            return Err(Error::Bpf(format!("exit records left unread: {why}")));
-        }
+        collected.whole()?;
         let live = readout::live_threads(&self.tables, self.variant);
         let tick_ns = self.tick_ns();
         // Counting on: keys are being logged, so the table is walked.
