@@ -362,51 +362,80 @@ static __always_inline bool word_counts(struct call *c)
 	return c->kind != ARG_FD_IO && !c->ns;
 }
 
+/* Every slot a key may take holds another key's word (no word is 1: a
+ * fingerprint sets bit 32). */
+#define OTHER_KEYS 1ULL
+
+/* Sets slot `i`'s word to `mine` if it is free: the word found there
+ * (0: taken, now `mine`). */
+static __always_inline __u64 take_free(__u64 *f, __u32 i, __u64 mine)
+{
+	__u64 word = *(volatile __u64 *)f;
+
+	if (word)
+		return word;
+	word = __sync_val_compare_and_swap(f, 0, mine);
+	if (!word && first_slots_taken < FIRST_SLOTS_LOGGED)
+		log_first_slot(i);
+	return word;
+}
+
 /* Looks `k` up in first_calls, taking a free slot for a new key; for a
  * second sighting, `*first` is the first call's word; `*slot` is the
- * key's slot and `*word_at` its word, when it has one. The key's hash has
- * the process's start time in it, so that a reused pid is a new key. A
- * slot and a fingerprint are 51 bits of the hash: two keys of a 200,000-path
- * walk share both about once in 50,000 runs (and paths are keyed by a
- * 64-bit hash to begin with). */
+ * key's slot and `*word_at` its word, when it has one.
+ * A key's slot is in one line of its group's region (the process, the
+ * syscall, the fd: a walk's names share one), the first of the line's
+ * FIRST_WAYS that is free or its own; a full line sends it to one slot
+ * anywhere. So a walk's keys, each back once per directory, are a few
+ * pages and lines, not one of each per key (docs/overhead.md).
+ * The key's hash has the process's start time in it, so that a reused pid
+ * is a new key. Keys that share a line or a slot are told apart by 31
+ * bits of it: two keys of a 200,000-path walk are taken for one about
+ * once in 100,000 runs (and paths are keyed by a 64-bit hash to begin
+ * with). */
 static __always_inline int first_sighting(struct task_state *ts, struct call *c, struct arg_key *k, __u64 *first,
 					  __u32 *slot, __u64 **word_at)
 {
-	__u64 h, ours, word, mine, seen, *f;
-	__u32 i;
+	__u64 g, h, ours, word = 0, mine, seen, *f = 0;
+	__u32 i = 0, j, line;
 
 	if (!ts->leader_start)
 		ts->leader_start = BPF_CORE_READ(bpf_get_current_task_btf(), group_leader, start_time);
-	h = k->path_hash ^ ((__u64)k->fd * 0x9E3779B97F4A7C15ULL) ^
-	    (((__u64)k->nr << 32 | k->tgid) * 0xC2B2AE3D27D4EB4FULL) ^
+	g = ((__u64)k->fd * 0x9E3779B97F4A7C15ULL) ^ (((__u64)k->nr << 32 | k->tgid) * 0xC2B2AE3D27D4EB4FULL) ^
 	    (ts->leader_start * 0x165667B19E3779F9ULL);
+	g ^= g >> 31;
+	g *= 0x94D049BB133111EBULL;
+	g ^= g >> 29;
+	h = k->path_hash ^ g;
 	h ^= h >> 29;
 	h *= 0xBF58476D1CE4E5B9ULL;
 	h ^= h >> 32;
-	i = h & (FIRST_SLOTS - 1);
-	f = bpf_map_lookup_elem(&first_calls, &i);
-	if (!f)
+	ours = (h & 0xFFFFFFFF00000000ULL) | (1ULL << 32); /* never 0 */
+	if (c->ns > FIRST_NS_MAX)
+		mine = ours | FIRST_PROMOTED;
+	else
+		mine = ours | c->ns << 12 | (c->failed ? FIRST_FAILED : 0) | (__u64)(c->ret_bucket & 31) << 5 |
+		       (c->req_bucket & 31);
+	line = (g & (FIRST_SLOTS - 1) & ~(FIRST_REGION_SLOTS - 1)) | (h & (FIRST_REGION_SLOTS / FIRST_WAYS - 1)) * FIRST_WAYS;
+	for (j = 0; j < FIRST_WAYS + 1; j++) {
+		/* The last way: the key's one slot outside its region. */
+		i = j < FIRST_WAYS ? line + j : h & (FIRST_SLOTS - 1);
+		f = bpf_map_lookup_elem(&first_calls, &i);
+		if (!f)
+			return SIGHTING_UNKNOWN;
+		word = take_free(f, i, mine);
+		if (!word)
+			break;
+		if ((word & 0xFFFFFFFF00000000ULL) == ours)
+			break;
+		word = OTHER_KEYS;
+	}
+	if (word == OTHER_KEYS)
 		return SIGHTING_UNKNOWN;
 	*slot = i;
 	*word_at = f;
-	ours = (h & 0xFFFFFFFF00000000ULL) | (1ULL << 32); /* never 0 */
-	word = *(volatile __u64 *)f;
-	if (!word) {
-		if (c->ns > FIRST_NS_MAX)
-			mine = ours | FIRST_PROMOTED;
-		else
-			mine = ours | c->ns << 12 | (c->failed ? FIRST_FAILED : 0) |
-			       (__u64)(c->ret_bucket & 31) << 5 | (c->req_bucket & 31);
-		word = __sync_val_compare_and_swap(f, 0, mine);
-		if (!word) {
-			if (first_slots_taken < FIRST_SLOTS_LOGGED)
-				log_first_slot(i);
-			return mine & FIRST_PROMOTED ? SIGHTING_LONG : SIGHTING_FIRST;
-		}
-		/* Another thread took it first: for this key, or another. */
-	}
-	if ((word & 0xFFFFFFFF00000000ULL) != ours)
-		return SIGHTING_UNKNOWN;
+	if (!word)
+		return mine & FIRST_PROMOTED ? SIGHTING_LONG : SIGHTING_FIRST;
 	if (word & FIRST_PROMOTED)
 		return (word & FIRST_WORD_COUNTING) && word_counts(c) ? SIGHTING_WORD : SIGHTING_REPEATED;
 	/* Promoted with its facts cleared: the bits they held count calls
