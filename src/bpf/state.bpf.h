@@ -141,7 +141,7 @@ __u64 arg_keys_made = 0;
  * with no lookup of arg_stats. */
 #define FIRST_SLOTS (1 << 20)
 #define FIRST_REGION_SLOTS 2048 /* a group's region: 16 KiB */
-#define FIRST_WAYS 8            /* slots of a line: 64 bytes */
+#define FIRST_WAYS 4            /* slots of a line: 32 bytes */
 
 /* The first FIRST_SLOTS_LOGGED slots taken in first_calls, and how many
  * were taken in all (past the log's end, at least FIRST_SLOTS_LOGGED + 1):
