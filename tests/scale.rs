@@ -180,6 +180,29 @@ fn paths_under<'a>(doc: &'a serde_json::Value, prefix: &str) -> Vec<&'a serde_js
     doc["arguments"].as_array().unwrap().iter().filter(|a| a["argument"]["path"].as_str().is_some_and(|p| p.starts_with(prefix))).collect()
 }
 
+/// A key's first call too long for its first-sighting word (a FIFO's open
+/// waits 100 ms for its writer; --latency measures it) is one-shot like
+/// any key seen once: summarised, not a row of one call.
+#[test]
+fn a_long_first_call_of_a_key_seen_once_is_one_shot() {
+    if skip_without_bpf() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let fifo = fifo.to_str().unwrap();
+    let script = format!("mkfifo {fifo}; (sleep 0.1; echo a > {fifo}) & exec cat {fifo}");
+    let (doc, out) = sysdiet_json(&["--latency", "--no-stacks"], &["sh", "-c", &script]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    lost_nothing(&doc);
+    let rows = paths_under(&doc, fifo);
+    assert!(rows.is_empty(), "each process opens it once: {rows:?}");
+    // The premise, not a speed: cat's open waited out the writer's sleep,
+    // far past what a first-sighting word holds (~1 ms).
+    let once = doc["one_shot"].as_array().unwrap().iter().find(|o| o["syscall"] == "openat").expect("one-shot opens");
+    assert!(once["total_ns"].as_u64().unwrap() >= 1_048_575, "{once}");
+}
+
 /// Four threads walk the same 20,000 paths at once: every first sighting
 /// races with the others' second, and each path still counts exactly 4.
 #[test]
@@ -253,8 +276,9 @@ fn paths_counted_in_their_word_count_exactly() {
 }
 
 /// A key's first call too long to be kept with its first sighting (a FIFO's
-/// open waits ~20 ms for its writer; --latency measures it) is counted
-/// with the key from the start: bash opens the FIFO twice, one row of 2.
+/// open waits ~20 ms for its writer; --latency measures it) is kept in the
+/// argument table's own first sighting, and its second call finds it
+/// there: bash opens the FIFO twice, one row of 2.
 #[test]
 fn a_long_first_call_stays_with_its_key() {
     if skip_without_bpf() {

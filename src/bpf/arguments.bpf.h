@@ -259,6 +259,11 @@ static __always_inline void send_path(__u64 hash)
 #define FIRST_FAILED ((__u64)FIRST_WORD_COUNTING)
 #define FIRST_PROMOTED ((__u64)FIRST_WORD_PROMOTED)
 #define FIRST_NS_MAX 0xFFFFFULL /* 20 bits: a 4-tick call, or ~1 ms measured */
+/* A first call too long for its word (FIRST_NS_MAX and more) leaves this
+ * in the word's ns bits instead: its facts went to an arg_stats entry of
+ * its own (`once`), as when the key has no slot, and so do its key's later
+ * calls. Seen once, such a key is one-shot like any other. */
+#define FIRST_NS_ELSEWHERE (FIRST_NS_MAX << 12)
 
 /* Logs slot `i` just taken in first_calls (FIRST_SLOTS_LOGGED), as
  * log_made_key logs a key: an index lost to other CPUs makes the count
@@ -287,9 +292,8 @@ enum sighting {
 	SIGHTING_FIRST,    /* its first call: now in a slot of its own */
 	SIGHTING_SECOND,   /* its second: the first call's facts are handed over */
 	SIGHTING_REPEATED, /* promoted already: its counts are in arg_stats */
-	SIGHTING_LONG,     /* its first call, too long for the word: counted
-			      exactly from the start, as if seen before */
-	SIGHTING_UNKNOWN,  /* its slot is another key's: ask arg_stats */
+	SIGHTING_UNKNOWN,  /* no slot of its own, or its first call was too
+			      long for the word: ask arg_stats */
 	SIGHTING_COUNTED,  /* found promoted in arg_stats */
 	SIGHTING_WORD,     /* promoted, and its word counts a call like this */
 };
@@ -411,8 +415,8 @@ static __always_inline int first_sighting(struct task_state *ts, struct call *c,
 	h *= 0xBF58476D1CE4E5B9ULL;
 	h ^= h >> 32;
 	ours = (h & 0xFFFFFFFF00000000ULL) | (1ULL << 32); /* never 0 */
-	if (c->ns > FIRST_NS_MAX)
-		mine = ours | FIRST_PROMOTED;
+	if (c->ns >= FIRST_NS_MAX)
+		mine = ours | FIRST_NS_ELSEWHERE;
 	else
 		mine = ours | c->ns << 12 | (c->failed ? FIRST_FAILED : 0) | (__u64)(c->ret_bucket & 31) << 5 |
 		       (c->req_bucket & 31);
@@ -435,9 +439,11 @@ static __always_inline int first_sighting(struct task_state *ts, struct call *c,
 	*slot = i;
 	*word_at = f;
 	if (!word)
-		return mine & FIRST_PROMOTED ? SIGHTING_LONG : SIGHTING_FIRST;
+		return (mine & FIRST_NS_ELSEWHERE) == FIRST_NS_ELSEWHERE ? SIGHTING_UNKNOWN : SIGHTING_FIRST;
 	if (word & FIRST_PROMOTED)
 		return (word & FIRST_WORD_COUNTING) && word_counts(c) ? SIGHTING_WORD : SIGHTING_REPEATED;
+	if ((word & FIRST_NS_ELSEWHERE) == FIRST_NS_ELSEWHERE)
+		return SIGHTING_UNKNOWN;
 	/* Promoted with its facts cleared: the bits they held count calls
 	 * once the entry names the word. Only promotion changes a word that
 	 * is set, so a swap that fails lost to another promoter. */
@@ -634,15 +640,6 @@ static __always_inline bool miss(struct task_state *ts, struct call *c, struct a
 		if (first_ns)
 			__sync_fetch_and_add(&v->ns, first_ns);
 		promote(ts, c, &k, true, first_failed, first_ns, first & 31, (first >> 5) & 31);
-		start_word(v, c, slot, word);
-		break;
-	case SIGHTING_LONG:
-		v = entry_or_make(&k, legacy);
-		if (!v) {
-			count_lost(LOST_ARG_TABLE_FULL, 1);
-			return false;
-		}
-		promote(ts, c, &k, false, 0, 0, 0, 0);
 		start_word(v, c, slot, word);
 		break;
 	case SIGHTING_REPEATED:
