@@ -367,7 +367,7 @@ static __always_inline bool word_counts(struct call *c)
 }
 
 /* Every slot a key may take holds another key's word (no word is 1: a
- * fingerprint sets bit 32). */
+ * fingerprint is never 0). */
 #define OTHER_KEYS 1ULL
 
 /* Sets slot `i`'s word to `mine` if it is free: the word found there
@@ -393,10 +393,11 @@ static __always_inline __u64 take_free(__u64 *f, __u32 i, __u64 mine)
  * anywhere. So a walk's keys, each back once per directory, are a few
  * pages and lines, not one of each per key (docs/overhead.md).
  * The key's hash has the process's start time in it, so that a reused pid
- * is a new key. Keys that share a line or a slot are told apart by 31
- * bits of it: two keys of a 200,000-path walk are taken for one about
- * once in 100,000 runs (and paths are keyed by a 64-bit hash to begin
- * with). */
+ * is a new key. Keys that share a line or a slot are told apart by 32
+ * bits of it, and a key whose line is full compares itself with each of
+ * its ways: a walk of 200,000 new paths takes two of them for one (one
+ * call counted under the other's path; the syscall's count stays exact)
+ * about once in 5,000 runs, a walk of 1,000 names once in millions. */
 static __always_inline int first_sighting(struct task_state *ts, struct call *c, struct arg_key *k, __u64 *first,
 					  __u32 *slot, __u64 **word_at)
 {
@@ -414,7 +415,9 @@ static __always_inline int first_sighting(struct task_state *ts, struct call *c,
 	h ^= h >> 29;
 	h *= 0xBF58476D1CE4E5B9ULL;
 	h ^= h >> 32;
-	ours = (h & 0xFFFFFFFF00000000ULL) | (1ULL << 32); /* never 0 */
+	/* Never 0 (a free slot), and all 32 bits of the hash otherwise. */
+	ours = h & 0xFFFFFFFF00000000ULL;
+	ours |= is_zero(ours) << 32;
 	if (c->ns >= FIRST_NS_MAX)
 		mine = ours | FIRST_NS_ELSEWHERE;
 	else
