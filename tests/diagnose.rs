@@ -1030,10 +1030,12 @@ fn a_pid_per_python_log_record() {
     assert!(!fixes(w).contains("MemoryHandler"), "{w}");
 }
 
-/// Debian's ruby logging 5,000 records with its Logger to a file it names:
+/// Debian's ruby logging 20,000 records with its Logger to a file it names:
 /// a getpid per record (its formatter) and a write per record (the file
 /// opened with sync = true), each with Ruby's own remedy. A formatter
-/// without the pid on an IO of its own: neither.
+/// without the pid on an IO of its own: neither. With --all: the writes
+/// are 4 to 9% of the run's wall time alone, near 1% (a small finding)
+/// when other work holds both CPUs, which this test is not about.
 #[test]
 fn a_pid_per_ruby_log_record() {
     if skip_without_bpf() {
@@ -1041,21 +1043,22 @@ fn a_pid_per_ruby_log_record() {
     }
     let ruby = which("ruby").expect("ruby is installed (make deps installs it)");
     let dir = tempfile::tempdir().unwrap();
-    let each = "require 'logger'\nlog = Logger.new('app.log')\n5000.times { |i| log.info(\"request #{i} served\") }\n";
+    let each = "require 'logger'\nlog = Logger.new('app.log')\n20000.times { |i| log.info(\"request #{i} served\") }\n";
     let kept = "require 'logger'\nio = File.open('app.log', 'a')\nlog = Logger.new(io)\n\
-                log.formatter = proc { |sev, time, prog, msg| \"#{sev} #{msg}\\n\" }\n5000.times { |i| log.info(\"request #{i} served\") }\nio.close\n";
+                log.formatter = proc { |sev, time, prog, msg| \"#{sev} #{msg}\\n\" }\n20000.times { |i| log.info(\"request #{i} served\") }\nio.close\n";
     std::fs::write(dir.path().join("each.rb"), each).unwrap();
     std::fs::write(dir.path().join("kept.rb"), kept).unwrap();
-    let f = findings_in(dir.path(), &[ruby.to_str().unwrap(), "each.rb"], &[]);
+    let f = findings_in_with(&["--all"], dir.path(), &[ruby.to_str().unwrap(), "each.rb"], &[]);
     let i = only(&f, "identity-calls");
-    assert!(i["why"].as_str().unwrap().starts_with("a getpid for about every write (5,0"), "{i}");
+    assert!(i["why"].as_str().unwrap().starts_with("a getpid for about every write (20,0"), "{i}");
     assert!(fixes(i).contains("Ruby's Logger stamps every record with Process.pid"), "{i}");
     let w = only(&f, "flush-per-record");
     // (and the header line Logger writes into a file it creates)
-    assert!(w["what"].as_str().unwrap().starts_with("5,001 × write("), "{w}");
+    assert!(w["what"].as_str().unwrap().starts_with("20,001 × write("), "{w}");
     assert!(fixes(w).contains("sync = true"), "{w}");
-    let f = findings_in(dir.path(), &[ruby.to_str().unwrap(), "kept.rb"], &[]);
-    assert!(!ids(&f).contains(&"identity-calls") && !ids(&f).contains(&"flush-per-record"), "{:?}", ids(&f));
+    let f = findings_in_with(&["--all"], dir.path(), &[ruby.to_str().unwrap(), "kept.rb"], &[]);
+    let per_record = |x: &&Value| x["id"] == "identity-calls" && x["why"].as_str().unwrap().starts_with("a getpid for about every write");
+    assert!(!f.iter().any(|x| per_record(&x)) && !ids(&f).contains(&"flush-per-record"), "{:?}", ids(&f));
 }
 
 /// Debian's python3 asking for its container's memory limit (a cgroup
