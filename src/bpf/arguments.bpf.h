@@ -497,21 +497,20 @@ static __always_inline void count_in_word(__u64 *word, struct call *c, struct ar
 }
 
 /* A key counted exactly from now on (the caller counts this call). A
- * first call that was summarised (seen: its facts) leaves the summary and
+ * first call that was summarised (its facts: errors, ns, sizes) leaves the summary and
  * starts the key's byte histogram; the key's string is sent. */
-static __always_inline void promote(struct task_state *ts, struct call *c, struct arg_key *k, bool seen,
-				    __u64 errors, __u64 ns, __u8 requested, __u8 returned)
+static __always_inline void promote(struct task_state *ts, struct call *c, struct arg_key *k, __u64 errors,
+				    __u64 ns, __u8 requested, __u8 returned)
 {
-	if (seen)
-		summarise_once(c, -1, -(__s64)errors, -(__s64)ns);
+	summarise_once(c, -1, -(__s64)errors, -(__s64)ns);
 	if (c->kind == ARG_FD_IO) {
 		struct io_hist *h;
 
 		/* Later calls' sizes are added at their slot's flush. */
 		h = bpf_map_lookup_or_try_init(&io_hists, k, &zero_hist);
-		if (!h && seen)
+		if (!h)
 			count_lost(LOST_HIST_TABLE_FULL, 1);
-		if (h && seen) {
+		if (h) {
 			h->requested[requested & (HIST_BUCKETS - 1)]++;
 			h->returned[returned & (HIST_BUCKETS - 1)]++;
 		}
@@ -642,7 +641,7 @@ static __always_inline bool miss(struct task_state *ts, struct call *c, struct a
 			__sync_fetch_and_add(&v->errors, 1);
 		if (first_ns)
 			__sync_fetch_and_add(&v->ns, first_ns);
-		promote(ts, c, &k, true, first_failed, first_ns, first & 31, (first >> 5) & 31);
+		promote(ts, c, &k, first_failed, first_ns, first & 31, (first >> 5) & 31);
 		start_word(v, c, slot, word);
 		break;
 	case SIGHTING_REPEATED:
@@ -670,7 +669,7 @@ static __always_inline bool miss(struct task_state *ts, struct call *c, struct a
 				if (!err && keep_every_key) {
 					v = bpf_map_lookup_elem(&arg_stats, &k);
 					if (v && claim_promotion(v, &k, legacy))
-						promote(ts, c, &k, true, v->errors, v->ns, v->requested, v->returned);
+						promote(ts, c, &k, v->errors, v->ns, v->requested, v->returned);
 				}
 				return false;
 			}
@@ -681,7 +680,7 @@ static __always_inline bool miss(struct task_state *ts, struct call *c, struct a
 		/* Seen before. The one that clears `once` promotes the key: its
 		 * first call leaves the summary for the key's own counts. */
 		if (claim_promotion(v, &k, legacy))
-			promote(ts, c, &k, true, v->errors, v->ns, v->requested, v->returned);
+			promote(ts, c, &k, v->errors, v->ns, v->requested, v->returned);
 		break;
 	}
 	if (takes_slot(s, c))
