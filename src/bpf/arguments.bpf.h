@@ -702,7 +702,7 @@ static __noinline bool argument_miss_legacy(struct task_state *ts, struct call *
 
 static __always_inline void count_argument(struct task_state *ts, struct call *c, const bool legacy)
 {
-	__u64 h = key_hash(c);
+	__u64 h = forget(ts, key_hash(c));
 	struct arg_slot *s = &ts->slots[(h ^ (h >> 32) ^ (h >> 17)) & (ARG_SLOTS - 1)];
 
 	if (!(s->used && s->nr == c->nr && s->fd == c->fd && s->path_hash == c->path_hash)) {

@@ -299,6 +299,18 @@ static __always_inline bool path_goes_on(const char *p)
 	return c != 0;
 }
 
+/* `v`, read back from the thread's storage: the verifier then knows only
+ * its type, not its value. A constant it knew (a syscall's argument kind,
+ * a brk class) would otherwise split its walk of everything after, once
+ * per value, wherever the value reaches an index or a predictable branch:
+ * a store and a load instead of hundreds of instructions verified again
+ * at every load. */
+static __always_inline __u64 forget(struct task_state *ts, __u64 v)
+{
+	ts->forgotten = v;
+	return *(volatile __u64 *)&ts->forgotten;
+}
+
 static const struct task_state empty_state;
 static const struct tick_count no_ticks;
 

@@ -105,7 +105,8 @@ static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool
 	case ARG_NONE:
 		break;
 	case ARG_SIGMASK: {
-		__u32 cls = classify_mask(ts, t, regs, ret, legacy);
+		/* One walk on, not one per class. */
+		__u32 cls = forget(ts, classify_mask(ts, t, regs, ret, legacy));
 
 		if (cls < MASK_CLASSES)
 			ts->mask_calls[cls]++;
@@ -170,7 +171,9 @@ static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool
 			c.fd = TIMEOUT_RAN_OUT;
 		break;
 	}
-	/* One call site: each inlined copy would be verified on its own. */
+	/* One call site: each inlined copy would be verified on its own;
+	 * and one walk of it, not one per kind. */
+	c.kind = forget(ts, c.kind);
 	if (c.kind != ARG_NONE)
 		count_argument(ts, &c, legacy);
 	if (sample_stacks)

@@ -216,6 +216,7 @@ struct task_state {
 	__u64 leader_start; /* its process leader's start_time, read once: in
 			       first sightings' hashes, so that a reused pid
 			       is a new process */
+	__u64 forgotten; /* a value stored and read back (forget(), state.bpf.h) */
 	/* stack sampling: a sample every `gap` calls on average */
 	__u32 sample_left;
 	__u32 sample_gap;
