@@ -214,9 +214,18 @@ __noinline int flush_slot(__u32 tgid, struct arg_slot *s)
 	return flush(tgid, s, false);
 }
 
-static __noinline int flush_slot_legacy(__u32 tgid, struct arg_slot *s)
+/* The same on legacy kernels, which take no pointer argument of a global
+ * function (before 5.12): the slot is found again by the thread and its
+ * index. A static function would be verified again at each call. */
+__noinline int flush_slot_legacy(__u32 tgid, __u32 index)
 {
-	return flush(tgid, s, true);
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct task_state *ts = bpf_map_lookup_elem(&thread_states, &tid);
+
+	/* Never NULL: the caller, this thread's syscall, holds the state. */
+	if (!ts)
+		return 0;
+	return flush(tgid, &ts->slots[index & (ARG_SLOTS - 1)], true);
 }
 
 static __always_inline void summarise_once(struct call *c, __s64 keys, __s64 errors, __s64 ns)
@@ -703,13 +712,14 @@ static __noinline bool argument_miss_legacy(struct task_state *ts, struct call *
 static __always_inline void count_argument(struct task_state *ts, struct call *c, const bool legacy)
 {
 	__u64 h = forget(ts, key_hash(c));
-	struct arg_slot *s = &ts->slots[(h ^ (h >> 32) ^ (h >> 17)) & (ARG_SLOTS - 1)];
+	__u32 index = (h ^ (h >> 32) ^ (h >> 17)) & (ARG_SLOTS - 1);
+	struct arg_slot *s = &ts->slots[index];
 
 	if (!(s->used && s->nr == c->nr && s->fd == c->fd && s->path_hash == c->path_hash)) {
 		if (!(legacy ? argument_miss_legacy(ts, c, s) : argument_miss(ts, c, s)))
 			return;
 		/* A repeated key: it takes the slot, with this call. */
-		legacy ? flush_slot_legacy(ts->tgid, s) : flush_slot(ts->tgid, s);
+		legacy ? flush_slot_legacy(ts->tgid, index) : flush_slot(ts->tgid, s);
 		s->used = 1;
 		s->nr = c->nr;
 		s->fd = c->fd;
@@ -723,7 +733,7 @@ static __always_inline void count_argument(struct task_state *ts, struct call *c
 		s->returned[c->ret_bucket & (HIST_BUCKETS - 1)]++;
 	}
 	if (s->calls >= SLOT_FLUSH_AT)
-		legacy ? flush_slot_legacy(ts->tgid, s) : flush_slot(ts->tgid, s);
+		legacy ? flush_slot_legacy(ts->tgid, index) : flush_slot(ts->tgid, s);
 }
 
 #endif
