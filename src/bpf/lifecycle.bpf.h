@@ -115,8 +115,11 @@ static long send_slot(__u32 idx, struct exit_ctx *x)
 	return 0;
 }
 
-/* Copies one syscall's counts into the record, packed. */
-static long pack_entry(__u32 i, struct exit_ctx *x)
+/* Copies one syscall's counts into the record, packed. A legacy kernel
+ * walks its loop's 512 turns one by one: there the entry is written
+ * whether the syscall was called or not, and kept only if it was, with no
+ * branch to walk twice a turn. */
+static __always_inline long pack(__u32 i, struct exit_ctx *x, const bool legacy)
 {
 	struct exit_record *rec = x->rec;
 	struct sys_val *v;
@@ -128,13 +131,19 @@ static long pack_entry(__u32 i, struct exit_ctx *x)
 	if (nr >= MAX_SYSCALLS || n >= MAX_SYSCALLS)
 		return 1;
 	v = &x->ts->stats[nr];
-	if (!v->calls)
+	if (!legacy && !v->calls)
 		return 0;
 	rec->e[n].nr = nr;
 	rec->e[n].v = *v;
-	rec->entries = n + 1;
+	rec->entries = n + (is_zero(v->calls) ^ 1);
 	x->calls += v->calls;
 	return 0;
+}
+
+/* pack() as bpf_loop calls it. */
+static long pack_entry(__u32 i, struct exit_ctx *x)
+{
+	return pack(i, x, false);
 }
 
 /* The syscall an exiting task is in, by its saved user registers: exit
@@ -156,7 +165,10 @@ static __always_inline int send_exit(struct task_struct *p, const bool legacy)
 	struct exit_ctx x = { .tid = p->pid };
 	struct task_state *ts = state_of(p, x.tid, false, legacy);
 	struct exit_record *rec;
-	__u32 zero = 0, size, n, i;
+	__u32 zero = 0, i;
+	/* 64-bit: checked, the size is what the ring's output is given, not a
+	 * copy cut to 32 bits whose bound the verifier does not learn. */
+	__u64 size, n;
 	long nr;
 
 	if (!ts || ts->exited)
@@ -197,7 +209,7 @@ static __always_inline int send_exit(struct task_struct *p, const bool legacy)
 		bpf_loop(MAX_SYSCALLS, pack_entry, &x, 0);
 	else
 		for (i = 0; i < MAX_SYSCALLS; i++)
-			if (pack_entry(i, &x))
+			if (pack(i, &x, true))
 				break;
 	n = rec->entries;
 	if (n > MAX_SYSCALLS)
