@@ -219,8 +219,8 @@ __noinline int flush_slot(__u32 tgid, struct arg_slot *s)
  * index. A static function would be verified again at each call. */
 __noinline int flush_slot_legacy(__u32 tgid, __u32 index)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct task_state *ts = bpf_map_lookup_elem(&thread_states, &tid);
+	/* A legacy state is found by its tid alone (no task is read). */
+	struct task_state *ts = state_of(0, legacy_tid(true), false, true);
 
 	/* Never NULL: the caller, this thread's syscall, holds the state. */
 	if (!ts)
