@@ -398,20 +398,22 @@ static __always_inline __u64 take_free(__u64 *f, __u32 i, __u64 mine)
  * key's slot and `*word_at` its word, when it has one.
  * A key's slot is in one line of its group's region (the process, the
  * syscall, the fd: a walk's names share one), the first of the line's
- * FIRST_WAYS that is free or its own; a full line sends it to one slot
- * anywhere. So a walk's keys, each back once per directory, are a few
- * pages and lines, not one of each per key (docs/overhead.md).
+ * FIRST_WAYS that is free or its own; a full line sends it to a line of
+ * the group's wide region, then to one slot anywhere. So a walk's keys,
+ * each back once per directory, are a few pages and lines, not one of
+ * each per key, and a walk of new paths writes its words into 2 MiB,
+ * not 8 (docs/overhead.md).
  * The key's hash has the process's start time in it, so that a reused pid
  * is a new key. Keys that share a line or a slot are told apart by 32
  * bits of it, and a key whose line is full compares itself with each of
  * its ways: a walk of 200,000 new paths takes two of them for one (one
  * call counted under the other's path; the syscall's count stays exact)
- * about once in 5,000 runs, a walk of 1,000 names once in millions. */
+ * about once in 4,000 runs, a walk of 1,000 names once in millions. */
 static __always_inline int first_sighting(struct task_state *ts, struct call *c, struct arg_key *k, __u64 *first,
 					  __u32 *slot, __u64 **word_at)
 {
 	__u64 g, h, ours, word = 0, mine, seen, *f = 0;
-	__u32 i = 0, j, line;
+	__u32 i = 0, j, line, wide;
 
 	if (!ts->leader_start)
 		ts->leader_start = BPF_CORE_READ(bpf_get_current_task_btf(), group_leader, start_time);
@@ -433,9 +435,11 @@ static __always_inline int first_sighting(struct task_state *ts, struct call *c,
 		mine = ours | c->ns << 12 | (c->failed ? FIRST_FAILED : 0) | (__u64)(c->ret_bucket & 31) << 5 |
 		       (c->req_bucket & 31);
 	line = (g & (FIRST_SLOTS - 1) & ~(FIRST_REGION_SLOTS - 1)) | (h & (FIRST_REGION_SLOTS / FIRST_WAYS - 1)) * FIRST_WAYS;
-	for (j = 0; j < FIRST_WAYS + 1; j++) {
-		/* The last way: the key's one slot outside its region. */
-		i = j < FIRST_WAYS ? line + j : h & (FIRST_SLOTS - 1);
+	wide = (g >> 32 & (FIRST_SLOTS - 1) & ~(FIRST_WIDE_REGION_SLOTS - 1)) |
+	       (h >> 9 & (FIRST_WIDE_REGION_SLOTS / FIRST_WAYS - 1)) * FIRST_WAYS;
+	for (j = 0; j < 2 * FIRST_WAYS + 1; j++) {
+		/* The last way: the key's one slot outside its regions. */
+		i = j < FIRST_WAYS ? line + j : j < 2 * FIRST_WAYS ? wide + j - FIRST_WAYS : h & (FIRST_SLOTS - 1);
 		f = bpf_map_lookup_elem(&first_calls, &i);
 		if (!f)
 			return SIGHTING_UNKNOWN;
