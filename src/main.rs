@@ -146,10 +146,12 @@ fn public_command() -> clap::Command {
 /// program's verified instructions and verification time, and unloads it.
 fn programs(options: BpfOptions, log: Option<&std::path::Path>) -> Result<i32> {
     let started = Instant::now();
-    let tracer = BpfTracer::load(&SyscallSet::default(), options)?;
+    let loaded = BpfTracer::load(&SyscallSet::default(), options);
+    // Written whether or not the load was refused: a refusal's log says why.
     if let Some(path) = log {
         std::fs::write(path, BpfTracer::verifier_log()).map_err(|source| sysdiet::Error::File { path: path.to_path_buf(), source })?;
     }
+    let tracer = loaded?;
     let mut text = format!("loaded and attached in {:.1} ms\n", started.elapsed().as_secs_f64() * 1e3);
     let times: std::collections::HashMap<&str, u64> = tracer.verification_us().iter().map(|(n, us)| (n.as_str(), *us)).collect();
     for (name, insns) in tracer.verified() {

@@ -285,6 +285,26 @@ fn without_bpf_rights_the_message_names_the_capability() {
 }
 
 #[test]
+fn a_refused_load_still_writes_its_log() {
+    if skip_without_bpf() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("verifier.log");
+    let out = std::process::Command::new("setpriv")
+        .args(["--inh-caps=-all", "--bounding-set=-all", "--"])
+        .arg(env!("CARGO_BIN_EXE_sysdiet"))
+        .args(["__programs", "--log"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert!(stderr_of(&out).contains("CAP_BPF"), "{}", stderr_of(&out));
+    let text = std::fs::read_to_string(&log).expect("the log, written after the refusal");
+    assert!(text.contains("libbpf: ") && text.contains("EPERM"), "{text}");
+}
+
+#[test]
 fn without_kernel_btf_the_message_says_so() {
     let out = sysdiet().args(["run", "--backend", "bpf", "--", "true"]).env("SYSDIET_KERNEL_BTF", "/nonexistent/vmlinux").output().unwrap();
     assert_eq!(out.status.code(), Some(1));
