@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::model::TimeKind;
 
 /// How long the ticks stay fine.
-pub const FINE_FOR: Duration = Duration::from_millis(100);
+pub const FINE_FOR: Duration = Duration::from_millis(25);
 /// Fine ticks each tick stands for after FINE_FOR.
 const COARSE_WEIGHT: u64 = 4;
 
