@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, HashMap};
 
 #[derive(Debug, Default)]
 pub struct TraceBuilder {
-    /// (tgid, tid) -> nr -> stats
-    threads: BTreeMap<(u32, u32), BTreeMap<u32, SyscallStats>>,
+    /// (tgid, tid) -> its stats, a row per syscall
+    threads: BTreeMap<(u32, u32), Vec<SyscallStats>>,
     /// (tgid, nr) -> errno name -> count
     errnos: BTreeMap<(u32, u32), BTreeMap<String, u64>>,
     /// tid -> what is known of the task
@@ -59,7 +59,14 @@ pub struct TaskRecord {
 
 impl TraceBuilder {
     pub fn add_syscall(&mut self, tgid: u32, tid: u32, stats: SyscallStats) {
-        self.threads.entry((tgid, tid)).or_default().entry(stats.nr).or_insert_with(|| SyscallStats::new(stats.nr)).merge(&stats);
+        // A thread's rows in a Vec, not a map: each thread comes here once
+        // per syscall it made, and makes a few dozen kinds at most.
+        let rows = self.threads.entry((tgid, tid)).or_default();
+        match rows.iter_mut().find(|r| r.nr == stats.nr) {
+            Some(row) => row.merge(&stats),
+            None if stats.calls > 0 => rows.push(stats),
+            None => rows.push(SyscallStats::new(stats.nr)),
+        }
     }
 
     pub fn add_errno(&mut self, tgid: u32, nr: u32, errno: &str, count: u64) {
@@ -117,7 +124,8 @@ impl TraceBuilder {
     pub fn finish(self, mut run: RunInfo, lost: Lost) -> Trace {
         run.user_cpu_ns += self.user_cpu_ns;
         let mut processes: BTreeMap<u32, Process> = BTreeMap::new();
-        for ((tgid, tid), by_nr) in self.threads {
+        let mut environments = self.environments;
+        for ((tgid, tid), mut syscalls) in self.threads {
             let task = self.tasks.get(&tid);
             let leader = self.tasks.get(&tgid);
             let p = processes.entry(tgid).or_insert_with(|| Process {
@@ -128,10 +136,9 @@ impl TraceBuilder {
                 cgroup: leader.or(task).map_or(0, |t| t.cgroup),
                 executable: leader.or(task).and_then(|t| t.executable.clone()),
                 folded: self.folded.get(&tgid).copied().unwrap_or(0),
-                environment: self.environments.get(&tgid).cloned(),
+                environment: environments.remove(&tgid),
                 ..Default::default()
             });
-            let mut syscalls: Vec<SyscallStats> = by_nr.into_values().collect();
             sort_by_cost(&mut syscalls);
             p.threads.push(Thread { tid, comm: task.map_or_else(String::new, |t| t.comm.clone()), syscalls });
         }

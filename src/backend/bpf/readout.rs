@@ -99,7 +99,7 @@ pub fn file_into(
     names: &mut Names,
     tick_ns: u64,
     out: &mut TraceBuilder,
-    collected: Collected,
+    mut collected: Collected,
     live: Vec<(ThreadCounts, Vec<arg_slot>)>,
     arg_keys: Option<Vec<arg_key>>,
 ) -> Result<Lost> {
@@ -124,6 +124,7 @@ pub fn file_into(
             out.set_environment(pid, env);
         }
     }
+    let detailed = std::mem::take(&mut collected.exited.detailed);
     let (path_of, exited) = (&names.paths, &collected.exited);
     let names = &names.executables;
     // A folded process's counts go to its program's row, as one thread.
@@ -135,7 +136,7 @@ pub fn file_into(
         t
     };
 
-    for t in &exited.detailed {
+    for t in detailed {
         add_thread(out, t, names, tick_ns, &mut lost);
     }
     for (tgid, s) in &exited.detailed_slots {
@@ -149,14 +150,14 @@ pub fn file_into(
     }
     for (counts, slots) in live {
         let tgid = row(counts.tgid).unwrap_or(counts.tgid);
-        add_thread(out, &placed(counts), names, tick_ns, &mut lost);
+        add_thread(out, placed(counts), names, tick_ns, &mut lost);
         for s in &slots {
             out.add_argument(slot_stats(tgid, s, path_of));
         }
     }
     for r in collected.late.into_iter().filter(|r| !live_tids.contains(&r.tid())) {
         match r {
-            Record::Thread(t) => add_thread(out, &placed(t), names, tick_ns, &mut lost),
+            Record::Thread(t) => add_thread(out, placed(t), names, tick_ns, &mut lost),
             Record::Slot(tgid, _, s) => out.add_argument(slot_stats(row(tgid).unwrap_or(tgid), &s, path_of)),
             Record::Path(..) | Record::Exec { .. } => {}
         }
@@ -270,7 +271,7 @@ fn add_fold(out: &mut TraceBuilder, f: &Fold, names: &ExeNames, tick_ns: u64, pa
         errnos_lost: f.errnos_lost,
         user_ticks: f.user_ticks,
     };
-    add_thread(out, &t, names, tick_ns, lost);
+    add_thread(out, t, names, tick_ns, lost);
     out.set_folded(f.row, f.processes);
     for (&(nr, fd, hash), a) in &f.args {
         let hist = |b: &[u64]| Histogram::from_buckets(b.to_vec());
@@ -291,9 +292,9 @@ fn arg_entry(k: &arg_key, v: &arg_val, hist: Option<&io_hist>, pid: u32, path_of
     }
 }
 
-fn add_thread(out: &mut TraceBuilder, t: &ThreadCounts, names: &ExeNames, tick_ns: u64, lost: &mut Lost) {
-    for s in &t.stats {
-        out.add_syscall(t.tgid, t.tid, s.clone());
+fn add_thread(out: &mut TraceBuilder, t: ThreadCounts, names: &ExeNames, tick_ns: u64, lost: &mut Lost) {
+    for s in t.stats {
+        out.add_syscall(t.tgid, t.tid, s);
     }
     for (class, &n) in t.mask_calls.iter().enumerate().filter(|(_, n)| **n > 0) {
         out.add_argument(mask_stats(t.tgid, class as i64, n));
@@ -305,7 +306,7 @@ fn add_thread(out: &mut TraceBuilder, t: &ThreadCounts, names: &ExeNames, tick_n
     out.add_user_cpu(t.user_ticks * tick_ns);
     out.add_task(
         t.tid,
-        TaskRecord { tgid: t.tgid, ppid: t.ppid, comm: t.comm.clone(), exit: t.exit, cgroup: t.cgroup, executable: names.get(&t.exe).cloned() },
+        TaskRecord { tgid: t.tgid, ppid: t.ppid, comm: t.comm, exit: t.exit, cgroup: t.cgroup, executable: names.get(&t.exe).cloned() },
     );
 }
 
