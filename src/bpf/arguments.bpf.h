@@ -405,8 +405,8 @@ static __always_inline __u64 take_free(__u64 *f, __u32 i, __u64 mine)
  * not 8 (docs/overhead.md).
  * The key's hash has the process's start time in it, so that a reused pid
  * is a new key. Keys that share a line or a slot are told apart by 32
- * bits of it, and a key whose line is full compares itself with each of
- * its ways: a walk of 200,000 new paths takes two of them for one (one
+ * bits of it, and a key whose lines are full compares itself with each
+ * of their ways: a walk of 200,000 new paths takes two of them for one (one
  * call counted under the other's path; the syscall's count stays exact)
  * about once in 4,000 runs, a walk of 1,000 names once in millions. */
 static __always_inline int first_sighting(struct task_state *ts, struct call *c, struct arg_key *k, __u64 *first,

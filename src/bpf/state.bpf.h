@@ -134,15 +134,16 @@ __u64 arg_keys_made = 0;
  * a run, so a key that finds no free slot of its own takes arg_stats' own
  * first-sighting path, exact as before. A key's slots: the ways of a line
  * in its group's region (first_sighting, arguments.bpf.h), then of a line
- * in its group's wide region, then one anywhere. 8 MiB; one slot when every key is
- * kept anyway (top, serve). A slot's word, set by one compare-and-swap:
+ * in its group's wide region, then one anywhere. 8 MiB; one slot when
+ * every key is kept anyway (top, serve). A slot's word, set by one
+ * compare-and-swap:
  * fingerprint << 32 | ns << 12 | FIRST_* flags | ret << 5 | req; 0: free.
  * Promoted, the key's untimed calls are counted in it (enum first_word),
  * with no lookup of arg_stats. */
 #define FIRST_SLOTS (1 << 20)
-#define FIRST_REGION_SLOTS 2048      /* a group's region: 16 KiB */
+#define FIRST_REGION_SLOTS 2048        /* a group's region: 16 KiB */
 #define FIRST_WIDE_REGION_SLOTS 262144 /* its wide region: 2 MiB */
-#define FIRST_WAYS 4                 /* slots of a line: 32 bytes */
+#define FIRST_WAYS 4                   /* slots of a line: 32 bytes */
 
 /* The first FIRST_SLOTS_LOGGED slots taken in first_calls, and how many
  * were taken in all (past the log's end, at least FIRST_SLOTS_LOGGED + 1):
