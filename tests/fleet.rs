@@ -149,6 +149,10 @@ fn top_once_json_sees_a_victim_started_after_it_exactly() {
     assert_eq!(top.0.wait().unwrap().code(), Some(128 + libc::SIGINT), "Ctrl-C's status");
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(doc["version"], 1);
+    // The whole host ticks every CPU for as long as it is watched: at
+    // 4 ms once past the fine start, a quarter of a command's rate.
+    let time = &doc["run"]["time"];
+    assert_eq!((&time["tick_ns"], &time["fine_tick_ns"], &time["fine_for_ns"]), (&4_000_000.into(), &250_000.into(), &25_000_000.into()), "{time}");
     // Exactly what `run` counts for the same program (itself checked
     // against strace in exactness.rs): the processes ended inside the window.
     let (run, _) = sysdiet_json(&[], &[exes[0].to_str().unwrap(), "localtime", CALLS]);

@@ -352,7 +352,7 @@ impl BpfTracer {
             let _t = crate::timings::span("attach CPU-time ticks");
             let on_tick = programs.iter().find(|(name, _)| name.starts_with("on_tick")).map(|(_, fd)| fd.as_fd());
             match on_tick {
-                Some(on_tick) if !options.latency => Ok((links, Some(Ticks::attach(on_tick, &tables.data_ticks)?))),
+                Some(on_tick) if !options.latency => Ok((links, Some(Ticks::attach(on_tick, &tables.data_ticks, options.system_wide)?))),
                 _ => Ok((links, None)),
             }
         })();

@@ -1,9 +1,10 @@
 //! CPU time in syscalls is sampled: one CPU-clock event per CPU runs
 //! `on_tick`, which charges each tick to the traced thread it interrupts.
 //! The clock is fine at first, so that a command of a few ms still gets
-//! ticks, and four times coarser once the run is past its start: every tick
-//! interrupts its CPU, idle or not, which in a VM is far dearer than the
-//! program it runs (docs/overhead.md), and a longer run has ticks enough.
+//! ticks, and four times coarser once the run is past its start (sixteen
+//! when the whole host is watched, for hours): every tick interrupts its
+//! CPU, idle or not, which in a VM is far dearer than the program it runs
+//! (docs/overhead.md), and a longer run has ticks enough.
 //! The program weighs each tick by `tick_weight`, raised with the period.
 
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
@@ -24,6 +25,9 @@ use crate::model::TimeKind;
 pub const FINE_FOR: Duration = Duration::from_millis(25);
 /// Fine ticks each tick stands for after FINE_FOR.
 const COARSE_WEIGHT: u64 = 4;
+/// ... when the whole host is watched (top, serve): every CPU ticks for
+/// hours, so at the rate of the kernel's own tick on Debian (HZ 250).
+const HOST_COARSE_WEIGHT: u64 = 16;
 
 /// _IOW('$', 4, __u64): a sampling event's new period.
 const PERF_EVENT_IOC_PERIOD: libc::c_ulong = 0x4008_2404;
@@ -40,8 +44,8 @@ pub struct Ticks {
 
 impl Ticks {
     /// Attaches `on_tick` (the variant's program) to a fine clock on every
-    /// CPU, made coarser after FINE_FOR.
-    pub fn attach(on_tick: BorrowedFd<'_>, data_ticks: &MapHandle) -> Result<Ticks> {
+    /// CPU, made coarser after FINE_FOR (coarser still for `whole_host`).
+    pub fn attach(on_tick: BorrowedFd<'_>, data_ticks: &MapHandle, whole_host: bool) -> Result<Ticks> {
         let attr = PerfEventAttr {
             kind: PERF_TYPE_SOFTWARE,
             size: std::mem::size_of::<PerfEventAttr>() as u32,
@@ -64,7 +68,8 @@ impl Ticks {
             events.push(fd);
         }
         let weight = Arc::new(AtomicU64::new(1));
-        let pacer = start_pacer(&events, data_ticks, &weight);
+        let coarse = if whole_host { HOST_COARSE_WEIGHT } else { COARSE_WEIGHT };
+        let pacer = start_pacer(&events, data_ticks, &weight, coarse);
         Ok(Ticks { _events: events, weight, pacer })
     }
 
@@ -80,31 +85,31 @@ impl Ticks {
 
 /// The thread that slows every clock after FINE_FOR; None (the clock
 /// stays fine) if it cannot reach all of them and the weight.
-fn start_pacer(events: &[OwnedFd], data_ticks: &MapHandle, weight: &Arc<AtomicU64>) -> Option<(mpsc::Sender<()>, JoinHandle<()>)> {
+fn start_pacer(events: &[OwnedFd], data_ticks: &MapHandle, weight: &Arc<AtomicU64>, coarse: u64) -> Option<(mpsc::Sender<()>, JoinHandle<()>)> {
     let fds: Vec<OwnedFd> = events.iter().map(OwnedFd::try_clone).collect::<std::io::Result<_>>().ok()?;
     let data = MapHandle::try_from(data_ticks).ok()?;
     let (stop, stopped) = mpsc::channel();
     let shared = Arc::clone(weight);
     let pacer = std::thread::Builder::new().name("sysdiet-ticks".into()).spawn(move || {
         if stopped.recv_timeout(FINE_FOR) == Err(mpsc::RecvTimeoutError::Timeout) {
-            slow_down(&fds, &data, &shared);
+            slow_down(&fds, &data, &shared, coarse);
         }
     });
     Some((stop, pacer.ok()?))
 }
 
-/// Makes every CPU's clock COARSE_WEIGHT times slower and the program
+/// Makes every CPU's clock `coarse` times slower and the program
 /// weigh its ticks as much; the clocks that could not be slowed leave the
 /// weight as it was (all or nothing). A tick that lands between the two
 /// steps is weighed as the other period's: one tick per CPU at most, within
 /// what sampling leaves uncertain anyway.
-fn slow_down(fds: &[OwnedFd], data: &MapHandle, weight: &AtomicU64) {
-    let period = TICK_NS * COARSE_WEIGHT;
+fn slow_down(fds: &[OwnedFd], data: &MapHandle, weight: &AtomicU64, coarse: u64) {
+    let period = TICK_NS * coarse;
     // SAFETY: PERF_EVENT_IOC_PERIOD reads one u64 through the pointer.
     let set = |fd: &OwnedFd, period: &u64| unsafe { libc::ioctl(fd.as_raw_fd(), PERF_EVENT_IOC_PERIOD as _, period as *const u64) } == 0;
-    let slowed = fds.iter().all(|fd| set(fd, &period)) && data.update(&0u32.to_ne_bytes(), &COARSE_WEIGHT.to_ne_bytes(), MapFlags::ANY).is_ok();
+    let slowed = fds.iter().all(|fd| set(fd, &period)) && data.update(&0u32.to_ne_bytes(), &coarse.to_ne_bytes(), MapFlags::ANY).is_ok();
     if slowed {
-        weight.store(COARSE_WEIGHT, Ordering::Release);
+        weight.store(coarse, Ordering::Release);
     } else {
         for fd in fds {
             set(fd, &TICK_NS);
