@@ -163,6 +163,10 @@ pub enum Command {
         /// sys_exit reads each call's path: the floor of counting per path
         #[arg(long)]
         paths: bool,
+        /// sys_exit finds the thread's state in task storage first: the
+        /// floor of keeping per-thread state there
+        #[arg(long)]
+        state: bool,
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<OsString>,
     },

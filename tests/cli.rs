@@ -494,7 +494,7 @@ fn the_floor_runs_a_command_under_empty_hooks_and_passes_its_status() {
         return;
     }
     for hooks in ["enter", "exit", "both"] {
-        for reads in [&[][..], &["--clock"][..], &["--paths"][..], &["--clock", "--paths"][..]] {
+        for reads in [&[][..], &["--clock"][..], &["--paths"][..], &["--clock", "--paths"][..], &["--paths", "--state"][..]] {
             // The shell stats and opens paths: the path floor reads them.
             let out =
                 sysdiet().args(["__floor", "--hooks", hooks]).args(reads).args(["--", "sh", "-c", "test -e /etc/hostname; exit 3"]).output().unwrap();

@@ -30,8 +30,10 @@ impl Floor {
     /// With `clock`, each hook reads the clock (and discards it): the
     /// floor of a tracer that times every call. With `paths`, sys_exit
     /// reads the path of each call that takes one: the floor of a tracer
-    /// that counts calls per path exactly.
-    pub fn attach(hooks: Hooks, clock: bool, paths: bool) -> Result<Floor> {
+    /// that counts calls per path exactly. With `state`, sys_exit finds
+    /// the thread's state in task storage first, as sysdiet's does: the
+    /// floor of a tracer that keeps per-thread state there.
+    pub fn attach(hooks: Hooks, clock: bool, paths: bool, state: bool) -> Result<Floor> {
         // Loaded as sysdiet's own programs are: with the tracepoints' ids
         // kept, without a parse of the kernel's BTF (looked up again if the
         // kernel refuses them).
@@ -39,6 +41,7 @@ impl Floor {
             let mut open = skel::FloorSkelBuilder::default().open(object_storage()?).map_err(bpf_error)?;
             let rodata = open.maps.rodata_data.as_deref_mut().expect("floor has read-only data");
             rodata.read_clock = u8::from(clock);
+            rodata.thread_state = u8::from(state);
             if paths {
                 for info in syscalls::all() {
                     if let (ArgKind::Path(i), Some(slot)) = (info.arg, rodata.path_arg.get_mut(info.nr as usize)) {
@@ -46,6 +49,7 @@ impl Floor {
                     }
                 }
             }
+            open.maps.floor_states.set_autocreate(state).map_err(bpf_error)?;
             open.progs.floor_enter.set_autoload(hooks != Hooks::Exit);
             open.progs.floor_exit.set_autoload(hooks != Hooks::Enter);
             open.load().map_err(bpf_error)

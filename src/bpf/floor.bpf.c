@@ -18,6 +18,19 @@ const volatile __u8 read_clock = 0;
  * calls per path exactly can cost, since the path is in the caller's
  * memory and may change between calls. */
 const volatile __u8 path_arg[FLOOR_SYSCALLS] = {};
+/* sys_exit finds the calling thread's state in task storage (made at its
+ * first call), as sysdiet's sys_exit does before it counts anything: the
+ * least a tracer that keeps per-thread state there can cost. */
+const volatile __u8 thread_state = 0;
+
+/* The state: a count of the thread's calls, so that it is written. Made
+ * only with thread_state (it needs 5.11). */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u64);
+} floor_states SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -44,6 +57,13 @@ int BPF_PROG(floor_exit, struct pt_regs *regs)
 
 	if (read_clock)
 		bpf_ktime_get_ns();
+	if (thread_state) {
+		__u64 *calls = bpf_task_storage_get(&floor_states, bpf_get_current_task_btf(), 0,
+						    BPF_LOCAL_STORAGE_GET_F_CREATE);
+
+		if (calls)
+			(*calls)++;
+	}
 	if (id < 0 || id >= FLOOR_SYSCALLS || !path_arg[id])
 		return 0;
 	buf = bpf_map_lookup_elem(&floor_path, &zero);

@@ -17,7 +17,9 @@ pub fn run(command: &[OsString], opts: &TraceOptions, budget: Option<(&Budget, b
     let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
     let traced = trace_command(command, &env, opts, started)?;
     let judged = budget.map(|(b, _)| b.check(&traced.trace, &traced.findings));
-    outputs.write(&Document::Run { trace: &traced.trace, findings: &traced.findings, budget: judged.as_ref() })?;
+    sysdiet::timings::timed("write the report", || {
+        outputs.write(&Document::Run { trace: &traced.trace, findings: &traced.findings, budget: judged.as_ref() })
+    })?;
     if let (Some(j), Some((_, true))) = (&judged, budget) {
         eprint!("{}", sysdiet::report::diff::budget(j));
     }

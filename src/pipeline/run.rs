@@ -84,6 +84,6 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
         ..span.run_info(&tracer, opts, ended)
     };
     let (trace, findings) = finish(&mut tracer, stacks.map(|c| move || c.last_pass()), run, ended, opts)?;
-    tracer.keep_loaded();
+    crate::timings::timed("unload the programs", || tracer.keep_loaded());
     Ok(Traced { trace, findings, status: exit.map_or(128 + last_signal, |e| e.shell_status()) })
 }
