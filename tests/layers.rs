@@ -43,6 +43,7 @@ const BPF_FILES: &[&str] = &[
     "features",
     "set_spec",
     "premade",
+    "split",
     "keeper",
     "tables",
     "ticks",

@@ -22,6 +22,7 @@ pub mod records;
 pub mod ring;
 pub mod set_spec;
 mod skel;
+mod split;
 mod tables;
 mod ticks;
 pub mod tracepoint_ids;
@@ -43,14 +44,14 @@ use exits::{ExitReader, SweepMaps};
 use features::Variant;
 use maps::{bpf_error, kernel_btf_path, object_storage};
 use readout::{Names, Paths};
-use set_spec::SetSpec;
 pub use set_spec::{BpfOptions, RingSize, SAMPLE_FIRST_GAP, SAMPLE_INTERVAL_NS, TICK_NS};
+use set_spec::{Part, SetSpec};
 use skel::OBJECT;
 use tables::Tables;
 use ticks::Ticks;
 
 use skel::types::{target_state, task_state, tick_count};
-use skel::{OpenSyscountSkel, SyscountSkel};
+use skel::SyscountSkel;
 
 /// What becomes of the programs when the run ends clean.
 enum Keeping {
@@ -233,33 +234,30 @@ impl BpfTracer {
         }
         drop(cut);
         let types_path = types.as_ref().map(|t| t.path());
-        let open = spec.open(object_storage()?, types_path.as_deref())?;
         fresh();
-        let loaded = match Self::load_fresh(open, &options, variant) {
+        let loaded = match Self::load_fresh(&spec, types_path.as_deref(), &options, variant) {
             // Kept tracepoint ids the kernel refused, and its BTF says
             // otherwise: once more with its own.
-            Err(_) if tracepoint_ids::look_again() => {
-                spec.open(object_storage()?, types_path.as_deref()).and_then(|o| Self::load_fresh(o, &options, variant))
-            }
+            Err(_) if tracepoint_ids::look_again() => Self::load_fresh(&spec, types_path.as_deref(), &options, variant),
             loaded => loaded,
         };
-        let skel = match (loaded, types) {
-            (Ok(skel), _) => skel,
+        let (skel, others) = match (loaded, types) {
+            (Ok(loaded), _) => loaded,
             // Only the cut types' fault if the whole BTF loads: without
             // BPF rights, say, both fail and the file stays.
-            (Err(first), Some(types)) => match spec.open(object_storage()?, None).and_then(|o| Self::load_fresh(o, &options, variant)) {
-                Ok(skel) => {
+            (Err(first), Some(types)) => match Self::load_fresh(&spec, None, &options, variant) {
+                Ok(loaded) => {
                     types.set_aside();
-                    skel
+                    loaded
                 }
                 Err(_) => return Err(first),
             },
             (Err(e), None) => return Err(e),
         };
         let verification_us = if options.verifier_stats { verifier_log::times() } else { Vec::new() };
-        let programs = skel
-            .object()
-            .progs()
+        let programs = std::iter::once(&skel)
+            .chain(&others)
+            .flat_map(|s| s.object().progs())
             .filter(|p| p.autoload())
             .map(|p| Ok((p.name().to_string_lossy().into_owned(), p.as_fd().try_clone_to_owned().map_err(|e| Error::Bpf(e.to_string()))?)))
             .collect::<Result<_>>()?;
@@ -275,7 +273,7 @@ impl BpfTracer {
         let tables = match Tables::lent(&borrowed.maps) {
             Ok(tables) => tables,
             Err(_) => {
-                let mut open = spec.open(object_storage()?, None)?;
+                let mut open = spec.open(object_storage()?, None, Part::All)?;
                 for mut map in open.open_object_mut().maps_mut() {
                     if !map.autocreate() {
                         continue;
@@ -303,11 +301,28 @@ impl BpfTracer {
         })
     }
 
-    /// Loads the object's programs: the kernel verifies them.
-    fn load_fresh(mut open: OpenSyscountSkel<'static>, options: &BpfOptions, variant: Variant) -> Result<SyscountSkel<'static>> {
+    /// Opens the object and loads its programs: the kernel verifies them.
+    /// sys_exit is verified on this thread and the other programs beside
+    /// it, from a second copy of the object given the first's maps
+    /// (split.rs); that copy is returned with the first. With the
+    /// verifier's statistics asked for, one copy, so that its log is one
+    /// program's at a time.
+    fn load_fresh(
+        spec: &SetSpec,
+        types: Option<&std::path::Path>,
+        options: &BpfOptions,
+        variant: Variant,
+    ) -> Result<(SyscountSkel<'static>, Option<SyscountSkel<'static>>)> {
         let legacy = variant == Variant::Legacy;
+        let beside = !options.verifier_stats;
+        let mut open = spec.open(object_storage()?, types, if beside { Part::SysExit } else { Part::All })?;
         let m = &open.maps;
-        let premade = premade::Premade::start(&[&m.arg_stats, &m.first_calls, &m.exits, &m.strings, &m.samples]);
+        let premade = premade::Premade::start(
+            &[&m.arg_stats, &m.first_calls, &m.exits, &m.strings, &m.samples],
+            &[&m.io_hists, &m.once_summary, &m.errno_stats, &m.exit_scratch, &m.path_scratch, &m.exec_scratch, &m.lost],
+        );
+        // Opened while the big maps are made.
+        let others = beside.then(|| split::Others::open(spec, types)).transpose()?;
         let print_before = options.verifier_stats.then(verifier_log::capture);
         if options.verifier_stats {
             for mut prog in open.open_object_mut().progs_mut() {
@@ -324,12 +339,15 @@ impl BpfTracer {
         let waiting = crate::timings::span("wait for the maps");
         premade.hand_over(open.open_object_mut().maps_mut());
         drop(waiting);
-        let _t = crate::timings::span("load and verify");
+        let loading = others.map(|o| o.load_beside(&mut open)).transpose()?;
+        let verifying = crate::timings::span("load and verify");
         let loaded = open.load().map_err(bpf_error);
+        drop(verifying);
+        let others = loading.map(|l| crate::timings::timed("wait for the other programs", || l.wait())).transpose();
         if let Some(before) = print_before {
             libbpf_rs::set_print(before);
         }
-        loaded
+        Ok((loaded?, others?))
     }
 
     /// Attaches the loaded programs and starts taking exited threads' counts.

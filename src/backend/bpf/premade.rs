@@ -1,9 +1,9 @@
-//! The large maps made on other threads, one each, while libbpf reads the
-//! kernel's BTF, then handed to the object before it loads. Making them is mostly
-//! the kernel zeroing and charging pages (the three ring buffers,
-//! first_calls, arg_stats' buckets), which the held command would otherwise
-//! wait for in series with the BTF parse, on a host with a second CPU
-//! (`SYSDIET_TIMINGS=1` shows both).
+//! The large maps made on other threads, one each (the small ones together
+//! on one more), while the object is opened, then handed to it before it
+//! loads. Making them is mostly the kernel zeroing and charging pages (the
+//! three ring buffers, first_calls, arg_stats' buckets), which the held
+//! command would otherwise wait for in series with the load, on a host
+//! with a second CPU (`SYSDIET_TIMINGS=1` shows both).
 
 use std::ffi::OsString;
 use std::os::fd::AsFd;
@@ -22,31 +22,26 @@ struct Definition {
 }
 
 /// Maps being made; `hand_over` gives them to the object.
-pub struct Premade(Vec<JoinHandle<Option<(OsString, MapHandle)>>>);
+pub struct Premade(Vec<JoinHandle<Vec<(OsString, MapHandle)>>>);
 
 impl Premade {
-    /// Starts making maps like `maps` (as they are defined now), each on
-    /// a thread of its own: the kernel zeroes each one's pages in series.
-    pub fn start(maps: &[&OpenMapMut<'_>]) -> Premade {
-        Premade(
-            maps.iter()
-                .map(|m| Definition {
-                    name: m.name().to_owned(),
-                    map_type: m.map_type(),
-                    key_size: m.key_size(),
-                    value_size: m.value_size(),
-                    max_entries: m.max_entries(),
-                    flags: m.map_flags(),
-                })
-                .map(|d| std::thread::spawn(move || d.make()))
-                .collect(),
-        )
+    /// Starts making maps like `big` and `small` (as they are defined
+    /// now): each big one on a thread of its own, as the kernel zeroes each
+    /// one's pages in series, and the small ones on one more (a few tenths
+    /// of a millisecond each, that libbpf would otherwise spend in series
+    /// before the verifier starts). Maps with BTF-typed values (task
+    /// storage) are libbpf's to make.
+    pub fn start(big: &[&OpenMapMut<'_>], small: &[&OpenMapMut<'_>]) -> Premade {
+        let mut threads: Vec<_> = big.iter().map(|m| Definition::of(m)).map(|d| std::thread::spawn(move || d.make().into_iter().collect())).collect();
+        let small: Vec<Definition> = small.iter().map(|m| Definition::of(m)).collect();
+        threads.push(std::thread::spawn(move || small.into_iter().filter_map(Definition::make).collect()));
+        Premade(threads)
     }
 
     /// Waits for the maps and has the object's maps of their names use them
     /// instead of making their own (it keeps duplicates of the descriptors).
     pub fn hand_over<'a>(self, maps: impl Iterator<Item = OpenMapMut<'a>>) {
-        let made: Vec<(OsString, MapHandle)> = self.0.into_iter().filter_map(|t| t.join().ok().flatten()).collect();
+        let made: Vec<(OsString, MapHandle)> = self.0.into_iter().filter_map(|t| t.join().ok()).flatten().collect();
         for mut map in maps {
             if let Some((_, made)) = made.iter().find(|(name, _)| name.as_os_str() == map.name()) {
                 // On failure libbpf makes the map itself, as without this.
@@ -57,10 +52,21 @@ impl Premade {
 }
 
 impl Definition {
+    fn of(m: &OpenMapMut<'_>) -> Definition {
+        Definition {
+            name: m.name().to_owned(),
+            map_type: m.map_type(),
+            key_size: m.key_size(),
+            value_size: m.value_size(),
+            max_entries: m.max_entries(),
+            flags: m.map_flags(),
+        }
+    }
+
     /// None if it cannot be made here (no rights, say): libbpf then makes
     /// it, and says why it cannot.
     fn make(self) -> Option<(OsString, MapHandle)> {
-        let _t = crate::timings::span("make a big map");
+        let _t = crate::timings::span("make a map");
         let opts = libbpf_sys::bpf_map_create_opts {
             sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _,
             map_flags: self.flags,

@@ -51,6 +51,16 @@ impl RingSize {
     }
 }
 
+/// Which of a set's programs an opened object loads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    All,
+    /// sys_exit alone (its variant's).
+    SysExit,
+    /// All but sys_exit.
+    Others,
+}
+
 /// How the tracer counts.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BpfOptions {
@@ -177,11 +187,13 @@ impl SetSpec {
     }
 
     /// Opens the object and sets it to this spec, relocated against
-    /// `types` (kernel_types.rs) when given, else the whole kernel BTF.
+    /// `types` (kernel_types.rs) when given, else the whole kernel BTF,
+    /// with `part` of the set's programs to load.
     pub fn open(
         &self,
         storage: &'static mut std::mem::MaybeUninit<libbpf_rs::OpenObject>,
         types: Option<&std::path::Path>,
+        part: Part,
     ) -> Result<OpenSyscountSkel<'static>> {
         let opening = crate::timings::span("open object");
         let builder = SyscountSkelBuilder::default();
@@ -208,14 +220,15 @@ impl SetSpec {
         // One variant's programs, and the maps of its targets' states.
         let legacy = self.variant == Variant::Legacy;
         let p = &mut open.progs;
+        let (exit, others) = (part != Part::Others, part != Part::SysExit);
         for (current, legacy_twin, wanted) in [
-            (&mut p.sys_exit, &mut p.sys_exit_legacy, true),
-            (&mut p.sys_enter, &mut p.sys_enter_legacy, self.sys_enter),
-            (&mut p.on_tick, &mut p.on_tick_legacy, self.on_tick),
-            (&mut p.sched_process_fork, &mut p.sched_process_fork_legacy, true),
-            (&mut p.sched_process_exec, &mut p.sched_process_exec_legacy, true),
-            (&mut p.signal_deliver, &mut p.signal_deliver_legacy, true),
-            (&mut p.sched_process_exit, &mut p.sched_process_exit_legacy, true),
+            (&mut p.sys_exit, &mut p.sys_exit_legacy, exit),
+            (&mut p.sys_enter, &mut p.sys_enter_legacy, self.sys_enter && others),
+            (&mut p.on_tick, &mut p.on_tick_legacy, self.on_tick && others),
+            (&mut p.sched_process_fork, &mut p.sched_process_fork_legacy, others),
+            (&mut p.sched_process_exec, &mut p.sched_process_exec_legacy, others),
+            (&mut p.signal_deliver, &mut p.signal_deliver_legacy, others),
+            (&mut p.sched_process_exit, &mut p.sched_process_exit_legacy, others),
         ] {
             current.set_autoload(wanted && !legacy);
             legacy_twin.set_autoload(wanted && legacy);
