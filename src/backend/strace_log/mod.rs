@@ -7,7 +7,7 @@ mod args;
 mod keys;
 mod line;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
 
 use keys::{argument, string_array};
@@ -110,6 +110,9 @@ pub struct LogReader {
     last_pid: u32,
     /// The first part of a line that strace's message cut in two.
     carry: Option<String>,
+    /// Processes strace said it attached to after unprefixed lines began:
+    /// new tasks, whose prefixed lines can come before their fork returns.
+    attached: HashSet<u32>,
 }
 
 #[derive(Default)]
@@ -150,6 +153,7 @@ impl LogReader {
                 // (A line is not longer than this; a log that says
                 // otherwise is not kept in memory.)
                 (carry, Some(at)) if at > 0 => {
+                    self.attaching(&text[at..]);
                     let carry = format!("{}{}", carry.unwrap_or_default(), &text[..at]);
                     self.carry = (carry.len() < 1 << 20).then_some(carry);
                     continue;
@@ -219,6 +223,7 @@ impl LogReader {
             }
             Body::Signal => self.out.facts.signals += 1,
             Body::Message(m) => {
+                self.attaching(m);
                 if m.starts_with("strace: ") && self.out.facts.messages.len() < 5 {
                     self.out.facts.messages.push(m.to_string());
                 }
@@ -247,12 +252,27 @@ impl LogReader {
         };
         self.last_pid = pid;
         self.out.facts.follow_forks = true;
-        // The first prefixed pid that is no known child names the
-        // unprefixed lines before it.
-        if !self.tasks.contains_key(&pid) && !self.children.contains_key(&pid) && self.tasks.contains_key(&UNNAMED) && self.file_pid.is_none() {
+        // The first prefixed pid that is no known child (nor a task strace
+        // attached to since) names the unprefixed lines before it.
+        if !self.tasks.contains_key(&pid)
+            && !self.children.contains_key(&pid)
+            && !self.attached.contains(&pid)
+            && self.tasks.contains_key(&UNNAMED)
+            && self.file_pid.is_none()
+        {
             self.rename(UNNAMED, pid);
         }
         pid
+    }
+
+    /// `strace: Process N attached` once unprefixed lines have begun: N is
+    /// a new task (with -p, the message for the traced process comes
+    /// before any of its lines).
+    fn attaching(&mut self, message: &str) {
+        let pid = message.strip_prefix("strace: Process ").and_then(|r| r.split(' ').next()).and_then(|n| n.parse().ok());
+        if let Some(pid) = pid.filter(|_| self.tasks.contains_key(&UNNAMED)) {
+            self.attached.insert(pid);
+        }
     }
 
     fn rename(&mut self, from: u32, to: u32) {
