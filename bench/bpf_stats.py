@@ -43,6 +43,12 @@ def program_costs(cmd, env):
     return {name: ns for (_, name), ns in seen.items()}
 
 
+def loads(prefix):
+    """Whether a BPF row's command (`prefix`, run here with `true`) loads on
+    this kernel: the state floor needs task storage (5.11)."""
+    return subprocess.run(prefix + ["true"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+
+
 class Enabled:
     """kernel.bpf_stats_enabled on for a `with` block (it adds two clock
     reads to every program run while on)."""
