@@ -95,6 +95,22 @@ fn findings_and_call_sites_match_run() {
     assert!(text.contains("call sites (every call's stack"), "{text}");
 }
 
+/// A log with -T and no timestamps has each call's time but not the
+/// run's: the finding says the first, and no rate or share of a run.
+#[test]
+fn a_log_without_timestamps_has_no_run_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = victim("timeloop");
+    let log = dir.path().join("t.log");
+    let out = strace(&["-f", "-T", "-o", log.to_str().unwrap()], &[exe.to_str().unwrap(), "localtime", "1000"]);
+    assert!(out.status.success(), "strace: {}", stderr_of(&out));
+    let out = sysdiet().args(["analyze", log.to_str().unwrap()]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.starts_with("[tz-unset]")).unwrap_or_else(|| panic!("a tz-unset finding: {text}"));
+    assert!(line.contains(" in the kernel, no run time in the log; "), "{line}");
+    assert!(!line.contains("of a 0 ns run") && !line.contains("/s,"), "{line}");
+}
+
 /// Without -o, strace writes `[pid N]` prefixes on stderr (none while
 /// there is one process).
 #[test]

@@ -33,8 +33,9 @@ pub fn section(out: &mut String, trace: &Trace, findings: &[Finding]) {
             (None, Some(p)) if trace.processes.len() > 1 => format!(" ({})", super::who(trace, p)),
             _ => String::new(),
         };
-        // A log without -T has no time per call; without timestamps, no run time either.
+        // A log without -T has no time per call; without timestamps, no run time.
         let cost = match (e.untimed, run_ns) {
+            (false, 0) => format!("{} in the kernel, no run time in the log; ", duration(e.kernel_ns)),
             (false, _) => {
                 format!("{} in the kernel, of a {} run; {}/s, ", duration(e.kernel_ns), duration(run_ns), thousands(e.per_second.round() as u64))
             }
