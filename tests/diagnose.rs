@@ -1164,7 +1164,10 @@ fn a_connect_to_a_missing_service_per_item() {
 /// stack is mapped and unmapped (memory-churn, "in 601 threads") and
 /// pthread_create changes the mask around each (signal-mask-churn); both
 /// name a pool, neither a malloc knob. The same work on a pool of four
-/// threads: neither.
+/// threads: neither, even with --all. With --all both ways: the maps' CPU
+/// time is a few ticks, and on a busy host two or fewer may land in them,
+/// which makes the finding small (a CI run saw it); what is judged here is
+/// the rule, not its size.
 #[test]
 fn a_thread_per_item_is_told_with_a_pool() {
     if skip_without_bpf() {
@@ -1174,14 +1177,17 @@ fn a_thread_per_item_is_told_with_a_pool() {
     let each = "import threading\ndef f(): pass\nfor i in range(600):\n    t = threading.Thread(target=f); t.start(); t.join()\n";
     let pool =
         "from concurrent.futures import ThreadPoolExecutor\ndef f(i): pass\nwith ThreadPoolExecutor(4) as p:\n    list(p.map(f, range(600)))\n";
-    let f = findings_in(dir.path(), &["/usr/bin/python3", "-c", each], &[]);
+    let f = findings_in_with(&["--all"], dir.path(), &["/usr/bin/python3", "-c", each], &[]);
     let m = only(&f, "memory-churn");
     assert!(m["what"].as_str().unwrap().ends_with("in 601 threads"), "{m}");
     assert!(fixes(m).contains("ThreadPoolExecutor") && !fixes(m).contains("MALLOC_"), "{m}");
     let s = only(&f, "signal-mask-churn");
     assert!(s["why"].as_str().unwrap().contains("pthread_create"), "{s}");
-    let f = findings_in(dir.path(), &["/usr/bin/python3", "-c", pool], &[]);
-    assert!(!ids(&f).contains(&"memory-churn") && !ids(&f).contains(&"signal-mask-churn"), "{:?}", ids(&f));
+    let f = findings_in_with(&["--all"], dir.path(), &["/usr/bin/python3", "-c", pool], &[]);
+    assert!(!ids(&f).contains(&"memory-churn"), "{:?}", ids(&f));
+    // The pool's start-up changes the mask a few times (17 here), not per item.
+    let masks = f.iter().filter(|x| x["id"] == "signal-mask-churn");
+    assert!(masks.clone().all(|x| x["evidence"]["calls"].as_u64().unwrap() < 100), "{:?}", masks.collect::<Vec<_>>());
 }
 
 /// Python's os.path.abspath() of a relative path asks for the working
