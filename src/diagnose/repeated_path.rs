@@ -44,6 +44,62 @@ const KNOWN_PATHS: &[(&str, &str)] = &[(
      call): -XX:ActiveProcessorCount=N fixes the CPU count; ask for memory figures once per interval, not per request",
 )];
 
+/// Where apt keeps its package lists, and why it re-reads a compressed one:
+/// with Acquire::GzipIndexes (Debian's container images set it, to keep
+/// their layers small) the lists stay compressed on disk, and each record
+/// apt looks up (a description for `apt-cache search`, `show`) reopens the
+/// list and decompresses it again from its start up to the record.
+const APT_LISTS: &str = "/var/lib/apt/lists/";
+const APT_LISTS_FIX: &str = "apt keeps its package lists compressed (Acquire::GzipIndexes \"true\", which Debian's container \
+     images set in /etc/apt/apt.conf.d/docker-gzip-indexes), so each package record it reads reopens a list and \
+     decompresses it again from its start: remove that setting (or set it to \"false\") and run apt-get update, which \
+     stores the lists uncompressed";
+
+/// Names of compressed files: a compressed stream cannot seek back, so a
+/// reader that goes back in it starts again from its beginning.
+const COMPRESSED: &[&str] = &[".gz", ".lz4", ".xz", ".zst", ".bz2", ".lzma", ".Z", ".br"];
+
+fn compressed(path: &str) -> bool {
+    COMPRESSED.iter().any(|suffix| path.ends_with(suffix))
+}
+
+/// Syscalls that read an fd's file.
+const READS: &[&str] = &["read", "pread64", "readv", "preadv", "preadv2"];
+
+/// The reads and closes that follow a path's opens: those of the one fd
+/// the process closes about as often as it opens the path (within 5%). The
+/// opens' fds are not recorded, but a program that opens, reads and closes
+/// one file in a loop gets the same fd back each time; an fd that other
+/// files share, or two that match, say nothing.
+struct AfterOpens {
+    fd: i64,
+    reads: u64,
+    reads_ns: u64,
+    closes: u64,
+    closes_ns: u64,
+}
+
+fn after_opens(trace: &Trace, a: &ArgumentStats) -> Option<AfterOpens> {
+    let opened = a.calls - a.errors.min(a.calls);
+    let fd_of = |x: &ArgumentStats| match x.argument {
+        Argument::Fd { fd } if x.pid == a.pid => Some(fd),
+        _ => None,
+    };
+    let matching: Vec<(i64, &ArgumentStats)> = trace
+        .arguments
+        .iter()
+        .filter(|x| x.syscall == "close" && x.calls * 100 >= opened * 95 && x.calls * 100 <= opened * 105)
+        .filter_map(|x| Some((fd_of(x)?, x)))
+        .collect();
+    let [(fd, close)] = matching[..] else { return None };
+    let (reads, reads_ns) = trace
+        .arguments
+        .iter()
+        .filter(|x| READS.contains(&x.syscall.as_str()) && fd_of(x) == Some(fd))
+        .fold((0, 0), |(n, ns), x| (n + x.calls, ns + x.total_ns));
+    Some(AfterOpens { fd, reads, reads_ns, closes: close.calls, closes_ns: close.total_ns })
+}
+
 /// Calls that take a path's file away: a file opened after one of them is a
 /// new file, not the same one again.
 const REMOVALS: &[&str] = &["unlink", "unlinkat", "rename", "renameat", "renameat2"];
@@ -93,6 +149,13 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             continue;
         }
         let mut fixes = known_fixes(trace, a, path);
+        let after = if open { after_opens(trace, a).filter(|f| f.reads > 0) } else { None };
+        if after.is_some() && compressed(path) {
+            fixes.push(Fix::code(
+                "the file is compressed: each opening decompresses it again from its start (a compressed stream cannot \
+                 seek back), so keep it uncompressed, or decompress it once and keep what it says",
+            ));
+        }
         // A library's own remedy in code (iconv's, locale set-up) is the
         // fix: the file is its, not the program's to keep open.
         if !library_code(&fixes) {
@@ -102,24 +165,54 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                 "look it up once and cache the result (re-check on a timer or on inotify if it can change)"
             }));
         }
-        // The churn: each open comes with its reads and a close.
-        let what = if open {
-            format!("{} × {}({}) and the reads and closes that go with them", thousands(a.calls), a.syscall, quoted(path))
-        } else {
-            format!("{} × {}({})", thousands(a.calls), a.syscall, quoted(path))
+        // The churn: each open comes with its reads and a close, which
+        // go too when it is read once.
+        let (what, saving_ns) = match (&after, open) {
+            (Some(f), _) => (
+                format!(
+                    "{} × {}({}) with {} reads and {} closes of fd {}",
+                    thousands(a.calls),
+                    a.syscall,
+                    quoted(path),
+                    thousands(f.reads),
+                    thousands(f.closes),
+                    f.fd
+                ),
+                all_but_one(a) + (f.reads_ns + f.closes_ns) - (f.reads_ns + f.closes_ns) / a.calls,
+            ),
+            (None, true) => {
+                (format!("{} × {}({}) and the reads and closes that go with them", thousands(a.calls), a.syscall, quoted(path)), all_but_one(a))
+            }
+            (None, false) => (format!("{} × {}({})", thousands(a.calls), a.syscall, quoted(path)), all_but_one(a)),
         };
         out.push(Finding {
             id: ID.into(),
             what,
             pid: Some(a.pid),
-            evidence: Evidence::new(trace, &a.syscall, a.calls, a.total_ns),
+            evidence: Evidence::new(trace, &a.syscall, a.calls, a.total_ns + after.as_ref().map_or(0, |f| f.reads_ns + f.closes_ns)),
             sites: a.sites.clone(),
-            saving_ns: all_but_one(a),
-            why: format!(
-                "the same path is {} {} times; the answer rarely changes between two of them",
-                if open { "opened" } else { "looked up" },
-                thousands(a.calls)
-            ),
+            saving_ns,
+            why: match &after {
+                Some(f) => format!(
+                    "the same file is opened {} times and read again after each opening ({} each){}; what it says \
+                     rarely changes between two of them",
+                    thousands(a.calls),
+                    match f.reads / a.calls.max(1) {
+                        0 | 1 => "a read".to_string(),
+                        n => format!("{} reads", thousands(n)),
+                    },
+                    if compressed(path) {
+                        ", decompressed again each time: CPU time of the program's own, which the saving below does not count"
+                    } else {
+                        ""
+                    }
+                ),
+                None => format!(
+                    "the same path is {} {} times; the answer rarely changes between two of them",
+                    if open { "opened" } else { "looked up" },
+                    thousands(a.calls)
+                ),
+            },
             fixes,
             tradeoff: Some("a cached answer misses changes to the file until it is re-read".into()),
             ..Default::default()
@@ -141,6 +234,9 @@ fn known_fixes(trace: &Trace, a: &ArgumentStats, path: &str) -> Vec<Fix> {
         if path.starts_with(prefix) {
             fixes.push(Fix::config(*advice));
         }
+    }
+    if path.starts_with(APT_LISTS) && compressed(path) {
+        fixes.push(Fix::config(APT_LISTS_FIX));
     }
     fixes
 }
@@ -413,6 +509,47 @@ mod tests {
         let f = check(&t);
         assert!(f[0].what.contains("and the reads and closes"));
         assert!(f[0].fixes[0].text.contains("nscd"));
+    }
+
+    fn fd(fd: i64) -> Argument {
+        Argument::Fd { fd }
+    }
+
+    #[test]
+    fn the_reads_of_the_fd_closed_as_often_as_the_path_is_opened_go_with_it() {
+        let mut t = trace(1_000_000_000, &[("openat", 1000, 2_000_000), ("read", 20_000, 200_000_000), ("close", 1003, 1_000_000)]);
+        argument(&mut t, "openat", path("/srv/index.gz"), 1000, 2_000_000);
+        argument(&mut t, "read", fd(5), 20_000, 200_000_000);
+        argument(&mut t, "close", fd(5), 1003, 1_000_000);
+        argument(&mut t, "read", fd(6), 7, 70_000); // another file's
+        let f = check(&t);
+        assert_eq!(f[0].what, "1,000 × openat(\"/srv/index.gz\") with 20,000 reads and 1,003 closes of fd 5");
+        assert!(f[0].why.contains("(20 reads each), decompressed again each time"), "{}", f[0].why);
+        assert!(f[0].fixes[0].text.starts_with("the file is compressed"), "{:?}", f[0].fixes);
+        assert_eq!(f[0].saving_ns, 203_000_000 - 203_000);
+        // Two fds closed as often: which one is the file's is not known.
+        argument(&mut t, "close", fd(6), 1000, 1_000_000);
+        let f = check(&t);
+        assert!(f[0].what.ends_with("and the reads and closes that go with them"), "{}", f[0].what);
+        assert_eq!(f[0].saving_ns, 2_000_000 - 2000);
+        // Nor one closed far more often (other files share it).
+        t.arguments.pop();
+        t.arguments[2].calls = 3000; // close(fd 5)
+        assert!(check(&t)[0].what.ends_with("that go with them"));
+    }
+
+    #[test]
+    fn compressed_apt_lists_name_the_setting_that_keeps_them_so() {
+        let list = "/var/lib/apt/lists/deb.debian.org_debian_dists_bookworm_main_binary-amd64_Packages";
+        for (name, apt) in [(format!("{list}.lz4"), true), (list.to_string(), false)] {
+            let mut t = trace(1_000_000_000, &[("openat", 5000, 80_000_000), ("read", 900_000, 900_000_000), ("close", 5000, 40_000_000)]);
+            argument(&mut t, "openat", path(&name), 5000, 80_000_000);
+            argument(&mut t, "read", fd(11), 900_000, 900_000_000);
+            argument(&mut t, "close", fd(11), 5000, 40_000_000);
+            let f = check(&t);
+            assert_eq!(f[0].fixes[0].text.contains("Acquire::GzipIndexes"), apt, "{name}: {:?}", f[0].fixes);
+            assert_eq!(f[0].fixes.iter().any(|x| x.text.contains("compressed")), apt, "{name}: {:?}", f[0].fixes);
+        }
     }
 
     #[test]
