@@ -28,6 +28,9 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         if writing && relays.get(&a.pid).is_some_and(|&reads| reads >= a.calls) {
             continue; // a relay: the fix is in the program that writes to it
         }
+        if !writing && whole_small_files(trace, a.pid, fd, a.calls) {
+            continue;
+        }
         let mut fixes = vec![Fix::code(if writing && super::flushes_itself(trace, &a.sites) {
             super::FLUSHED_EACH_TIME
         } else if writing {
@@ -67,6 +70,17 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         });
     }
     out
+}
+
+/// Whether the fd's reads are two or fewer an opening (its closes): each
+/// file opened on it is read whole in a call or two (node's readFileSync
+/// of a 3-byte file asks for its 3 bytes). Its files are small, not its
+/// reads; a bigger buffer would make as many calls, and a file opened
+/// again and again is repeated-path's.
+fn whole_small_files(trace: &Trace, pid: u32, fd: i64, reads: u64) -> bool {
+    let closes: u64 =
+        trace.arguments.iter().filter(|x| x.pid == pid && x.syscall == "close" && x.argument == Argument::Fd { fd }).map(|x| x.calls).sum();
+    closes > 0 && reads <= closes * 2
 }
 
 #[cfg(test)]
@@ -125,6 +139,24 @@ mod tests {
         t.arguments[0].requested = Some(bucket(1));
         t.arguments[0].returned = Some(bucket(1));
         assert_eq!(check(&t)[0].what, "2,000 × read(fd 12) of ≤ 1 byte");
+    }
+
+    #[test]
+    fn small_files_read_whole_are_not_small_reads() {
+        let mut t = trace(1_000_000_000, &[("read", 5000, 5_000_000), ("close", 5000, 1_000_000)]);
+        let mut three = vec![0; 4];
+        three[3] = 5000;
+        let a = argument(&mut t, "read", Argument::Fd { fd: 18 }, 5000, 5_000_000);
+        (a.requested, a.returned) = (Some(Histogram::from_buckets(three.clone())), Some(Histogram::from_buckets(three)));
+        argument(&mut t, "close", Argument::Fd { fd: 18 }, 5000, 1_000_000);
+        assert!(check(&t).is_empty());
+        // Another fd's closes say nothing of this one's reads.
+        t.arguments[1].argument = Argument::Fd { fd: 19 };
+        assert_eq!(check(&t)[0].what, "5,000 × read(fd 18) of ≤ 4 bytes");
+        // Nor do a few closes of many reads: a file read a few bytes at a time.
+        t.arguments[1].argument = Argument::Fd { fd: 18 };
+        t.arguments[1].calls = 100;
+        assert_eq!(check(&t).len(), 1);
     }
 
     #[test]
