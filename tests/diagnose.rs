@@ -165,19 +165,20 @@ fn repeated_path_and_open_churn() {
     assert!(r["blamed"].as_str().unwrap().starts_with("main statloop.c:"), "{r}");
     let f = findings("openclose", &["/etc/hostname", "2000"], &[]);
     let r = only(&f, "repeated-path");
-    // fd 3's calls in all: the loader's reading of libc on it too.
-    let (reads, closes) = reads_and_closes(r["what"].as_str().unwrap(), "fd 3");
+    // The fd's calls in all: the loader's reading of libc on it too.
+    let (reads, closes) = reads_and_closes(r["what"].as_str().unwrap());
     assert!((2000..2010).contains(&reads) && (2000..2010).contains(&closes), "{r}");
 }
 
-/// The reads and closes a repeated-path finding counts on `fd` ("… with
-/// 5,103 reads and 302 closes of fd 3").
-fn reads_and_closes(what: &str, fd: &str) -> (u64, u64) {
+/// The reads and closes a repeated-path finding counts on the file's fd
+/// ("… with 5,103 reads and 302 closes of fd 3"; which fd depends on what
+/// the test process inherited: 4 in a virtme-ng guest).
+fn reads_and_closes(what: &str) -> (u64, u64) {
     let tail = what.rsplit_once(" with ").map(|(_, t)| t).unwrap_or_default();
     let number = |s: &str| s.replace(',', "").parse::<u64>().unwrap_or(0);
     match tail.split(' ').collect::<Vec<_>>()[..] {
-        [reads, "reads", "and", closes, "closes", "of", "fd", n] if format!("fd {n}") == fd => (number(reads), number(closes)),
-        _ => panic!("no reads and closes of {fd} in {what:?}"),
+        [reads, "reads", "and", closes, "closes", "of", "fd", n] if n.parse::<u32>().is_ok() => (number(reads), number(closes)),
+        _ => panic!("no reads and closes of an fd in {what:?}"),
     }
 }
 
@@ -202,7 +203,7 @@ fn a_file_read_again_after_each_opening() {
     let r = only(&f, "repeated-path");
     let what = r["what"].as_str().unwrap();
     // 17 reads an opening: 16 of 64 KiB, and the one that finds the end.
-    let (reads, closes) = reads_and_closes(what, "fd 3");
+    let (reads, closes) = reads_and_closes(what);
     assert!(what.starts_with("300 × openat(") && (5100..5110).contains(&reads) && (300..310).contains(&closes), "{r}");
     assert!(r["why"].as_str().unwrap().contains("(17 reads each), decompressed again each time"), "{r}");
     assert!(fixes(r).contains("the file is compressed"), "{r}");
@@ -210,7 +211,7 @@ fn a_file_read_again_after_each_opening() {
     assert!(r["saving_ns"].as_u64().unwrap() > r["evidence"]["kernel_ns"].as_u64().unwrap() / 2, "{r}");
     let f = run(&plain);
     let r = only(&f, "repeated-path");
-    assert!((5100..5110).contains(&reads_and_closes(r["what"].as_str().unwrap(), "fd 3").0), "{r}");
+    assert!((5100..5110).contains(&reads_and_closes(r["what"].as_str().unwrap()).0), "{r}");
     assert!(!fixes(r).contains("compressed") && !r["why"].as_str().unwrap().contains("decompressed"), "{r}");
 }
 
