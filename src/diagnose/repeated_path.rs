@@ -79,25 +79,43 @@ struct AfterOpens {
     closes_ns: u64,
 }
 
-fn after_opens(trace: &Trace, a: &ArgumentStats) -> Option<AfterOpens> {
-    let opened = a.calls - a.errors.min(a.calls);
-    let fd_of = |x: &ArgumentStats| match x.argument {
-        Argument::Fd { fd } if x.pid == a.pid => Some(fd),
-        _ => None,
-    };
-    let matching: Vec<(i64, &ArgumentStats)> = trace
-        .arguments
-        .iter()
-        .filter(|x| x.syscall == "close" && x.calls * 100 >= opened * 95 && x.calls * 100 <= opened * 105)
-        .filter_map(|x| Some((fd_of(x)?, x)))
-        .collect();
-    let [(fd, close)] = matching[..] else { return None };
-    let (reads, reads_ns) = trace
-        .arguments
-        .iter()
-        .filter(|x| READS.contains(&x.syscall.as_str()) && fd_of(x) == Some(fd))
-        .fold((0, 0), |(n, ns), x| (n + x.calls, ns + x.total_ns));
-    Some(AfterOpens { fd, reads, reads_ns, closes: close.calls, closes_ns: close.total_ns })
+/// Each process's closes and reads by fd, gathered once: a trace can hold
+/// hundreds of thousands of arguments and as many repeats.
+#[derive(Default)]
+struct FdCalls {
+    /// (calls, fd, ns) of each fd's closes, per process, by calls.
+    closes: HashMap<u32, Vec<(u64, i64, u64)>>,
+    /// (calls, ns) of each fd's reads.
+    reads: HashMap<(u32, i64), (u64, u64)>,
+}
+
+impl FdCalls {
+    fn of(trace: &Trace) -> FdCalls {
+        let mut calls = FdCalls::default();
+        for x in &trace.arguments {
+            let Argument::Fd { fd } = x.argument else { continue };
+            if x.syscall == "close" {
+                calls.closes.entry(x.pid).or_default().push((x.calls, fd, x.total_ns));
+            } else if READS.contains(&x.syscall.as_str()) {
+                let r = calls.reads.entry((x.pid, fd)).or_default();
+                *r = (r.0 + x.calls, r.1 + x.total_ns);
+            }
+        }
+        for closes in calls.closes.values_mut() {
+            closes.sort_unstable();
+        }
+        calls
+    }
+
+    fn after_opens(&self, a: &ArgumentStats) -> Option<AfterOpens> {
+        let opened = a.calls - a.errors.min(a.calls);
+        let closes = self.closes.get(&a.pid)?;
+        let from = closes.partition_point(|c| c.0 * 100 < opened * 95);
+        let to = closes.partition_point(|c| c.0 * 100 <= opened * 105);
+        let [(calls, fd, ns)] = closes[from..to] else { return None };
+        let (reads, reads_ns) = self.reads.get(&(a.pid, fd)).copied().unwrap_or_default();
+        Some(AfterOpens { fd, reads, reads_ns, closes: calls, closes_ns: ns })
+    }
 }
 
 /// Calls that take a path's file away: a file opened after one of them is a
@@ -138,6 +156,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         }
         repeats.push((a, path, open));
     }
+    let fd_calls = FdCalls::of(trace);
     let polled = polled_sets(&repeats);
     let mut out: Vec<Finding> = polled.iter().map(|set| polling(trace, &set.iter().map(|&i| repeats[i].0).collect::<Vec<_>>())).collect();
     let mut in_a_set: std::collections::HashSet<usize> = polled.iter().flatten().copied().collect();
@@ -149,7 +168,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             continue;
         }
         let mut fixes = known_fixes(trace, a, path);
-        let after = if open { after_opens(trace, a).filter(|f| f.reads > 0) } else { None };
+        let after = if open { fd_calls.after_opens(a).filter(|f| f.reads > 0) } else { None };
         if after.is_some() && compressed(path) {
             fixes.push(Fix::code(
                 "the file is compressed: each opening decompresses it again from its start (a compressed stream cannot \

@@ -14,6 +14,7 @@ const TINY: u64 = 64;
 pub fn check(trace: &Trace) -> Vec<Finding> {
     let mut out = Vec::new();
     let relays = relays(trace);
+    let closes = closes_by_fd(trace);
     for a in &trace.arguments {
         let Argument::Fd { fd } = a.argument else { continue };
         let knobs = &environment_of(trace, Some(a.pid)).knobs;
@@ -28,7 +29,12 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         if writing && relays.get(&a.pid).is_some_and(|&reads| reads >= a.calls) {
             continue; // a relay: the fix is in the program that writes to it
         }
-        if !writing && whole_small_files(trace, a.pid, fd, a.calls) {
+        // Two reads or fewer an opening (its closes): each file opened on
+        // the fd is read whole in a call or two (node's readFileSync of a
+        // 3-byte file asks for its 3 bytes). Its files are small, not its
+        // reads; a bigger buffer would make as many calls, and a file opened
+        // again and again is repeated-path's.
+        if !writing && closes.get(&(a.pid, fd)).is_some_and(|&c| a.calls <= c * 2) {
             continue;
         }
         let mut fixes = vec![Fix::code(if writing && super::flushes_itself(trace, &a.sites) {
@@ -72,15 +78,15 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
     out
 }
 
-/// Whether the fd's reads are two or fewer an opening (its closes): each
-/// file opened on it is read whole in a call or two (node's readFileSync
-/// of a 3-byte file asks for its 3 bytes). Its files are small, not its
-/// reads; a bigger buffer would make as many calls, and a file opened
-/// again and again is repeated-path's.
-fn whole_small_files(trace: &Trace, pid: u32, fd: i64, reads: u64) -> bool {
-    let closes: u64 =
-        trace.arguments.iter().filter(|x| x.pid == pid && x.syscall == "close" && x.argument == Argument::Fd { fd }).map(|x| x.calls).sum();
-    closes > 0 && reads <= closes * 2
+/// Each process's closes of each fd.
+fn closes_by_fd(trace: &Trace) -> std::collections::HashMap<(u32, i64), u64> {
+    let mut closes = std::collections::HashMap::new();
+    for x in trace.arguments.iter().filter(|x| x.syscall == "close") {
+        if let Argument::Fd { fd } = x.argument {
+            *closes.entry((x.pid, fd)).or_default() += x.calls;
+        }
+    }
+    closes
 }
 
 #[cfg(test)]
