@@ -213,12 +213,13 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             saving_ns,
             why: match &after {
                 Some(f) => format!(
-                    "the same file is opened {} times and read again after each opening ({} each){}; what it says \
+                    "the same file is opened {} times and read again after each opening ({}){}; what it says \
                      rarely changes between two of them",
                     thousands(a.calls),
                     match f.reads / a.calls.max(1) {
-                        0 | 1 => "a read".to_string(),
-                        n => format!("{} reads", thousands(n)),
+                        0 => format!("{} reads in all", thousands(f.reads)),
+                        1 => "a read each".to_string(),
+                        n => format!("{} reads each", thousands(n)),
                     },
                     if compressed(path) {
                         ", decompressed again each time: CPU time of the program's own, which the saving below does not count"
@@ -546,6 +547,10 @@ mod tests {
         assert!(f[0].why.contains("(20 reads each), decompressed again each time"), "{}", f[0].why);
         assert!(f[0].fixes[0].text.starts_with("the file is compressed"), "{:?}", f[0].fixes);
         assert_eq!(f[0].saving_ns, 203_000_000 - 203_000);
+        // Fewer reads than openings: not "a read each".
+        t.arguments[1].calls = 600;
+        assert!(check(&t)[0].why.contains("(600 reads in all)"), "{}", check(&t)[0].why);
+        t.arguments[1].calls = 20_000;
         // Two fds closed as often: which one is the file's is not known.
         argument(&mut t, "close", fd(6), 1000, 1_000_000);
         let f = check(&t);
