@@ -64,12 +64,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
     // An fd closed about as often as it was asked about is a new file at
     // each question: Python's open() asks each file it opens whether it
     // is a terminal, and the number comes back for the next one.
-    let mut closes: HashMap<(u32, i64), u64> = HashMap::new();
-    for a in trace.arguments.iter().filter(|a| a.syscall == "close") {
-        if let Argument::Fd { fd } = a.argument {
-            *closes.entry((a.pid, fd)).or_default() += a.calls - a.errors;
-        }
-    }
+    let closes = super::closes_by_fd(trace);
     // Not a connect: its question is the address, whatever new socket asks
     // it (libuuid's uuid1() tries uuidd on a fresh socket each time).
     let reused = |a: &ArgumentStats| match a.argument {

@@ -301,6 +301,19 @@ fn names_one_file(trace: &Trace, a: &crate::model::ArgumentStats) -> bool {
     path.starts_with('/') || (dirfd.is_none() && !moves())
 }
 
+/// Each process's successful closes of each fd: how many files were opened
+/// on it, for the rules that tell a new file on a reused fd from the same
+/// one asked again.
+fn closes_by_fd(trace: &Trace) -> std::collections::HashMap<(u32, i64), u64> {
+    let mut closes = std::collections::HashMap::new();
+    for a in trace.arguments.iter().filter(|a| a.syscall == "close") {
+        if let crate::model::Argument::Fd { fd } = a.argument {
+            *closes.entry((a.pid, fd)).or_default() += a.calls - a.errors.min(a.calls);
+        }
+    }
+    closes
+}
+
 /// Syscalls that look a path up without opening it.
 const PATH_LOOKUPS: &[&str] = &["stat", "lstat", "newfstatat", "statx", "access", "faccessat", "faccessat2", "readlink", "readlinkat"];
 

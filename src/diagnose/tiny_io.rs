@@ -14,7 +14,7 @@ const TINY: u64 = 64;
 pub fn check(trace: &Trace) -> Vec<Finding> {
     let mut out = Vec::new();
     let relays = relays(trace);
-    let closes = closes_by_fd(trace);
+    let closes = super::closes_by_fd(trace);
     for a in &trace.arguments {
         let Argument::Fd { fd } = a.argument else { continue };
         let knobs = &environment_of(trace, Some(a.pid)).knobs;
@@ -76,17 +76,6 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         });
     }
     out
-}
-
-/// Each process's closes of each fd.
-fn closes_by_fd(trace: &Trace) -> std::collections::HashMap<(u32, i64), u64> {
-    let mut closes = std::collections::HashMap::new();
-    for x in trace.arguments.iter().filter(|x| x.syscall == "close") {
-        if let Argument::Fd { fd } = x.argument {
-            *closes.entry((x.pid, fd)).or_default() += x.calls;
-        }
-    }
-    closes
 }
 
 #[cfg(test)]
