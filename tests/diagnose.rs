@@ -215,6 +215,20 @@ fn a_file_read_again_after_each_opening() {
     assert!(!fixes(r).contains("compressed") && !r["why"].as_str().unwrap().contains("decompressed"), "{r}");
 }
 
+/// glibc's wide-character stdio writes 16 bytes a call however the stream
+/// is buffered (util-linux's col under man: 25,000 writes for one page):
+/// tiny-io, naming the wide output, not a buffer to set.
+#[test]
+fn wide_character_output_writes_16_bytes_a_call() {
+    if skip_without_bpf() {
+        return;
+    }
+    let f = findings("widewrite", &["100000"], &[("LANG", "C.UTF-8")]);
+    let t = only(&f, "tiny-io");
+    assert_eq!(t["what"], "6,250 × write(fd 1) of ≤ 16 bytes", "{t}");
+    assert!(fixes(t).starts_with("the writes come from glibc's wide-character output"), "{t}");
+}
+
 #[test]
 fn tiny_io_and_its_fix() {
     if skip_without_bpf() {

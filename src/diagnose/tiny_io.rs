@@ -11,6 +11,27 @@ pub const ID: &str = "tiny-io";
 /// At most this many bytes moved per call, for 90% of the calls.
 const TINY: u64 = 64;
 
+/// glibc's wide-character output, to the write it makes: on a wide stream
+/// glibc writes the bytes it converted 16 at a time, whatever buffer
+/// setvbuf gave the stream (glibc 2.36: putwchar, fputws and wprintf alike).
+const WIDE_OUTPUT: &[&str] = &[
+    "putwchar",
+    "putwc",
+    "fputwc",
+    "fputws",
+    "wprintf",
+    "fwprintf",
+    "vwprintf",
+    "vfwprintf",
+    "_IO_wfile_overflow",
+    "_IO_wfile_xsputn",
+    "_IO_wdo_write",
+    "__woverflow",
+];
+const WIDE_OUTPUT_FIX: &str = "the writes come from glibc's wide-character output (putwchar, fputws, wprintf), which writes \
+     what it converts 16 bytes at a time whatever buffer setvbuf gives the stream: convert to multibyte yourself (wcrtomb, \
+     wcstombs) into a buffer and write the bytes to a byte-oriented stream (fwrite with a full buffer)";
+
 pub fn check(trace: &Trace) -> Vec<Finding> {
     let mut out = Vec::new();
     let relays = relays(trace);
@@ -39,6 +60,8 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         }
         let mut fixes = vec![Fix::code(if writing && super::flushes_itself(trace, &a.sites) {
             super::FLUSHED_EACH_TIME
+        } else if writing && super::called_through(trace, &a.sites, WIDE_OUTPUT) {
+            WIDE_OUTPUT_FIX
         } else if writing {
             "buffer the output (stdio with a full buffer, setvbuf; Go's bufio.Writer around os.Stdout, Rust's BufWriter, Java's BufferedOutputStream) and write in blocks"
         } else {
@@ -134,6 +157,18 @@ mod tests {
         t.arguments[0].requested = Some(bucket(1));
         t.arguments[0].returned = Some(bucket(1));
         assert_eq!(check(&t)[0].what, "2,000 × read(fd 12) of ≤ 1 byte");
+    }
+
+    #[test]
+    fn wide_character_output_is_told_as_glibcs_not_the_buffers() {
+        let mut t = writes(5, 6250);
+        let s = site(&mut t, &["__GI___libc_write", "_IO_new_file_write", "_IO_wdo_write", "_IO_wfile_overflow", "putwchar", "main"]);
+        t.arguments[0].sites = s;
+        let f = check(&t);
+        assert!(f[0].fixes[0].text.starts_with("the writes come from glibc's wide-character output"), "{:?}", f[0].fixes);
+        // A byte stream's writes: the buffering advice.
+        let f = check(&writes(5, 6250));
+        assert!(f[0].fixes[0].text.starts_with("buffer the output"), "{:?}", f[0].fixes);
     }
 
     #[test]
