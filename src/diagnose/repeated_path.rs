@@ -87,6 +87,8 @@ struct FdCalls {
     closes: HashMap<u32, Vec<(u64, i64, u64)>>,
     /// (calls, ns) of each fd's reads.
     reads: HashMap<(u32, i64), (u64, u64)>,
+    /// Each fd's syncs.
+    syncs: HashMap<(u32, i64), u64>,
 }
 
 impl FdCalls {
@@ -99,6 +101,8 @@ impl FdCalls {
             } else if READS.contains(&x.syscall.as_str()) {
                 let r = calls.reads.entry((x.pid, fd)).or_default();
                 *r = (r.0 + x.calls, r.1 + x.total_ns);
+            } else if super::sync_per_op::SYNCS.contains(&x.syscall.as_str()) {
+                *calls.syncs.entry((x.pid, fd)).or_default() += x.calls;
             }
         }
         for closes in calls.closes.values_mut() {
@@ -107,14 +111,27 @@ impl FdCalls {
         calls
     }
 
-    fn after_opens(&self, a: &ArgumentStats) -> Option<AfterOpens> {
+    /// The closes, by fd, of the process's fds closed about as often as
+    /// `a`'s path is opened.
+    fn closed_as_often(&self, a: &ArgumentStats) -> &[(u64, i64, u64)] {
         let opened = a.calls - a.errors.min(a.calls);
-        let closes = self.closes.get(&a.pid)?;
+        let Some(closes) = self.closes.get(&a.pid) else { return &[] };
         let from = closes.partition_point(|c| c.0 * 100 < opened * 95);
         let to = closes.partition_point(|c| c.0 * 100 <= opened * 105);
-        let [(calls, fd, ns)] = closes[from..to] else { return None };
+        &closes[from..to]
+    }
+
+    fn after_opens(&self, a: &ArgumentStats) -> Option<AfterOpens> {
+        let [(calls, fd, ns)] = *self.closed_as_often(a) else { return None };
         let (reads, reads_ns) = self.reads.get(&(a.pid, fd)).copied().unwrap_or_default();
         Some(AfterOpens { fd, reads, reads_ns, closes: calls, closes_ns: ns })
+    }
+
+    /// Whether every fd that may be the path's is synced at least every
+    /// other opening: a file (a directory) opened to be synced.
+    fn synced_each_time(&self, a: &ArgumentStats) -> bool {
+        let fds = self.closed_as_often(a);
+        !fds.is_empty() && fds.iter().all(|&(_, fd, _)| self.syncs.get(&(a.pid, fd)).is_some_and(|&n| n * 2 >= a.calls))
     }
 }
 
@@ -167,8 +184,15 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         if in_a_set.contains(&i) {
             continue;
         }
-        let mut fixes = known_fixes(trace, a, path);
+        // Opened to be synced each time (sqlite syncs its database's
+        // directory after each transaction, beside its journal): the syncs
+        // are the cost, and sync-per-op's fix, fewer transactions, is the
+        // fix of both.
+        if open && fd_calls.synced_each_time(a) {
+            continue;
+        }
         let after = if open { fd_calls.after_opens(a).filter(|f| f.reads > 0) } else { None };
+        let mut fixes = known_fixes(trace, a, path);
         if after.is_some() && compressed(path) {
             fixes.push(Fix::code(
                 "the file is compressed: each opening decompresses it again from its start (a compressed stream cannot \
@@ -560,6 +584,27 @@ mod tests {
         t.arguments.pop();
         t.arguments[2].calls = 3000; // close(fd 5)
         assert!(check(&t)[0].what.ends_with("that go with them"));
+    }
+
+    #[test]
+    fn a_directory_opened_to_be_synced_each_time_is_sync_per_ops() {
+        // sqlite: open the database's directory, fdatasync it, close it, per transaction.
+        let mut t = trace(1_000_000_000, &[("openat", 300, 3_000_000), ("fdatasync", 300, 30_000_000), ("close", 300, 300_000)]);
+        argument(&mut t, "openat", path("/srv/db"), 300, 3_000_000);
+        argument(&mut t, "fdatasync", fd(5), 300, 30_000_000);
+        argument(&mut t, "close", fd(5), 300, 300_000);
+        assert!(check(&t).is_empty());
+        // Beside a journal opened, synced and closed as often: both synced.
+        argument(&mut t, "fdatasync", fd(4), 300, 30_000_000);
+        argument(&mut t, "close", fd(4), 301, 300_000);
+        assert!(check(&t).is_empty());
+        // One of them synced now and then: which fd is the path's is not known.
+        t.arguments[3].calls = 10;
+        assert_eq!(check(&t).len(), 1);
+        // The path's own fd synced now and then: still a file opened again and again.
+        t.arguments[3].calls = 300;
+        t.arguments[1].calls = 10;
+        assert_eq!(check(&t).len(), 1);
     }
 
     #[test]

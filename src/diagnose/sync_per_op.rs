@@ -9,7 +9,7 @@ use crate::model::Trace;
 
 pub const ID: &str = "sync-per-op";
 
-const SYNCS: &[&str] = &["fsync", "fdatasync", "sync_file_range", "msync", "syncfs", "sync"];
+pub(super) const SYNCS: &[&str] = &["fsync", "fdatasync", "sync_file_range", "msync", "syncfs", "sync"];
 /// Flushes per second that mean "per operation" rather than "per batch".
 const HIGH_RATE: f64 = 10.0;
 
