@@ -191,9 +191,10 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         if open && fd_calls.synced_each_time(a) {
             continue;
         }
-        let after = if open { fd_calls.after_opens(a).filter(|f| f.reads > 0) } else { None };
+        let after = if open { fd_calls.after_opens(a) } else { None };
+        let read_again = after.as_ref().filter(|f| f.reads > 0);
         let mut fixes = known_fixes(trace, a, path);
-        if after.is_some() && compressed(path) {
+        if read_again.is_some() && compressed(path) {
             fixes.push(Fix::code(
                 "the file is compressed: each opening decompresses it again from its start (a compressed stream cannot \
                  seek back), so keep it uncompressed, or decompress it once and keep what it says",
@@ -213,11 +214,11 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         let (what, saving_ns) = match (&after, open) {
             (Some(f), _) => (
                 format!(
-                    "{} × {}({}) with {} reads and {} closes of fd {}",
+                    "{} × {}({}) with {}{} closes of fd {}",
                     thousands(a.calls),
                     a.syscall,
                     quoted(path),
-                    thousands(f.reads),
+                    if f.reads > 0 { format!("{} reads and ", thousands(f.reads)) } else { String::new() },
                     thousands(f.closes),
                     f.fd
                 ),
@@ -235,7 +236,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             evidence: Evidence::new(trace, &a.syscall, a.calls, a.total_ns + after.as_ref().map_or(0, |f| f.reads_ns + f.closes_ns)),
             sites: a.sites.clone(),
             saving_ns,
-            why: match &after {
+            why: match read_again {
                 Some(f) => format!(
                     "the same file is opened {} times and read again after each opening ({}){}; what it says \
                      rarely changes between two of them",
@@ -575,6 +576,15 @@ mod tests {
         t.arguments[1].calls = 600;
         assert!(check(&t)[0].why.contains("(600 reads in all)"), "{}", check(&t)[0].why);
         t.arguments[1].calls = 20_000;
+        // Opened and closed, never read (a spawner's /dev/null for a
+        // child's stdio): the closes, and no reads claimed.
+        t.arguments[1].calls = 0;
+        t.arguments[1].total_ns = 0;
+        let f = check(&t);
+        assert_eq!(f[0].what, "1,000 × openat(\"/srv/index.gz\") with 1,003 closes of fd 5");
+        assert!(f[0].why.starts_with("the same path is opened 1,000 times"), "{}", f[0].why);
+        assert!(!f[0].fixes.iter().any(|x| x.text.contains("compressed")), "{:?}", f[0].fixes);
+        (t.arguments[1].calls, t.arguments[1].total_ns) = (20_000, 200_000_000);
         // Two fds closed as often: which one is the file's is not known.
         argument(&mut t, "close", fd(6), 1000, 1_000_000);
         let f = check(&t);
