@@ -1305,13 +1305,16 @@ fn an_event_loop_with_timers_is_not_busy_polling() {
 
 /// The same loops yielding once per item (setImmediate, asyncio.sleep(0)):
 /// they never wait, and the fix is the program's, named for its loop.
+/// With --all: the polls' CPU time is 1 to 9 ticks of a 200 ms run, near
+/// the 1% line, and a batch of tests running beside them made the finding
+/// small at times (1 batch in 4 here); what is judged is the rule.
 #[test]
 fn an_event_loop_yielding_per_item_is_told_to_batch() {
     if skip_without_bpf() {
         return;
     }
     let [(_, node), (_, python)] = event_loop_findings(
-        &[],
+        &["--all"],
         "let n = 0;\nfunction f() { if (++n < 20000) setImmediate(f); }\nf();\n",
         "import asyncio\nasync def work():\n    for i in range(20000):\n        await asyncio.sleep(0)\nasyncio.run(work())\n",
     );
