@@ -50,12 +50,13 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         if writing && relays.get(&a.pid).is_some_and(|&reads| reads >= a.calls) {
             continue; // a relay: the fix is in the program that writes to it
         }
-        // Two reads or fewer an opening (its closes): each file opened on
-        // the fd is read whole in a call or two (node's readFileSync of a
-        // 3-byte file asks for its 3 bytes). Its files are small, not its
-        // reads; a bigger buffer would make as many calls, and a file opened
-        // again and again is repeated-path's.
-        if !writing && closes.get(&(a.pid, fd)).is_some_and(|&c| a.calls <= c * 2) {
+        // Two calls or fewer an opening (its closes): each file opened on
+        // the fd is read or written whole in a call or two (node's
+        // readFileSync of a 3-byte file asks for its 3 bytes, its
+        // appendFileSync writes a line and closes). Its files are small,
+        // not its calls; a bigger buffer would make as many, and a file
+        // opened again and again is repeated-path's.
+        if closes.get(&(a.pid, fd)).is_some_and(|&c| a.calls <= c * 2) {
             continue;
         }
         let mut fixes = vec![Fix::code(if writing && super::flushes_itself(trace, &a.sites) {
@@ -169,6 +170,17 @@ mod tests {
         // A byte stream's writes: the buffering advice.
         let f = check(&writes(5, 6250));
         assert!(f[0].fixes[0].text.starts_with("buffer the output"), "{:?}", f[0].fixes);
+    }
+
+    #[test]
+    fn a_file_written_whole_per_opening_is_not_small_writes() {
+        // appendFileSync per item: open, write a line, close.
+        let mut t = writes(4, 5000);
+        t.arguments[0].argument = Argument::Fd { fd: 18 };
+        argument(&mut t, "close", Argument::Fd { fd: 18 }, 5000, 1_000_000);
+        assert!(check(&t).is_empty());
+        t.arguments[1].calls = 10;
+        assert_eq!(check(&t).len(), 1, "a file kept open and written a line at a time");
     }
 
     #[test]
