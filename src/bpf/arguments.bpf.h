@@ -379,17 +379,14 @@ static __always_inline bool word_counts(struct call *c)
  * fingerprint is never 0). */
 #define OTHER_KEYS 1ULL
 
-/* Sets slot `i`'s word to `mine` if it is free: the word found there
- * (0: taken, now `mine`). */
-static __always_inline __u64 take_free(__u64 *f, __u32 i, __u64 mine)
+/* Sets a slot's word to `mine` if it is free: the word found there (0:
+ * taken, now `mine`). Read first: a taken slot costs no locked write. */
+static __always_inline __u64 take_free(__u64 *f, __u64 mine)
 {
 	__u64 word = *(volatile __u64 *)f;
 
-	if (word)
-		return word;
-	word = __sync_val_compare_and_swap(f, 0, mine);
-	if (!word && first_slots_taken < FIRST_SLOTS_LOGGED)
-		log_first_slot(i);
+	if (!word)
+		word = __sync_val_compare_and_swap(f, 0, mine);
 	return word;
 }
 
@@ -412,13 +409,16 @@ static __always_inline __u64 take_free(__u64 *f, __u32 i, __u64 mine)
 static __always_inline int first_sighting(struct task_state *ts, struct call *c, struct arg_key *k, __u64 *first,
 					  __u32 *slot, __u64 **word_at)
 {
-	__u64 g, h, ours, word = 0, mine, seen, *f = 0;
+	__u64 g, h, ours, word = 0, mine, seen, leader_start, *f = 0;
 	__u32 i = 0, j, line, wide;
 
 	if (!ts->leader_start)
 		ts->leader_start = BPF_CORE_READ(bpf_get_current_task_btf(), group_leader, start_time);
+	/* Read again, and `mine` made without a branch: each state that
+	 * reached the ways' loop apart walked all nine of its turns. */
+	leader_start = *(volatile __u64 *)&ts->leader_start;
 	g = ((__u64)k->fd * 0x9E3779B97F4A7C15ULL) ^ (((__u64)k->nr << 32 | k->tgid) * 0xC2B2AE3D27D4EB4FULL) ^
-	    (ts->leader_start * 0x165667B19E3779F9ULL);
+	    (leader_start * 0x165667B19E3779F9ULL);
 	g ^= g >> 31;
 	g *= 0x94D049BB133111EBULL;
 	g ^= g >> 29;
@@ -429,11 +429,10 @@ static __always_inline int first_sighting(struct task_state *ts, struct call *c,
 	/* Never 0 (a free slot), and all 32 bits of the hash otherwise. */
 	ours = h & 0xFFFFFFFF00000000ULL;
 	ours |= is_zero(ours) << 32;
-	if (c->ns >= FIRST_NS_MAX)
-		mine = ours | FIRST_NS_ELSEWHERE;
-	else
-		mine = ours | c->ns << 12 | (c->failed ? FIRST_FAILED : 0) | (__u64)(c->ret_bucket & 31) << 5 |
-		       (c->req_bucket & 31);
+	mine = pick(below(c->ns, FIRST_NS_MAX),
+		    ours | c->ns << 12 | (__u64)(c->failed & 1) * FIRST_FAILED | (__u64)(c->ret_bucket & 31) << 5 |
+			    (c->req_bucket & 31),
+		    ours | FIRST_NS_ELSEWHERE);
 	line = (g & (FIRST_SLOTS - 1) & ~(FIRST_REGION_SLOTS - 1)) | (h & (FIRST_REGION_SLOTS / FIRST_WAYS - 1)) * FIRST_WAYS;
 	wide = (g >> 32 & (FIRST_SLOTS - 1) & ~(FIRST_WIDE_REGION_SLOTS - 1)) |
 	       (h >> 9 & (FIRST_WIDE_REGION_SLOTS / FIRST_WAYS - 1)) * FIRST_WAYS;
@@ -443,7 +442,7 @@ static __always_inline int first_sighting(struct task_state *ts, struct call *c,
 		f = bpf_map_lookup_elem(&first_calls, &i);
 		if (!f)
 			return SIGHTING_UNKNOWN;
-		word = take_free(f, i, mine);
+		word = take_free(f, mine);
 		if (!word)
 			break;
 		if ((word & 0xFFFFFFFF00000000ULL) == ours)
@@ -452,6 +451,10 @@ static __always_inline int first_sighting(struct task_state *ts, struct call *c,
 	}
 	if (word == OTHER_KEYS)
 		return SIGHTING_UNKNOWN;
+	/* Logged here, not in the loop: each way the loop leaves a turn by
+	 * is one more walk of the next turn for the verifier. */
+	if (!word && first_slots_taken < FIRST_SLOTS_LOGGED)
+		log_first_slot(i);
 	*slot = i;
 	*word_at = f;
 	if (!word)
