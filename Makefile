@@ -104,7 +104,8 @@ test: need-root deps
 # qemu and runs the BPF tests inside each, then on this host's kernel.
 test-kernels: need-root deps cross
 	$(call install,$(KERNEL_DEBS))
-	@command -v vng >/dev/null || python3 -m pip install --quiet virtme-ng
+	@# Debian 12's own python3 refuses pip installs (PEP 668) unless told.
+	@command -v vng >/dev/null || PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet virtme-ng
 	ci/kernels
 
 # The binary, its man pages and shell completions, under $(DESTDIR)$(PREFIX).
