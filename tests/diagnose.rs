@@ -1204,6 +1204,9 @@ fn a_select_spin_is_busy_polling() {
 /// daemon on a fresh socket, and with no daemon the connect fails with
 /// ENOENT every time. failing-calls, with the service advice, though the
 /// socket's fd is a new one each time. uuid4() asks nobody: nothing.
+/// Both with --all: the connects' CPU time is sampled, and on a busy host
+/// few ticks may land in them (a local run once saw the finding left out
+/// as small); what is judged is the rule, not its size.
 #[test]
 fn a_connect_to_a_missing_service_per_item() {
     if skip_without_bpf() {
@@ -1214,7 +1217,7 @@ fn a_connect_to_a_missing_service_per_item() {
     }
     let dir = tempfile::tempdir().unwrap();
     let each = |f: &str| format!("import uuid\nfor i in range(5000):\n    uuid.{f}()\n");
-    let f = findings_in(dir.path(), &["/usr/bin/python3", "-c", &each("uuid1")], &[]);
+    let f = findings_in_with(&["--all"], dir.path(), &["/usr/bin/python3", "-c", &each("uuid1")], &[]);
     let c = f.iter().find(|x| x["id"] == "failing-calls" && x["what"].as_str().unwrap().contains("connect")).unwrap_or_else(|| panic!("{f:?}"));
     assert!(c["what"].as_str().unwrap().ends_with("failing with ENOENT"), "{c}");
     assert!(c["evidence"]["calls"].as_u64().unwrap() >= 4_999, "{c}");
