@@ -467,14 +467,23 @@ fn time_is_sampled_cpu_by_default_and_wall_with_latency() {
     let exe = victim("idloop");
     let (doc, _) = sysdiet_json(&["--no-stacks"], &[exe.to_str().unwrap(), "2000000"]);
     assert_eq!(doc["run"]["time"]["kind"], "cpu_sampled");
-    // 250 µs ticks for the first 25 ms, 1 ms after: 2,000,000 calls run longer.
+    // 250 µs ticks for the first 25 ms, then the kernel's own (its HZ:
+    // what its coarse clocks advance by), a whole number of fine ones
+    // here: 2,000,000 calls run longer.
     assert!(doc["run"]["duration_ns"].as_u64().unwrap() > 150_000_000, "{}", doc["run"]);
     let time = &doc["run"]["time"];
-    assert_eq!((&time["tick_ns"], &time["fine_tick_ns"], &time["fine_for_ns"]), (&1_000_000.into(), &250_000.into(), &25_000_000.into()));
+    let kernel_tick = kernel_tick_ns();
+    assert!(kernel_tick.is_multiple_of(250_000), "this host's HZ gives whole fine ticks");
+    assert_eq!((&time["tick_ns"], &time["fine_tick_ns"], &time["fine_for_ns"]), (&kernel_tick.into(), &250_000.into(), &25_000_000.into()));
     let getpid = doc["syscalls"].as_array().unwrap().iter().find(|s| s["name"] == "getpid").unwrap().clone();
     assert_eq!(getpid["calls"], 2_000_000);
     assert_eq!(getpid["min_ns"], 0, "no per-call time when sampled");
     assert_eq!(getpid["total_ns"].as_u64().unwrap() % 250_000, 0, "whole ticks");
+    // A tick that finds the thread in the kernel past a call's end (the
+    // exit's work, sysdiet's own among it) is neither the call's nor the
+    // thread's own code: counted as its own, it outweighs getpid's time.
+    let (user, calls) = (doc["run"]["user_cpu_ns"].as_u64().unwrap(), getpid["total_ns"].as_u64().unwrap());
+    assert!(user > 0 && user < calls, "CPU outside the calls {user} ns, in getpid {calls} ns");
     // A short run keeps the fine tick throughout (a slow guest's may not be short).
     let (doc, _) = sysdiet_json(&["--no-stacks"], &[exe.to_str().unwrap(), "1000"]);
     if doc["run"]["duration_ns"].as_u64().unwrap() < 20_000_000 {
@@ -521,4 +530,12 @@ fn completions_and_man_pages_come_from_the_command_line() {
     let run = std::fs::read_to_string(dir.path().join("sysdiet-run.1")).unwrap();
     assert!(run.contains(".TH sysdiet-run 1") && run.contains("\\-\\-latency"), "{run}");
     assert!(dir.path().join("sysdiet.1").exists() && !dir.path().join("sysdiet-__floor.1").exists());
+}
+
+/// The kernel's tick in ns: what its coarse clocks advance by.
+fn kernel_tick_ns() -> u64 {
+    let mut res = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: writes one timespec.
+    assert_eq!(unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC_COARSE, &mut res) }, 0);
+    res.tv_sec as u64 * 1_000_000_000 + res.tv_nsec as u64
 }

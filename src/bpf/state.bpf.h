@@ -41,6 +41,10 @@ const volatile __u64 tick_ns = 0;
  * raises this with it. Its own section, so that user space writes it
  * alone. */
 __u64 tick_weight SEC(".data.ticks") = 1;
+/* The kernel's own tick handler (its address), once user space has
+ * stopped the CPU clock and handed the ticks over to the kernel's
+ * (kernel_tick, syscount.bpf.c); 0: ours tick. */
+__u64 kernel_tick_fn SEC(".data.ticks") = 0;
 /* Stack samples: off unless set. A thread starts at one sample per
  * `sample_first_gap` calls; the gap then doubles or halves to keep about
  * one sample per `sample_interval_ns` of its time. */

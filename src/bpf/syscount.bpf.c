@@ -265,6 +265,58 @@ int on_tick_legacy(struct bpf_perf_event_data *ctx)
 	return 0;
 }
 
+/* The kernel's own tick, once a run is past its fine start: charged as
+ * on_tick charges a tick of the CPU clock, which user space then stops
+ * (ticks.rs). The kernel ticks a busy CPU anyway, so this costs no
+ * interrupt of ours. Its hrtimer is told by its handler. */
+SEC("tp_btf/hrtimer_expire_entry")
+int BPF_PROG(kernel_tick, struct hrtimer *timer)
+{
+	__u64 fn = kernel_tick_fn;
+	struct task_struct *t;
+	struct task_state *ts;
+	struct pt_regs *u;
+
+	if (!fn || (__u64)timer->function != fn)
+		return 0;
+	t = bpf_get_current_task_btf();
+	ts = bpf_task_storage_get(&states, t, 0, 0);
+	if (!ts || ts->state != TARGET_ACTIVE)
+		return 0;
+	/* The thread's own registers say whether the tick found it in a
+	 * syscall or in its own code; else it was in the kernel past a
+	 * syscall's end (its exit's work, ours among it) or in a fault,
+	 * which on_tick does not charge either. */
+	u = (struct pt_regs *)bpf_task_pt_regs(t);
+	if (!u)
+		return 0;
+	if (regs_in_syscall_btf(u))
+		ts->ticks += tick_weight;
+	else if (regs_interrupted_user_btf(u))
+		ts->user_ticks += tick_weight;
+	return 0;
+}
+
+/* The kernel's tick handler's address, for kernel_tick_fn: run once by
+ * user space (its ctx is the answer); 0 when found. Renamed in 6.9. */
+struct kernel_tick_answer {
+	__u64 fn;
+};
+
+SEC("syscall")
+int find_tick_fn(struct kernel_tick_answer *answer)
+{
+	static const char handler[] = "tick_nohz_handler";
+	static const char before_6_9[] = "tick_sched_timer";
+	__u64 fn = 0;
+
+	if (bpf_kallsyms_lookup_name(handler, sizeof(handler), 0, &fn) &&
+	    bpf_kallsyms_lookup_name(before_6_9, sizeof(before_6_9), 0, &fn))
+		return 1;
+	answer->fn = fn;
+	return 0;
+}
+
 /* Following the targets' lives (lifecycle.bpf.h). */
 
 SEC("tp_btf/sched_process_fork")

@@ -48,7 +48,7 @@ pub use set_spec::{BpfOptions, RingSize, SAMPLE_FIRST_GAP, SAMPLE_INTERVAL_NS, T
 use set_spec::{Part, SetSpec};
 use skel::OBJECT;
 use tables::Tables;
-use ticks::Ticks;
+use ticks::{KernelTick, Ticks};
 
 use skel::types::{target_state, task_state, tick_count};
 use skel::SyscountSkel;
@@ -368,9 +368,11 @@ impl BpfTracer {
             let links = attach_hooks(&programs, lent)?;
             drop(t);
             let _t = crate::timings::span("attach CPU-time ticks");
-            let on_tick = programs.iter().find(|(name, _)| name.starts_with("on_tick")).map(|(_, fd)| fd.as_fd());
+            let program = |wanted: &str| programs.iter().find(|(name, _)| name == wanted).map(|(_, fd)| fd.as_fd());
+            let on_tick = program(&variant.program("on_tick"));
+            let kernel = program("kernel_tick").zip(program("find_tick_fn")).map(|(tick, find)| KernelTick { tick, find });
             match on_tick {
-                Some(on_tick) if !options.latency => Ok((links, Some(Ticks::attach(on_tick, &tables.data_ticks, options.system_wide)?))),
+                Some(on_tick) if !options.latency => Ok((links, Some(Ticks::attach(on_tick, kernel, &tables.data_ticks, options.system_wide)?))),
                 _ => Ok((links, None)),
             }
         })();
@@ -647,14 +649,14 @@ impl Tracer for BpfTracer {
     }
 }
 
-/// Attaches each program but the CPU-clock one to the tracepoint it was
+/// Attaches each program but the CPU time's (ticks.rs) to the tracepoint it was
 /// loaded for, but those `lent` attached already; each returned
 /// descriptor holds one attached.
 fn attach_hooks(programs: &[(String, OwnedFd)], mut lent: Vec<(String, OwnedFd)>) -> Result<Vec<(String, OwnedFd)>> {
     use std::os::fd::FromRawFd;
     programs
         .iter()
-        .filter(|(name, _)| !name.starts_with("on_tick"))
+        .filter(|(name, _)| !ticks::attaches(name))
         .map(|(name, fd)| {
             if let Some(at) = lent.iter().position(|(n, _)| n == name) {
                 return Ok(lent.swap_remove(at));

@@ -233,6 +233,11 @@ impl SetSpec {
             current.set_autoload(wanted && !legacy);
             legacy_twin.set_autoload(wanted && legacy);
         }
+        // The kernel's own tick, which takes over from the CPU clock
+        // (ticks.rs): not in the legacy programs, which keep the clock.
+        let kernel_ticks = self.on_tick && others && !legacy;
+        p.kernel_tick.set_autoload(kernel_ticks);
+        p.find_tick_fn.set_autoload(kernel_ticks);
         open.maps.states.set_autocreate(!legacy).map_err(bpf_error)?;
         for m in [&mut open.maps.thread_states, &mut open.maps.thread_ticks, &mut open.maps.promoting] {
             m.set_autocreate(legacy).map_err(bpf_error)?;

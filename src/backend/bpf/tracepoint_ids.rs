@@ -17,7 +17,8 @@ use std::sync::{Mutex, OnceLock};
 
 /// The tracepoints sysdiet's programs attach to (a program of another is
 /// looked up when it loads).
-const TRACEPOINTS: &[&str] = &["sys_enter", "sys_exit", "sched_process_fork", "sched_process_exec", "sched_process_exit", "signal_deliver"];
+const TRACEPOINTS: &[&str] =
+    &["sys_enter", "sys_exit", "sched_process_fork", "sched_process_exec", "sched_process_exit", "signal_deliver", "hrtimer_expire_entry"];
 
 /// What libbpf's `attach_prog_fd` holds for our programs until they load:
 /// not 0, so that libbpf does not take them for programs that need the

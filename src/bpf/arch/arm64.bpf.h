@@ -57,6 +57,13 @@ static __always_inline bool regs_in_syscall_btf(struct pt_regs *u)
 	return u->syscallno >= 0;
 }
 
+/* Whether a task's own BTF-typed registers are those an interrupt saved
+ * when it found the task running its own code (no syscall; a fault's look the same here). */
+static __always_inline bool regs_interrupted_user_btf(struct pt_regs *u)
+{
+	return u->syscallno < 0;
+}
+
 /* Whether the task is an AArch32 one (its numbers are arm's, not arm64's);
  * `probe`: `t` is no BTF pointer (a legacy kernel's current task). */
 static __always_inline bool task_in_compat_syscall(struct task_struct *t, const bool probe)

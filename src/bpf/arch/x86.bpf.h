@@ -63,6 +63,13 @@ static __always_inline bool regs_in_syscall_btf(struct pt_regs *u)
 	return (long)u->orig_ax >= 0 && (long)u->ax == -ENOSYS;
 }
 
+/* Whether a task's own BTF-typed registers are those an interrupt saved
+ * when it found the task running its own code (no syscall, no fault's). */
+static __always_inline bool regs_interrupted_user_btf(struct pt_regs *u)
+{
+	return (long)u->orig_ax < 0;
+}
+
 /* Whether the task is in a syscall made through the i386 entry; `probe`:
  * `t` is no BTF pointer (a legacy kernel's current task). */
 static __always_inline bool task_in_compat_syscall(struct task_struct *t, const bool probe)
