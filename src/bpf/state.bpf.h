@@ -45,6 +45,10 @@ __u64 tick_weight SEC(".data.ticks") = 1;
  * stopped the CPU clock and handed the ticks over to the kernel's
  * (kernel_tick, syscount.bpf.c); 0: ours tick. */
 __u64 kernel_tick_fn SEC(".data.ticks") = 0;
+/* The kernel's ticks seen since, on any CPU: none while the host is busy
+ * says the handler was not the tick's, and user space starts its clock
+ * again. */
+__u64 kernel_ticks_seen SEC(".data.ticks") = 0;
 /* Stack samples: off unless set. A thread starts at one sample per
  * `sample_first_gap` calls; the gap then doubles or halves to keep about
  * one sample per `sample_interval_ns` of its time. */

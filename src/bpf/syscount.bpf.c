@@ -279,6 +279,7 @@ int BPF_PROG(kernel_tick, struct hrtimer *timer)
 
 	if (!fn || (__u64)timer->function != fn)
 		return 0;
+	__sync_fetch_and_add(&kernel_ticks_seen, 1);
 	t = bpf_get_current_task_btf();
 	ts = bpf_task_storage_get(&states, t, 0, 0);
 	if (!ts || ts->state != TARGET_ACTIVE)
@@ -298,7 +299,10 @@ int BPF_PROG(kernel_tick, struct hrtimer *timer)
 }
 
 /* The kernel's tick handler's address, for kernel_tick_fn: run once by
- * user space (its ctx is the answer); 0 when found. Renamed in 6.9. */
+ * user space (its ctx is the answer); 0 when found. Before 6.9 the
+ * high-resolution tick's handler is tick_sched_timer, and
+ * tick_nohz_handler is the low-resolution one (no hrtimer); since, the
+ * first is named as the second was. */
 struct kernel_tick_answer {
 	__u64 fn;
 };
@@ -306,12 +310,12 @@ struct kernel_tick_answer {
 SEC("syscall")
 int find_tick_fn(struct kernel_tick_answer *answer)
 {
-	static const char handler[] = "tick_nohz_handler";
 	static const char before_6_9[] = "tick_sched_timer";
+	static const char handler[] = "tick_nohz_handler";
 	__u64 fn = 0;
 
-	if (bpf_kallsyms_lookup_name(handler, sizeof(handler), 0, &fn) &&
-	    bpf_kallsyms_lookup_name(before_6_9, sizeof(before_6_9), 0, &fn))
+	if (bpf_kallsyms_lookup_name(before_6_9, sizeof(before_6_9), 0, &fn) &&
+	    bpf_kallsyms_lookup_name(handler, sizeof(handler), 0, &fn))
 		return 1;
 	answer->fn = fn;
 	return 0;

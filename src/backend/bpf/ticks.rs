@@ -125,22 +125,35 @@ fn start_pacer(
         if stopped.recv_timeout(FINE_FOR) != Err(mpsc::RecvTimeoutError::Timeout) {
             return None;
         }
-        let link = kernel.and_then(|(tick, find)| hand_over(&fds, &tick, &find, &data, &shared));
-        if link.is_none() {
+        let Some((link, tick_ns)) = kernel.and_then(|(tick, find)| hand_over(&fds, &tick, &find, &data, &shared)) else {
             slow_down(&fds, &data, &shared, coarse);
+            return None;
+        };
+        // The kernel's tick is seen within a few of its periods on any
+        // busy CPU (the target's, sysdiet's own); none, and the handler
+        // found was not the tick's: the clock runs again.
+        let check = Duration::from_nanos(tick_ns.saturating_mul(5)).max(FINE_FOR);
+        if stopped.recv_timeout(check) == Err(mpsc::RecvTimeoutError::Timeout) && !kernel_ticks_seen(&data) {
+            take_back(&fds, &data, &shared, coarse);
+            return None;
         }
-        link
+        Some(link)
     });
     Some((stop, pacer.ok()?))
 }
 
 /// Stops every CPU's clock and lets the kernel's tick charge the threads
 /// instead (weighed as its length in fine ticks); returns the link that
-/// holds `kernel_tick` attached. None, with the clocks as they were, if
-/// the kernel's tick is no whole number of fine ticks, its handler cannot
-/// be found (kallsyms hidden: kptr_restrict), or a step fails.
-fn hand_over(fds: &[OwnedFd], tick: &OwnedFd, find: &OwnedFd, data: &MapHandle, weight: &AtomicU64) -> Option<OwnedFd> {
-    let kernel_weight = weight_of(kernel_tick_ns()?)?;
+/// holds `kernel_tick` attached, and the tick's length. None, with the
+/// clocks as they were, if the kernel's tick is no hrtimer (low
+/// resolution), is no whole number of fine ticks, its handler cannot be
+/// found (kallsyms hidden: kptr_restrict), or a step fails.
+fn hand_over(fds: &[OwnedFd], tick: &OwnedFd, find: &OwnedFd, data: &MapHandle, weight: &AtomicU64) -> Option<(OwnedFd, u64)> {
+    let tick_ns = resolution_ns(libc::CLOCK_MONOTONIC_COARSE)?;
+    if resolution_ns(libc::CLOCK_MONOTONIC)? >= tick_ns {
+        return None;
+    }
+    let kernel_weight = weight_of(tick_ns)?;
     let handler = tick_handler(find)?;
     // SAFETY: no name; a loaded tp_btf program's descriptor.
     let link = unsafe { libbpf_sys::bpf_raw_tracepoint_open(std::ptr::null(), tick.as_raw_fd()) };
@@ -153,15 +166,34 @@ fn hand_over(fds: &[OwnedFd], tick: &OwnedFd, find: &OwnedFd, data: &MapHandle, 
     // counted, none is counted twice.
     // SAFETY: these ioctls take no argument.
     let ioctl = |fd: &OwnedFd, request: libc::c_ulong| unsafe { libc::ioctl(fd.as_raw_fd(), request as _, 0) } == 0;
-    let value = data_ticks { tick_weight: kernel_weight, kernel_tick_fn: handler };
+    let value = data_ticks { tick_weight: kernel_weight, kernel_tick_fn: handler, kernel_ticks_seen: 0 };
     if fds.iter().all(|fd| ioctl(fd, PERF_EVENT_IOC_DISABLE)) && data.update(&0u32.to_ne_bytes(), bytes_of(&value), MapFlags::ANY).is_ok() {
         weight.store(kernel_weight, Ordering::Release);
-        return Some(link);
+        return Some((link, tick_ns));
     }
     for fd in fds {
         ioctl(fd, PERF_EVENT_IOC_ENABLE);
     }
     None
+}
+
+/// Whether `kernel_tick` has seen the kernel's tick since the hand-over.
+fn kernel_ticks_seen(data: &MapHandle) -> bool {
+    let value = data.lookup(&0u32.to_ne_bytes(), MapFlags::ANY).ok().flatten();
+    value.is_some_and(|v| v.len() == std::mem::size_of::<data_ticks>() && super::maps::from_bytes::<data_ticks>(&v).kernel_ticks_seen > 0)
+}
+
+/// Starts the clocks again at the fine weight, and slows them as
+/// `slow_down` does: the kernel's tick was not seen.
+fn take_back(fds: &[OwnedFd], data: &MapHandle, weight: &AtomicU64, coarse: u64) {
+    let value = data_ticks { tick_weight: 1, kernel_tick_fn: 0, kernel_ticks_seen: 0 };
+    let _ = data.update(&0u32.to_ne_bytes(), bytes_of(&value), MapFlags::ANY);
+    weight.store(1, Ordering::Release);
+    for fd in fds {
+        // SAFETY: takes no argument.
+        unsafe { libc::ioctl(fd.as_raw_fd(), PERF_EVENT_IOC_ENABLE as _, 0) };
+    }
+    slow_down(fds, data, weight, coarse);
 }
 
 /// How many fine ticks one of the kernel's `tick_ns` weighs; None when it
@@ -170,11 +202,13 @@ fn weight_of(tick_ns: u64) -> Option<u64> {
     (tick_ns >= TICK_NS && tick_ns.is_multiple_of(TICK_NS)).then_some(tick_ns / TICK_NS)
 }
 
-/// The kernel's tick, in ns: what its coarse clocks advance by.
-fn kernel_tick_ns() -> Option<u64> {
+/// A clock's resolution in ns: the kernel's tick for a coarse clock;
+/// for the others 1 ns when its hrtimers are high-resolution (and the
+/// tick is one of them), else the tick.
+fn resolution_ns(clock: libc::clockid_t) -> Option<u64> {
     let mut res = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: writes one timespec.
-    if unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC_COARSE, &mut res) } != 0 {
+    if unsafe { libc::clock_getres(clock, &mut res) } != 0 {
         return None;
     }
     u64::try_from(res.tv_sec).ok()?.checked_mul(1_000_000_000)?.checked_add(u64::try_from(res.tv_nsec).ok()?)
@@ -204,7 +238,7 @@ fn slow_down(fds: &[OwnedFd], data: &MapHandle, weight: &AtomicU64, coarse: u64)
     let period = TICK_NS * coarse;
     // SAFETY: PERF_EVENT_IOC_PERIOD reads one u64 through the pointer.
     let set = |fd: &OwnedFd, period: &u64| unsafe { libc::ioctl(fd.as_raw_fd(), PERF_EVENT_IOC_PERIOD as _, period as *const u64) } == 0;
-    let value = data_ticks { tick_weight: coarse, kernel_tick_fn: 0 };
+    let value = data_ticks { tick_weight: coarse, kernel_tick_fn: 0, kernel_ticks_seen: 0 };
     let slowed = fds.iter().all(|fd| set(fd, &period)) && data.update(&0u32.to_ne_bytes(), bytes_of(&value), MapFlags::ANY).is_ok();
     if slowed {
         weight.store(coarse, Ordering::Release);
