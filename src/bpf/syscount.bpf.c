@@ -285,8 +285,9 @@ int BPF_PROG(kernel_tick, struct hrtimer *timer)
 	if (!ts || ts->state != TARGET_ACTIVE)
 		return 0;
 	/* The thread's own registers say whether the tick found it in a
-	 * syscall or in its own code; else it was in the kernel past a
-	 * syscall's end (its exit's work, ours among it) or in a fault,
+	 * syscall, or in its own code or a fault of it (its user time, where
+	 * on_tick charges a fault's tick to nothing); else it was in the
+	 * kernel past a syscall's end (its exit's work, ours among it),
 	 * which on_tick does not charge either. */
 	u = (struct pt_regs *)bpf_task_pt_regs(t);
 	if (!u)
@@ -299,10 +300,9 @@ int BPF_PROG(kernel_tick, struct hrtimer *timer)
 }
 
 /* The kernel's tick handler's address, for kernel_tick_fn: run once by
- * user space (its ctx is the answer); 0 when found. Before 6.9 the
- * high-resolution tick's handler is tick_sched_timer, and
- * tick_nohz_handler is the low-resolution one (no hrtimer); since, the
- * first is named as the second was. */
+ * user space (its ctx is the answer); 0 when found. The high-resolution
+ * tick's handler is tick_sched_timer before 6.9, when tick_nohz_handler
+ * is the low-resolution one's (no hrtimer), and tick_nohz_handler since. */
 struct kernel_tick_answer {
 	__u64 fn;
 };

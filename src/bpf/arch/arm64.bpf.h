@@ -58,7 +58,8 @@ static __always_inline bool regs_in_syscall_btf(struct pt_regs *u)
 }
 
 /* Whether a task's own BTF-typed registers are those an interrupt saved
- * when it found the task running its own code (no syscall; a fault's look the same here). */
+ * when it found the task running its own code, or a fault's from it:
+ * they look the same. */
 static __always_inline bool regs_interrupted_user_btf(struct pt_regs *u)
 {
 	return u->syscallno < 0;

@@ -64,7 +64,8 @@ static __always_inline bool regs_in_syscall_btf(struct pt_regs *u)
 }
 
 /* Whether a task's own BTF-typed registers are those an interrupt saved
- * when it found the task running its own code (no syscall, no fault's). */
+ * when it found the task running its own code, or a fault's from it:
+ * both set orig_ax to -1. */
 static __always_inline bool regs_interrupted_user_btf(struct pt_regs *u)
 {
 	return (long)u->orig_ax < 0;
