@@ -41,14 +41,16 @@ const volatile __u64 tick_ns = 0;
  * raises this with it. Its own section, so that user space writes it
  * alone. */
 __u64 tick_weight SEC(".data.ticks") = 1;
-/* The kernel's own tick handler (its address), once user space has
- * stopped the CPU clock and handed the ticks over to the kernel's
- * (kernel_tick, syscount.bpf.c); 0: ours tick. */
+/* The kernel's own tick handler (its address), set by user space once a
+ * run is past its start (kernel_tick, syscount.bpf.c); 0: not looked for. */
 __u64 kernel_tick_fn SEC(".data.ticks") = 0;
-/* The kernel's ticks seen since, on any CPU: none while the host is busy
- * says the handler was not the tick's, and user space starts its clock
- * again. */
+/* The kernel's ticks seen since, on any CPU: user space hands the CPU
+ * time over to them only once one is seen (else the handler was not the
+ * tick's), ... */
 __u64 kernel_ticks_seen SEC(".data.ticks") = 0;
+/* ... and then stops its clock and sets what each weighs, in ticks of
+ * tick_ns; 0: they are seen, not charged. */
+__u64 kernel_tick_weight SEC(".data.ticks") = 0;
 /* Stack samples: off unless set. A thread starts at one sample per
  * `sample_first_gap` calls; the gap then doubles or halves to keep about
  * one sample per `sample_interval_ns` of its time. */

@@ -265,21 +265,25 @@ int on_tick_legacy(struct bpf_perf_event_data *ctx)
 	return 0;
 }
 
-/* The kernel's own tick, once a run is past its fine start: charged as
- * on_tick charges a tick of the CPU clock, which user space then stops
- * (ticks.rs). The kernel ticks a busy CPU anyway, so this costs no
- * interrupt of ours. Its hrtimer is told by its handler. */
+/* The kernel's own tick, once a run is past its fine start: seen, then
+ * charged as on_tick charges a tick of the CPU clock, which user space
+ * stops in between (ticks.rs). The kernel ticks a busy CPU anyway, so
+ * this costs no interrupt of ours. Its hrtimer is told by its handler. */
 SEC("tp_btf/hrtimer_expire_entry")
 int BPF_PROG(kernel_tick, struct hrtimer *timer)
 {
-	__u64 fn = kernel_tick_fn;
+	__u64 fn = kernel_tick_fn, weight;
 	struct task_struct *t;
 	struct task_state *ts;
 	struct pt_regs *u;
 
 	if (!fn || (__u64)timer->function != fn)
 		return 0;
-	__sync_fetch_and_add(&kernel_ticks_seen, 1);
+	weight = kernel_tick_weight;
+	if (!weight) {
+		__sync_fetch_and_add(&kernel_ticks_seen, 1);
+		return 0;
+	}
 	t = bpf_get_current_task_btf();
 	ts = bpf_task_storage_get(&states, t, 0, 0);
 	if (!ts || ts->state != TARGET_ACTIVE)
@@ -293,9 +297,9 @@ int BPF_PROG(kernel_tick, struct hrtimer *timer)
 	if (!u)
 		return 0;
 	if (regs_in_syscall_btf(u))
-		ts->ticks += tick_weight;
+		ts->ticks += weight;
 	else if (regs_interrupted_user_btf(u))
-		ts->user_ticks += tick_weight;
+		ts->user_ticks += weight;
 	return 0;
 }
 

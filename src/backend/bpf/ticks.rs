@@ -14,7 +14,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 
@@ -125,75 +125,75 @@ fn start_pacer(
         if stopped.recv_timeout(FINE_FOR) != Err(mpsc::RecvTimeoutError::Timeout) {
             return None;
         }
-        let Some((link, tick_ns)) = kernel.and_then(|(tick, find)| hand_over(&fds, &tick, &find, &data, &shared)) else {
+        let link = kernel.and_then(|(tick, find)| hand_over(&fds, &tick, &find, &data, &shared, &stopped));
+        if link.is_none() {
             slow_down(&fds, &data, &shared, coarse);
-            return None;
-        };
-        // The kernel's tick is seen within a few of its periods on any
-        // busy CPU (the target's, sysdiet's own); none, and the handler
-        // found was not the tick's: the clock runs again.
-        let check = Duration::from_nanos(tick_ns.saturating_mul(5)).max(FINE_FOR);
-        if stopped.recv_timeout(check) == Err(mpsc::RecvTimeoutError::Timeout) && !kernel_ticks_seen(&data) {
-            take_back(&fds, &data, &shared, coarse);
-            return None;
         }
-        Some(link)
+        link
     });
     Some((stop, pacer.ok()?))
 }
 
-/// Stops every CPU's clock and lets the kernel's tick charge the threads
-/// instead (weighed as its length in fine ticks); returns the link that
-/// holds `kernel_tick` attached, and the tick's length. None, with the
-/// clocks as they were, if the kernel's tick is no hrtimer (low
-/// resolution), is no whole number of fine ticks, its handler cannot be
-/// found (kallsyms hidden: kptr_restrict), or a step fails.
-fn hand_over(fds: &[OwnedFd], tick: &OwnedFd, find: &OwnedFd, data: &MapHandle, weight: &AtomicU64) -> Option<(OwnedFd, u64)> {
+/// Lets the kernel's tick charge the threads instead of every CPU's
+/// clock, weighed as its length in fine ticks: attaches `kernel_tick`,
+/// waits until it sees one of the kernel's ticks (the handler found is the
+/// tick's) while the clocks tick on, then stops them and has the kernel's
+/// ticks charged. Returns the link that holds `kernel_tick` attached.
+/// None, with the clocks as they were, if the kernel's tick is no hrtimer
+/// (low resolution), is no whole number of fine ticks, its handler cannot
+/// be found (kallsyms hidden: kptr_restrict), none is seen within five of
+/// its periods (25 ms at least), the run ends first, or a step fails.
+fn hand_over(fds: &[OwnedFd], tick: &OwnedFd, find: &OwnedFd, data: &MapHandle, weight: &AtomicU64, stopped: &mpsc::Receiver<()>) -> Option<OwnedFd> {
     let tick_ns = resolution_ns(libc::CLOCK_MONOTONIC_COARSE)?;
     if resolution_ns(libc::CLOCK_MONOTONIC)? >= tick_ns {
         return None;
     }
     let kernel_weight = weight_of(tick_ns)?;
     let handler = tick_handler(find)?;
+    let set = |value: data_ticks| data.update(&0u32.to_ne_bytes(), bytes_of(&value), MapFlags::ANY).is_ok();
+    let looking = data_ticks { tick_weight: 1, kernel_tick_fn: handler, kernel_ticks_seen: 0, kernel_tick_weight: 0 };
+    let not_looking = data_ticks { kernel_tick_fn: 0, ..looking };
+    if !set(looking) {
+        return None;
+    }
     // SAFETY: no name; a loaded tp_btf program's descriptor.
     let link = unsafe { libbpf_sys::bpf_raw_tracepoint_open(std::ptr::null(), tick.as_raw_fd()) };
     if link < 0 {
+        set(not_looking);
         return None;
     }
     // SAFETY: a new descriptor of ours.
     let link = unsafe { OwnedFd::from_raw_fd(link) };
+    // Seen within a few of its periods on any busy CPU (the target's,
+    // sysdiet's own).
+    let until = Instant::now() + Duration::from_nanos(tick_ns.saturating_mul(5)).max(FINE_FOR);
+    while !kernel_ticks_seen(data) {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() || stopped.recv_timeout(left.min(Duration::from_millis(1))) != Err(mpsc::RecvTimeoutError::Timeout) {
+            set(not_looking);
+            return None;
+        }
+    }
     // Ours stop before the kernel's count: a tick in between is not
     // counted, none is counted twice.
     // SAFETY: these ioctls take no argument.
     let ioctl = |fd: &OwnedFd, request: libc::c_ulong| unsafe { libc::ioctl(fd.as_raw_fd(), request as _, 0) } == 0;
-    let value = data_ticks { tick_weight: kernel_weight, kernel_tick_fn: handler, kernel_ticks_seen: 0 };
-    if fds.iter().all(|fd| ioctl(fd, PERF_EVENT_IOC_DISABLE)) && data.update(&0u32.to_ne_bytes(), bytes_of(&value), MapFlags::ANY).is_ok() {
+    let charging = data_ticks { tick_weight: kernel_weight, kernel_tick_weight: kernel_weight, kernel_ticks_seen: 1, ..looking };
+    if fds.iter().all(|fd| ioctl(fd, PERF_EVENT_IOC_DISABLE)) && set(charging) {
         weight.store(kernel_weight, Ordering::Release);
-        return Some((link, tick_ns));
+        return Some(link);
     }
     for fd in fds {
         ioctl(fd, PERF_EVENT_IOC_ENABLE);
     }
+    set(not_looking);
     None
 }
 
-/// Whether `kernel_tick` has seen the kernel's tick since the hand-over.
+/// Whether `kernel_tick` has seen one of the kernel's ticks.
 fn kernel_ticks_seen(data: &MapHandle) -> bool {
     let value = data.lookup(&0u32.to_ne_bytes(), MapFlags::ANY).ok().flatten();
     value.is_some_and(|v| v.len() == std::mem::size_of::<data_ticks>() && super::maps::from_bytes::<data_ticks>(&v).kernel_ticks_seen > 0)
-}
-
-/// Starts the clocks again at the fine weight, and slows them as
-/// `slow_down` does: the kernel's tick was not seen.
-fn take_back(fds: &[OwnedFd], data: &MapHandle, weight: &AtomicU64, coarse: u64) {
-    let value = data_ticks { tick_weight: 1, kernel_tick_fn: 0, kernel_ticks_seen: 0 };
-    let _ = data.update(&0u32.to_ne_bytes(), bytes_of(&value), MapFlags::ANY);
-    weight.store(1, Ordering::Release);
-    for fd in fds {
-        // SAFETY: takes no argument.
-        unsafe { libc::ioctl(fd.as_raw_fd(), PERF_EVENT_IOC_ENABLE as _, 0) };
-    }
-    slow_down(fds, data, weight, coarse);
 }
 
 /// How many fine ticks one of the kernel's `tick_ns` weighs; None when it
@@ -238,7 +238,7 @@ fn slow_down(fds: &[OwnedFd], data: &MapHandle, weight: &AtomicU64, coarse: u64)
     let period = TICK_NS * coarse;
     // SAFETY: PERF_EVENT_IOC_PERIOD reads one u64 through the pointer.
     let set = |fd: &OwnedFd, period: &u64| unsafe { libc::ioctl(fd.as_raw_fd(), PERF_EVENT_IOC_PERIOD as _, period as *const u64) } == 0;
-    let value = data_ticks { tick_weight: coarse, kernel_tick_fn: 0, kernel_ticks_seen: 0 };
+    let value = data_ticks { tick_weight: coarse, kernel_tick_fn: 0, kernel_ticks_seen: 0, kernel_tick_weight: 0 };
     let slowed = fds.iter().all(|fd| set(fd, &period)) && data.update(&0u32.to_ne_bytes(), bytes_of(&value), MapFlags::ANY).is_ok();
     if slowed {
         weight.store(coarse, Ordering::Release);
