@@ -5,9 +5,10 @@
 //! where it can (`kernel_tick`, at the kernel's HZ): a busy CPU takes that
 //! interrupt anyway, while each of ours interrupts its CPU, idle or not,
 //! which in a VM is far dearer than the program it runs (docs/overhead.md).
-//! Where it cannot (legacy kernels, a tick that is no whole number of fine
-//! ones, kallsyms hidden), the clock turns four times coarser (sixteen when
-//! the whole host is watched, for hours), as the kernel's tick would be.
+//! Where it cannot (legacy kernels, low-resolution timers, a tick that is
+//! no whole number of fine ones, kallsyms hidden, no tick seen), the clock
+//! turns four times coarser (sixteen when the whole host is watched, for
+//! hours), as the kernel's tick would be.
 //! The programs weigh each tick by `tick_weight`, raised with the period.
 
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
