@@ -370,7 +370,7 @@ impl BpfTracer {
             let _t = crate::timings::span("attach CPU-time ticks");
             let program = |wanted: &str| programs.iter().find(|(name, _)| name == wanted).map(|(_, fd)| fd.as_fd());
             let on_tick = program(&variant.program("on_tick"));
-            let kernel = program("kernel_tick").zip(program("find_tick_fn")).map(|(tick, find)| KernelTick { tick, find });
+            let kernel = program(ticks::KERNEL_TICK).zip(program(ticks::FIND_TICK_FN)).map(|(tick, find)| KernelTick { tick, find });
             match on_tick {
                 Some(on_tick) if !options.latency => Ok((links, Some(Ticks::attach(on_tick, kernel, &tables.data_ticks, options.system_wide)?))),
                 _ => Ok((links, None)),

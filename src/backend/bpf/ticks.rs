@@ -53,8 +53,12 @@ pub struct KernelTick<'a> {
 /// Whether program `name` is attached here, not to a tracepoint of its own
 /// when the set attaches.
 pub fn attaches(name: &str) -> bool {
-    name.starts_with("on_tick") || name == "kernel_tick" || name == "find_tick_fn"
+    name.starts_with("on_tick") || name == KERNEL_TICK || name == FIND_TICK_FN
 }
+
+/// The kernel tick's programs, by name (syscount.bpf.c).
+pub const KERNEL_TICK: &str = "kernel_tick";
+pub const FIND_TICK_FN: &str = "find_tick_fn";
 
 /// The attached clock events (closed, the program is detached), and the
 /// thread that hands them over to the kernel's tick, or slows them down.
@@ -151,7 +155,7 @@ fn hand_over(fds: &[OwnedFd], tick: &OwnedFd, find: &OwnedFd, data: &MapHandle, 
     }
     let kernel_weight = weight_of(tick_ns)?;
     let handler = tick_handler(find)?;
-    let set = |value: data_ticks| data.update(&0u32.to_ne_bytes(), bytes_of(&value), MapFlags::ANY).is_ok();
+    let set = |value: data_ticks| write_ticks(data, &value);
     let looking = data_ticks { tick_weight: 1, kernel_tick_fn: handler, kernel_ticks_seen: 0, kernel_tick_weight: 0 };
     let not_looking = data_ticks { kernel_tick_fn: 0, ..looking };
     if !set(looking) {
@@ -197,6 +201,11 @@ fn kernel_ticks_seen(data: &MapHandle) -> bool {
     value.is_some_and(|v| v.len() == std::mem::size_of::<data_ticks>() && super::maps::from_bytes::<data_ticks>(&v).kernel_ticks_seen > 0)
 }
 
+/// Writes the programs' tick globals (`.data.ticks`) whole, in one update.
+fn write_ticks(data: &MapHandle, value: &data_ticks) -> bool {
+    data.update(&0u32.to_ne_bytes(), bytes_of(value), MapFlags::ANY).is_ok()
+}
+
 /// How many fine ticks one of the kernel's `tick_ns` weighs; None when it
 /// is not a whole number of them (HZ 300), or under one.
 fn weight_of(tick_ns: u64) -> Option<u64> {
@@ -240,7 +249,7 @@ fn slow_down(fds: &[OwnedFd], data: &MapHandle, weight: &AtomicU64, coarse: u64)
     // SAFETY: PERF_EVENT_IOC_PERIOD reads one u64 through the pointer.
     let set = |fd: &OwnedFd, period: &u64| unsafe { libc::ioctl(fd.as_raw_fd(), PERF_EVENT_IOC_PERIOD as _, period as *const u64) } == 0;
     let value = data_ticks { tick_weight: coarse, kernel_tick_fn: 0, kernel_ticks_seen: 0, kernel_tick_weight: 0 };
-    let slowed = fds.iter().all(|fd| set(fd, &period)) && data.update(&0u32.to_ne_bytes(), bytes_of(&value), MapFlags::ANY).is_ok();
+    let slowed = fds.iter().all(|fd| set(fd, &period)) && write_ticks(data, &value);
     if slowed {
         weight.store(coarse, Ordering::Release);
     } else {
@@ -278,7 +287,7 @@ mod tests {
 
     #[test]
     fn the_kernel_tick_and_the_clock_are_attached_here_not_as_hooks() {
-        for name in ["on_tick", "on_tick_legacy", "kernel_tick", "find_tick_fn"] {
+        for name in ["on_tick", "on_tick_legacy", KERNEL_TICK, FIND_TICK_FN] {
             assert!(attaches(name), "{name}");
         }
         assert!(!attaches("sys_exit"));
