@@ -465,27 +465,36 @@ fn time_is_sampled_cpu_by_default_and_wall_with_latency() {
         return;
     }
     let exe = victim("idloop");
-    let (doc, out) = sysdiet_json(&["--no-stacks"], &[exe.to_str().unwrap(), "2000000", "rusage"]);
+    let (doc, out) = sysdiet_json(&["--no-stacks"], &[exe.to_str().unwrap(), "4000000", "rusage"]);
     assert_eq!(doc["run"]["time"]["kind"], "cpu_sampled");
-    // 250 µs ticks for the first 25 ms, then the kernel's own (its HZ:
-    // what its coarse clocks advance by), a whole number of fine ones
-    // here; the legacy programs slow their clock to 1 ms instead: 2,000,000
-    // calls run longer.
-    assert!(doc["run"]["duration_ns"].as_u64().unwrap() > 150_000_000, "{}", doc["run"]);
+    // 250 µs ticks for the first 25 ms, then 1 ms; after the first second
+    // the kernel's own (its HZ: what its coarse clocks advance by), a
+    // whole number of fine ones here; the legacy programs keep their clock
+    // at 1 ms: 4,000,000 calls run longer than a second here.
+    let duration = doc["run"]["duration_ns"].as_u64().unwrap();
+    assert!(duration > 150_000_000, "{}", doc["run"]);
     let time = &doc["run"]["time"];
     let kernel_tick = kernel_tick_ns();
     assert!(kernel_tick.is_multiple_of(250_000), "this host's HZ gives whole fine ticks");
-    let after = if doc["run"]["bpf_programs"] == "legacy" { 1_000_000 } else { kernel_tick };
-    assert_eq!((&time["tick_ns"], &time["fine_tick_ns"], &time["fine_for_ns"]), (&after.into(), &250_000.into(), &25_000_000.into()));
+    let fine = serde_json::json!({"kind": "cpu_sampled", "tick_ns": 1_000_000, "fine_tick_ns": 250_000, "fine_for_ns": 25_000_000});
+    if doc["run"]["bpf_programs"] == "legacy" || duration < 1_100_000_000 {
+        assert_eq!(time, &fine);
+    } else {
+        let mut handed = fine.clone();
+        handed["tick_ns"] = kernel_tick.into();
+        handed["middle_tick_ns"] = 1_000_000.into();
+        handed["middle_until_ns"] = 1_000_000_000.into();
+        assert_eq!(time, &handed);
+    }
     let getpid = doc["syscalls"].as_array().unwrap().iter().find(|s| s["name"] == "getpid").unwrap().clone();
-    assert_eq!(getpid["calls"], 2_000_000);
+    assert_eq!(getpid["calls"], 4_000_000);
     assert_eq!(getpid["min_ns"], 0, "no per-call time when sampled");
     assert_eq!(getpid["total_ns"].as_u64().unwrap() % 250_000, 0, "whole ticks");
     // A tick that finds the thread in the kernel past a call's end (the
     // exit's work, sysdiet's own among it) is neither the call's nor the
     // thread's own code: the CPU outside the calls is the user time the
     // kernel accounted to the victim, sampled by the same ticks once past
-    // the fine start (counted as the thread's own, it was three times it).
+    // the first second (counted as the thread's own, it was three times it).
     let stderr = String::from_utf8_lossy(&out.stderr);
     let kernels: u64 = stderr.lines().find_map(|l| l.strip_prefix("user_ns=")).and_then(|n| n.parse().ok()).expect("the victim's user_ns line");
     let user = doc["run"]["user_cpu_ns"].as_u64().unwrap();

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{SiteShare, Trace};
+use crate::model::{SiteShare, TimeKind, Trace};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Finding {
@@ -119,11 +119,8 @@ impl Evidence {
             share_of_calls: if total > 0 { calls as f64 / total as f64 } else { 0.0 },
             kernel_ns,
             run_ns,
-            tick_ns: match trace.run.time {
-                crate::model::TimeKind::CpuSampled { tick_ns, fine_tick_ns, fine_for_ns } => mean_tick_ns(tick_ns, fine_tick_ns, fine_for_ns, run_ns),
-                crate::model::TimeKind::Wall | crate::model::TimeKind::Unmeasured => 0,
-            },
-            untimed: trace.run.time == crate::model::TimeKind::Unmeasured,
+            tick_ns: mean_tick_ns(trace.run.time, run_ns),
+            untimed: trace.run.time == TimeKind::Unmeasured,
             run_includes_tracer: trace.run.log.is_some(),
             syscall_ns: trace.run.syscall_ns.unwrap_or(0),
             per_item: false,
@@ -141,18 +138,28 @@ impl Evidence {
     }
 }
 
-/// What one sample of a run's time stands for, on average: a run that
-/// ticked every `fine_tick_ns` in its first `fine_for_ns`, then every
-/// `tick_ns` (the kernel's 4 ms tick, on Debian), has more samples in
-/// its time than its last tick says, taken as spread over the run (how
-/// many ticks landed in a finding's calls, for its slack).
-pub fn mean_tick_ns(tick_ns: u64, fine_tick_ns: u64, fine_for_ns: u64, run_ns: u64) -> u64 {
-    if fine_tick_ns == 0 || fine_for_ns == 0 || run_ns == 0 || tick_ns == 0 {
+/// What one sample of a run's time stands for, on average (0 when the
+/// time is not sampled): a run that ticked every `fine_tick_ns` in its
+/// first `fine_for_ns`, then every `middle_tick_ns`, then every `tick_ns`
+/// (the kernel's 4 ms tick, on Debian), has more samples in its time than
+/// its last tick says, taken as spread over the run (how many ticks landed
+/// in a finding's calls, for its slack).
+pub fn mean_tick_ns(time: TimeKind, run_ns: u64) -> u64 {
+    let TimeKind::CpuSampled { tick_ns, fine_tick_ns, fine_for_ns, middle_tick_ns, middle_until_ns } = time else {
+        return 0;
+    };
+    if run_ns == 0 || tick_ns == 0 {
         return tick_ns;
     }
-    let fine = fine_for_ns.min(run_ns) as f64;
-    let samples = fine / fine_tick_ns as f64 + (run_ns as f64 - fine) / tick_ns as f64;
-    ((run_ns as f64 / samples) as u64).clamp(fine_tick_ns, tick_ns)
+    let (mut samples, mut from, mut finest) = (0.0, 0, tick_ns);
+    for (tick, until) in [(fine_tick_ns, fine_for_ns), (middle_tick_ns, middle_until_ns)] {
+        if tick > 0 && until > from {
+            samples += (until.min(run_ns) - from.min(run_ns)) as f64 / tick as f64;
+            (from, finest) = (until, finest.min(tick));
+        }
+    }
+    samples += (run_ns - from.min(run_ns)) as f64 / tick_ns as f64;
+    ((run_ns as f64 / samples) as u64).clamp(finest, tick_ns)
 }
 
 /// Fewer calls than this is never a pattern worth a report by default.
@@ -317,19 +324,35 @@ mod tests {
 
     #[test]
     fn a_fine_start_makes_more_samples_than_the_last_tick_says() {
-        // 250 µs for 25 ms, then the kernel's 4 ms: a 72 ms run has 100 +
-        // 11.75 samples, one per ~0.64 ms; a 1 s run one per ~2.9 ms.
-        assert_eq!(mean_tick_ns(4_000_000, 250_000, 25_000_000, 72_000_000), 644_295);
-        assert_eq!(mean_tick_ns(4_000_000, 250_000, 25_000_000, 1_000_000_000), 2_909_090);
-        // Within the fine start, the fine tick; no fine start, the tick.
-        assert_eq!(mean_tick_ns(4_000_000, 250_000, 25_000_000, 20_000_000), 250_000);
-        assert_eq!(mean_tick_ns(250_000, 0, 0, 72_000_000), 250_000);
+        let sampled = |tick_ns, fine_tick_ns, fine_for_ns, middle_tick_ns, middle_until_ns| TimeKind::CpuSampled {
+            tick_ns,
+            fine_tick_ns,
+            fine_for_ns,
+            middle_tick_ns,
+            middle_until_ns,
+        };
+        // 250 µs for 25 ms, then 1 ms: a 72 ms run has 100 + 47 samples,
+        // one per ~0.49 ms.
+        let clock = sampled(1_000_000, 250_000, 25_000_000, 0, 0);
+        assert_eq!(mean_tick_ns(clock, 72_000_000), 489_795);
+        // Then the kernel's 4 ms after 1 s: a 3 s run has 100 + 975 + 500.
+        let kernel = sampled(4_000_000, 250_000, 25_000_000, 1_000_000, 1_000_000_000);
+        assert_eq!(mean_tick_ns(kernel, 3_000_000_000), 1_904_761);
+        assert_eq!(mean_tick_ns(kernel, 72_000_000), 489_795, "as the clock's before the kernel's tick");
+        // The kernel's tick after the fine start (the whole host's).
+        assert_eq!(mean_tick_ns(sampled(4_000_000, 250_000, 25_000_000, 0, 0), 1_000_000_000), 2_909_090);
+        // Within the fine start, the fine tick; no fine start, the tick;
+        // measured time, none.
+        assert_eq!(mean_tick_ns(kernel, 20_000_000), 250_000);
+        assert_eq!(mean_tick_ns(sampled(250_000, 0, 0, 0, 0), 72_000_000), 250_000);
+        assert_eq!(mean_tick_ns(TimeKind::Wall, 72_000_000), 0);
         // A sync loop of 72 ms, 300 fdatasync with 9 ms of CPU in them:
-        // 14 samples, not two of the last tick; 12% of the run is shown.
+        // 18 samples, not nine of the last tick, nor two of the kernel's;
+        // 12% of the run is shown.
         let e = Evidence { calls: 300, kernel_ns: 9_000_000, run_ns: 72_000_000, syscall_ns: 211, ..Default::default() };
         let f = |tick_ns| Finding { evidence: Evidence { tick_ns, ..e.clone() }, saving_ns: 9_000_000, ..Default::default() };
         assert!(f(4_000_000).is_small(), "two ticks of 4 ms say too little");
-        assert!(!f(mean_tick_ns(4_000_000, 250_000, 25_000_000, 72_000_000)).is_small());
+        assert!(!f(mean_tick_ns(clock, 72_000_000)).is_small());
     }
 
     #[test]

@@ -103,6 +103,12 @@ pub enum TimeKind {
         fine_tick_ns: u64,
         #[serde(default, skip_serializing_if = "super::is_zero")]
         fine_for_ns: u64,
+        /// Then a tick every `middle_tick_ns`, until `middle_until_ns` into
+        /// the run, before `tick_ns` (0: none).
+        #[serde(default, skip_serializing_if = "super::is_zero")]
+        middle_tick_ns: u64,
+        #[serde(default, skip_serializing_if = "super::is_zero")]
+        middle_until_ns: u64,
     },
     /// Wall time from entry to exit of every call, measured (`strace -c -w`).
     #[default]

@@ -113,10 +113,20 @@ fn log_line(log: &crate::model::LogFacts) -> String {
 /// What the report's times are.
 fn time_line(trace: &Trace) -> String {
     match trace.run.time {
-        TimeKind::CpuSampled { tick_ns, fine_tick_ns, fine_for_ns } => format!(
+        TimeKind::CpuSampled { tick_ns, fine_tick_ns, fine_for_ns, middle_tick_ns, middle_until_ns } => format!(
             "time: CPU time in syscalls, sampled every {}{} (strace -c); {} of CPU outside them; --latency for wall time per call",
             duration(tick_ns),
-            if fine_tick_ns > 0 { format!(" (every {} in the first {})", duration(fine_tick_ns), duration(fine_for_ns)) } else { String::new() },
+            match (fine_tick_ns, middle_tick_ns) {
+                (0, _) => String::new(),
+                (_, 0) => format!(" (every {} in the first {})", duration(fine_tick_ns), duration(fine_for_ns)),
+                _ => format!(
+                    " (every {} in the first {}, then every {} up to {})",
+                    duration(fine_tick_ns),
+                    duration(fine_for_ns),
+                    duration(middle_tick_ns),
+                    duration(middle_until_ns)
+                ),
+            },
             duration(trace.run.user_cpu_ns)
         ),
         TimeKind::Wall => "time: wall time per call, entry to exit, measured (strace -c -w)".into(),
@@ -327,13 +337,17 @@ mod tests {
     #[test]
     fn the_header_says_what_time_is() {
         let mut t = Trace::default();
-        t.run.time = TimeKind::CpuSampled { tick_ns: 250_000, fine_tick_ns: 0, fine_for_ns: 0 };
+        t.run.time = TimeKind::CpuSampled { tick_ns: 250_000, fine_tick_ns: 0, fine_for_ns: 0, middle_tick_ns: 0, middle_until_ns: 0 };
         t.run.user_cpu_ns = 12_000_000;
         let text = render(&t, &[], false);
         assert!(text.contains("time: CPU time in syscalls, sampled every 250 µs (strace -c); 12 ms of CPU outside them"), "{text}");
-        t.run.time = TimeKind::CpuSampled { tick_ns: 1_000_000, fine_tick_ns: 250_000, fine_for_ns: 100_000_000 };
+        t.run.time = TimeKind::CpuSampled { tick_ns: 1_000_000, fine_tick_ns: 250_000, fine_for_ns: 100_000_000, middle_tick_ns: 0, middle_until_ns: 0 };
         let text = render(&t, &[], false);
         assert!(text.contains("sampled every 1.0 ms (every 250 µs in the first 100 ms) (strace -c)"), "{text}");
+        t.run.time =
+            TimeKind::CpuSampled { tick_ns: 4_000_000, fine_tick_ns: 250_000, fine_for_ns: 25_000_000, middle_tick_ns: 1_000_000, middle_until_ns: 1_000_000_000 };
+        let text = render(&t, &[], false);
+        assert!(text.contains("sampled every 4.0 ms (every 250 µs in the first 25 ms, then every 1.0 ms up to 1.000 s) (strace -c)"), "{text}");
         t.run.time = TimeKind::Wall;
         assert!(render(&t, &[], false).contains("time: wall time per call, entry to exit, measured (strace -c -w)"));
     }

@@ -1,14 +1,17 @@
 //! CPU time in syscalls is sampled: one CPU-clock event per CPU runs
 //! `on_tick`, which charges each tick to the traced thread it interrupts.
 //! The clock is fine at first, so that a command of a few ms still gets
-//! ticks. Once the run is past its start, the kernel's own tick takes over
-//! where it can (`kernel_tick`, at the kernel's HZ): a busy CPU takes that
-//! interrupt anyway, while each of ours interrupts its CPU, idle or not,
-//! which in a VM is far dearer than the program it runs (docs/overhead.md).
+//! ticks, then four times coarser. Once the run is past its first second,
+//! the kernel's own tick takes over where it can (`kernel_tick`, at the
+//! kernel's HZ): a busy CPU takes that interrupt anyway, while each of ours
+//! interrupts its CPU, idle or not, which in a VM is far dearer than the
+//! program it runs (docs/overhead.md). Not sooner: at Debian's 4 ms a
+//! finding of 1% of a sub-second run would rest on one or two ticks.
 //! Where it cannot (legacy kernels, low-resolution timers, a tick that is
 //! no whole number of fine ones, kallsyms hidden, no tick seen), the clock
-//! turns four times coarser (sixteen when the whole host is watched, for
-//! hours), as the kernel's tick would be.
+//! stays four times coarser than at first. When the whole host is watched
+//! (for hours), the clock turns sixteen times coarser, as the kernel's tick
+//! would be, and the kernel's tick takes over after the fine start.
 //! The programs weigh each tick by `tick_weight`, raised with the period.
 
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -30,6 +33,9 @@ use crate::model::TimeKind;
 pub const FINE_FOR: Duration = Duration::from_millis(25);
 /// Fine ticks each tick stands for after FINE_FOR.
 const COARSE_WEIGHT: u64 = 4;
+/// When the kernel's tick takes over from the coarser clock (a run's,
+/// not the whole host's).
+pub const KERNEL_TICK_FROM: Duration = Duration::from_secs(1);
 /// ... when the whole host is watched (top, serve): every CPU ticks for
 /// hours, so at the rate of the kernel's own tick on Debian (HZ 250).
 const HOST_COARSE_WEIGHT: u64 = 16;
@@ -64,15 +70,19 @@ pub const FIND_TICK_FN: &str = "find_tick_fn";
 /// thread that hands them over to the kernel's tick, or slows them down.
 pub struct Ticks {
     _events: Vec<OwnedFd>,
-    weight: Arc<AtomicU64>,
+    /// What the programs weigh a tick now, and the clock's weight before
+    /// the kernel's tick took over (0: it has not), in one: `Weights`.
+    weights: Arc<AtomicU64>,
+    schedule: Schedule,
     /// Its thread returns the kernel tick's link, when it took over.
     pacer: Option<(mpsc::Sender<()>, JoinHandle<Option<OwnedFd>>)>,
 }
 
 impl Ticks {
     /// Attaches `on_tick` (the variant's program) to a fine clock on every
-    /// CPU; after FINE_FOR, `kernel`'s tick takes over, or the clock turns
-    /// coarser (coarser still for `whole_host`).
+    /// CPU; after FINE_FOR it turns coarser, and after KERNEL_TICK_FROM
+    /// `kernel`'s tick takes over; for `whole_host`, the kernel's tick takes
+    /// over after FINE_FOR, or the clock turns coarser still.
     pub fn attach(on_tick: BorrowedFd<'_>, kernel: Option<KernelTick<'_>>, data_ticks: &MapHandle, whole_host: bool) -> Result<Ticks> {
         let attr = PerfEventAttr {
             kind: PERF_TYPE_SOFTWARE,
@@ -95,46 +105,115 @@ impl Ticks {
             }
             events.push(fd);
         }
-        let weight = Arc::new(AtomicU64::new(1));
-        let coarse = if whole_host { HOST_COARSE_WEIGHT } else { COARSE_WEIGHT };
-        let pacer = start_pacer(&events, kernel, data_ticks, &weight, coarse);
-        Ok(Ticks { _events: events, weight, pacer })
+        let weights = Arc::new(AtomicU64::new(Weights { tick: 1, clock: 0 }.packed()));
+        let schedule = if whole_host {
+            Schedule { coarse: HOST_COARSE_WEIGHT, kernel_from: None }
+        } else {
+            Schedule { coarse: COARSE_WEIGHT, kernel_from: Some(KERNEL_TICK_FROM) }
+        };
+        let pacer = start_pacer(&events, kernel, data_ticks, &weights, schedule);
+        Ok(Ticks { _events: events, weights, schedule, pacer })
     }
 
-    /// What the ticks measured: the tick at the end, and the fine one
-    /// before it when the clock was slowed.
+    /// What the ticks measured: the tick at the end, and the finer ones
+    /// before it.
     pub fn time_kind(&self) -> TimeKind {
-        match self.weight.load(Ordering::Acquire) {
-            1 => TimeKind::CpuSampled { tick_ns: TICK_NS, fine_tick_ns: 0, fine_for_ns: 0 },
-            w => TimeKind::CpuSampled { tick_ns: TICK_NS * w, fine_tick_ns: TICK_NS, fine_for_ns: FINE_FOR.as_nanos() as u64 },
-        }
+        time_kind(Weights::unpacked(self.weights.load(Ordering::Acquire)), self.schedule.kernel_from)
     }
 }
 
-/// The thread that, after FINE_FOR, hands every clock over to the
-/// kernel's tick or slows it; None (the clock stays fine) if it cannot
-/// reach all of them and the weight.
+/// What a tick weighs now, and what the clock's weighed before the
+/// kernel's tick took over (0: it has not); packed into one word, so that
+/// a reader never sees one changed without the other.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Weights {
+    tick: u64,
+    clock: u64,
+}
+
+impl Weights {
+    fn packed(self) -> u64 {
+        (self.clock << 32) | (self.tick & 0xffff_ffff)
+    }
+    fn unpacked(word: u64) -> Weights {
+        Weights { tick: word & 0xffff_ffff, clock: word >> 32 }
+    }
+}
+
+/// When the clock turns coarser, and when the kernel's tick takes over.
+#[derive(Clone, Copy)]
+struct Schedule {
+    /// Fine ticks each of the slowed clock's stands for.
+    coarse: u64,
+    /// The kernel's tick takes over at this point of the run, after the
+    /// slowed clock; None: at FINE_FOR, instead of it.
+    kernel_from: Option<Duration>,
+}
+
+/// The ticks a run had, from its weights, the kernel's tick taking over
+/// at `kernel_from` as scheduled.
+fn time_kind(Weights { tick: weight, clock: clock_weight }: Weights, kernel_from: Option<Duration>) -> TimeKind {
+    let ns = |d: Duration| d.as_nanos() as u64;
+    let sampled = |fine_for: Duration, middle: Option<(u64, Duration)>| TimeKind::CpuSampled {
+        tick_ns: TICK_NS * weight,
+        fine_tick_ns: TICK_NS,
+        fine_for_ns: ns(fine_for),
+        middle_tick_ns: middle.map_or(0, |(w, _)| TICK_NS * w),
+        middle_until_ns: middle.map_or(0, |(_, until)| ns(until)),
+    };
+    match (clock_weight, kernel_from) {
+        (0, _) if weight == 1 => TimeKind::CpuSampled { tick_ns: TICK_NS, fine_tick_ns: 0, fine_for_ns: 0, middle_tick_ns: 0, middle_until_ns: 0 },
+        (0, _) | (_, None) => sampled(FINE_FOR, None),
+        // The clock could not be slowed: fine until the kernel's tick.
+        (1, Some(from)) => sampled(from, None),
+        (clock, Some(from)) => sampled(FINE_FOR, Some((clock, from))),
+    }
+}
+
+/// The thread that, after FINE_FOR, slows every clock and later hands it
+/// over to the kernel's tick, or hands it over then (`schedule`); None
+/// (the clock stays fine) if it cannot reach all of them and the weights.
 fn start_pacer(
     events: &[OwnedFd],
     kernel: Option<KernelTick<'_>>,
     data_ticks: &MapHandle,
-    weight: &Arc<AtomicU64>,
-    coarse: u64,
+    weights: &Arc<AtomicU64>,
+    schedule: Schedule,
 ) -> Option<(mpsc::Sender<()>, JoinHandle<Option<OwnedFd>>)> {
     let fds: Vec<OwnedFd> = events.iter().map(OwnedFd::try_clone).collect::<std::io::Result<_>>().ok()?;
     let kernel = kernel.and_then(|k| Some((k.tick.try_clone_to_owned().ok()?, k.find.try_clone_to_owned().ok()?)));
     let data = MapHandle::try_from(data_ticks).ok()?;
     let (stop, stopped) = mpsc::channel();
-    let shared = Arc::clone(weight);
+    let weights = Arc::clone(weights);
+    let store = move |tick, clock| weights.store(Weights { tick, clock }.packed(), Ordering::Release);
+    let start = Instant::now();
     let pacer = std::thread::Builder::new().name("sysdiet-ticks".into()).spawn(move || {
-        if stopped.recv_timeout(FINE_FOR) != Err(mpsc::RecvTimeoutError::Timeout) {
+        let wait_until = |at: Duration| stopped.recv_timeout(at.saturating_sub(start.elapsed())) == Err(mpsc::RecvTimeoutError::Timeout);
+        if !wait_until(FINE_FOR) {
             return None;
         }
-        let link = kernel.and_then(|(tick, find)| hand_over(&fds, &tick, &find, &data, &shared, &stopped));
-        if link.is_none() {
-            slow_down(&fds, &data, &shared, coarse);
+        let mut clock = 1;
+        if let Some(from) = schedule.kernel_from {
+            if slow_down(&fds, &data, schedule.coarse) {
+                clock = schedule.coarse;
+                store(clock, 0);
+            }
+            if !wait_until(from) {
+                return None;
+            }
         }
-        link
+        match kernel.and_then(|(tick, find)| hand_over(&fds, &tick, &find, &data, clock, &stopped)) {
+            Some((link, kernel_weight)) => {
+                store(kernel_weight, clock);
+                Some(link)
+            }
+            None => {
+                if schedule.kernel_from.is_none() && slow_down(&fds, &data, schedule.coarse) {
+                    store(schedule.coarse, 0);
+                }
+                None
+            }
+        }
     });
     Some((stop, pacer.ok()?))
 }
@@ -143,12 +222,13 @@ fn start_pacer(
 /// clock, weighed as its length in fine ticks: attaches `kernel_tick`,
 /// waits until it sees one of the kernel's ticks (the handler found is the
 /// tick's) while the clocks tick on, then stops them and has the kernel's
-/// ticks charged. Returns the link that holds `kernel_tick` attached.
+/// ticks charged. Returns the link that holds `kernel_tick` attached, and
+/// the weight of the kernel's tick; the clocks' is `clock`.
 /// None, with the clocks as they were, if the kernel's tick is no hrtimer
 /// (low resolution), is no whole number of fine ticks, its handler cannot
 /// be found (kallsyms hidden: kptr_restrict), none is seen within five of
 /// its periods (25 ms at least), the run ends first, or a step fails.
-fn hand_over(fds: &[OwnedFd], tick: &OwnedFd, find: &OwnedFd, data: &MapHandle, weight: &AtomicU64, stopped: &mpsc::Receiver<()>) -> Option<OwnedFd> {
+fn hand_over(fds: &[OwnedFd], tick: &OwnedFd, find: &OwnedFd, data: &MapHandle, clock: u64, stopped: &mpsc::Receiver<()>) -> Option<(OwnedFd, u64)> {
     let tick_ns = resolution_ns(libc::CLOCK_MONOTONIC_COARSE)?;
     if resolution_ns(libc::CLOCK_MONOTONIC)? >= tick_ns {
         return None;
@@ -156,7 +236,7 @@ fn hand_over(fds: &[OwnedFd], tick: &OwnedFd, find: &OwnedFd, data: &MapHandle, 
     let kernel_weight = weight_of(tick_ns)?;
     let handler = tick_handler(find)?;
     let set = |value: data_ticks| write_ticks(data, &value);
-    let looking = data_ticks { tick_weight: 1, kernel_tick_fn: handler, kernel_ticks_seen: 0, kernel_tick_weight: 0 };
+    let looking = data_ticks { tick_weight: clock, kernel_tick_fn: handler, kernel_ticks_seen: 0, kernel_tick_weight: 0 };
     let not_looking = data_ticks { kernel_tick_fn: 0, ..looking };
     if !set(looking) {
         return None;
@@ -185,8 +265,7 @@ fn hand_over(fds: &[OwnedFd], tick: &OwnedFd, find: &OwnedFd, data: &MapHandle, 
     let ioctl = |fd: &OwnedFd, request: libc::c_ulong| unsafe { libc::ioctl(fd.as_raw_fd(), request as _, 0) } == 0;
     let charging = data_ticks { tick_weight: kernel_weight, kernel_tick_weight: kernel_weight, kernel_ticks_seen: 1, ..looking };
     if fds.iter().all(|fd| ioctl(fd, PERF_EVENT_IOC_DISABLE)) && set(charging) {
-        weight.store(kernel_weight, Ordering::Release);
-        return Some(link);
+        return Some((link, kernel_weight));
     }
     for fd in fds {
         ioctl(fd, PERF_EVENT_IOC_ENABLE);
@@ -240,23 +319,22 @@ fn tick_handler(find: &OwnedFd) -> Option<u64> {
 }
 
 /// Makes every CPU's clock `coarse` times slower and the program
-/// weigh its ticks as much; the clocks that could not be slowed leave the
-/// weight as it was (all or nothing). A tick that lands between the two
+/// weigh its ticks as much; false, the clocks and the weight as they were,
+/// if one could not be slowed (all or nothing). A tick that lands between the two
 /// steps is weighed as the other period's: one tick per CPU at most, within
 /// what sampling leaves uncertain anyway.
-fn slow_down(fds: &[OwnedFd], data: &MapHandle, weight: &AtomicU64, coarse: u64) {
+fn slow_down(fds: &[OwnedFd], data: &MapHandle, coarse: u64) -> bool {
     let period = TICK_NS * coarse;
     // SAFETY: PERF_EVENT_IOC_PERIOD reads one u64 through the pointer.
     let set = |fd: &OwnedFd, period: &u64| unsafe { libc::ioctl(fd.as_raw_fd(), PERF_EVENT_IOC_PERIOD as _, period as *const u64) } == 0;
     let value = data_ticks { tick_weight: coarse, kernel_tick_fn: 0, kernel_ticks_seen: 0, kernel_tick_weight: 0 };
     let slowed = fds.iter().all(|fd| set(fd, &period)) && write_ticks(data, &value);
-    if slowed {
-        weight.store(coarse, Ordering::Release);
-    } else {
+    if !slowed {
         for fd in fds {
             set(fd, &TICK_NS);
         }
     }
+    slowed
 }
 
 impl Drop for Ticks {
@@ -283,6 +361,33 @@ mod tests {
         assert_eq!(weight_of(3_333_333), None);
         assert_eq!(weight_of(TICK_NS), Some(1));
         assert_eq!(weight_of(0), None);
+    }
+
+    #[test]
+    fn the_time_kind_says_each_tick_the_run_had() {
+        let sampled = |tick_ns, fine_for_ns, middle_tick_ns, middle_until_ns| TimeKind::CpuSampled {
+            tick_ns,
+            fine_tick_ns: TICK_NS,
+            fine_for_ns,
+            middle_tick_ns,
+            middle_until_ns,
+        };
+        let run = Some(KERNEL_TICK_FROM);
+        let (fine_for, from) = (FINE_FOR.as_nanos() as u64, KERNEL_TICK_FROM.as_nanos() as u64);
+        // Still fine; slowed; then the kernel's 4 ms.
+        let fine = TimeKind::CpuSampled { tick_ns: TICK_NS, fine_tick_ns: 0, fine_for_ns: 0, middle_tick_ns: 0, middle_until_ns: 0 };
+        assert_eq!(time_kind(Weights { tick: 1, clock: 0 }, run), fine);
+        assert_eq!(time_kind(Weights { tick: 4, clock: 0 }, run), sampled(4 * TICK_NS, fine_for, 0, 0));
+        assert_eq!(time_kind(Weights { tick: 16, clock: 4 }, run), sampled(16 * TICK_NS, fine_for, 4 * TICK_NS, from));
+        // A clock that could not be slowed was fine until the kernel's tick.
+        assert_eq!(time_kind(Weights { tick: 16, clock: 1 }, run), sampled(16 * TICK_NS, from, 0, 0));
+        // The whole host: the kernel's tick, or the slowed clock, after the
+        // fine start.
+        assert_eq!(time_kind(Weights { tick: 16, clock: 1 }, None), sampled(16 * TICK_NS, fine_for, 0, 0));
+        assert_eq!(time_kind(Weights { tick: 16, clock: 0 }, None), sampled(16 * TICK_NS, fine_for, 0, 0));
+        for w in [Weights { tick: 16, clock: 4 }, Weights { tick: 1, clock: 0 }, Weights { tick: 40, clock: 16 }] {
+            assert_eq!(Weights::unpacked(w.packed()), w);
+        }
     }
 
     #[test]
