@@ -341,11 +341,17 @@ mod tests {
         t.run.user_cpu_ns = 12_000_000;
         let text = render(&t, &[], false);
         assert!(text.contains("time: CPU time in syscalls, sampled every 250 µs (strace -c); 12 ms of CPU outside them"), "{text}");
-        t.run.time = TimeKind::CpuSampled { tick_ns: 1_000_000, fine_tick_ns: 250_000, fine_for_ns: 100_000_000, middle_tick_ns: 0, middle_until_ns: 0 };
+        t.run.time =
+            TimeKind::CpuSampled { tick_ns: 1_000_000, fine_tick_ns: 250_000, fine_for_ns: 100_000_000, middle_tick_ns: 0, middle_until_ns: 0 };
         let text = render(&t, &[], false);
         assert!(text.contains("sampled every 1.0 ms (every 250 µs in the first 100 ms) (strace -c)"), "{text}");
-        t.run.time =
-            TimeKind::CpuSampled { tick_ns: 4_000_000, fine_tick_ns: 250_000, fine_for_ns: 25_000_000, middle_tick_ns: 1_000_000, middle_until_ns: 1_000_000_000 };
+        t.run.time = TimeKind::CpuSampled {
+            tick_ns: 4_000_000,
+            fine_tick_ns: 250_000,
+            fine_for_ns: 25_000_000,
+            middle_tick_ns: 1_000_000,
+            middle_until_ns: 1_000_000_000,
+        };
         let text = render(&t, &[], false);
         assert!(text.contains("sampled every 4.0 ms (every 250 µs in the first 25 ms, then every 1.0 ms up to 1.000 s) (strace -c)"), "{text}");
         t.run.time = TimeKind::Wall;
