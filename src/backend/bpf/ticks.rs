@@ -10,8 +10,8 @@
 //! Where it cannot (legacy kernels, low-resolution timers, a tick that is
 //! no whole number of fine ones, kallsyms hidden, no tick seen), the clock
 //! stays four times coarser than at first. When the whole host is watched
-//! (for hours), the clock turns sixteen times coarser, as the kernel's tick
-//! would be, and the kernel's tick takes over after the fine start.
+//! (for hours), the kernel's tick takes over right after the fine start, or
+//! else the clock turns sixteen times coarser, as the kernel's tick would be.
 //! The programs weigh each tick by `tick_weight`, raised with the period.
 
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -35,7 +35,7 @@ pub const FINE_FOR: Duration = Duration::from_millis(25);
 const COARSE_WEIGHT: u64 = 4;
 /// When the kernel's tick takes over from the coarser clock (a run's,
 /// not the whole host's).
-pub const KERNEL_TICK_FROM: Duration = Duration::from_secs(1);
+const KERNEL_TICK_FROM: Duration = Duration::from_secs(1);
 /// ... when the whole host is watched (top, serve): every CPU ticks for
 /// hours, so at the rate of the kernel's own tick on Debian (HZ 250).
 const HOST_COARSE_WEIGHT: u64 = 16;
