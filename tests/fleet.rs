@@ -66,7 +66,7 @@ fn serve_feeds_a_real_prometheus_the_rate_and_the_finding() {
     let dir = tempfile::tempdir().unwrap();
     let (ours, theirs) = (free_port(), free_port());
     let mut serve =
-        Running(sysdiet().args(["serve", "--listen", &format!("127.0.0.1:{ours}"), "--interval", "1s"]).stderr(Stdio::piped()).spawn().unwrap());
+        Running(sysdiet().args(["serve", "--listen", &format!("127.0.0.1:{ours}"), "--interval", "3s"]).stderr(Stdio::piped()).spawn().unwrap());
     // Counting starts before this line: the victim is seen from its exec.
     let mut line = String::new();
     BufReader::new(serve.0.stderr.take().unwrap()).read_line(&mut line).unwrap();
@@ -91,10 +91,11 @@ fn serve_feeds_a_real_prometheus_the_rate_and_the_finding() {
     );
     let _victim = endless_localtime();
     // Generous: it returns as soon as Prometheus answers, and a guest
-    // under TCG starts Prometheus slowly and stats 400 times a second.
+    // under TCG starts Prometheus slowly and stats as few as 85 times a
+    // second: a window of 3 s still holds the 100 calls a finding needs.
     let limit = Duration::from_secs(300);
     let rate =
-        wait_for(limit, || query(theirs, r#"sum(rate(sysdiet_syscalls_total{program="timeloop",syscall="newfstatat"}[5s]))"#).filter(|v| *v > 0.0));
+        wait_for(limit, || query(theirs, r#"sum(rate(sysdiet_syscalls_total{program="timeloop",syscall="newfstatat"}[10s]))"#).filter(|v| *v > 0.0));
     assert!(rate.is_some(), "Prometheus never saw timeloop's newfstatat rate; sysdiet's page: {:?}", get(ours, "/metrics"));
     let active = wait_for(limit, || query(theirs, r#"sysdiet_finding_active{rule="tz-unset",program="timeloop"}"#));
     assert_eq!(active, Some(1.0), "the tz-unset finding reached Prometheus");
