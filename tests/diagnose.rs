@@ -267,8 +267,8 @@ fn iconv_open_per_conversion() {
         return;
     }
     // 10,000 conversions: the loads' time, sampled, is then tens of ms,
-    // well past 1% of the run even at the kernel's 4 ms tick (at 3,000
-    // it was 5–10 ms, and a busy CI host once saw none land in them).
+    // well past 1% of the run even at a 4 ms tick (at 3,000 it was
+    // 5–10 ms, and a busy CI host once saw none land in them).
     let f = findings("iconvloop", &["10000", "each"], &[]);
     let gconv: Vec<&Value> = f.iter().filter(|x| x["what"].as_str().unwrap().contains("/gconv/")).collect();
     let whats: Vec<&str> = f.iter().map(|x| x["what"].as_str().unwrap()).collect();

@@ -267,8 +267,9 @@ int on_tick_legacy(struct bpf_perf_event_data *ctx)
 
 /* The kernel's own tick, once a run is past its first second (the whole
  * host's past its fine start): seen, then charged as on_tick charges a
- * tick of the CPU clock, which user space stops in between (ticks.rs). The kernel ticks a busy CPU anyway, so
- * this costs no interrupt of ours. Its hrtimer is told by its handler. */
+ * tick of the CPU clock, which user space stops in between (ticks.rs).
+ * The kernel ticks a busy CPU anyway, so this costs no interrupt of ours.
+ * Its hrtimer is told by its handler. */
 SEC("tp_btf/hrtimer_expire_entry")
 int BPF_PROG(kernel_tick, struct hrtimer *timer)
 {
