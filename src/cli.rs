@@ -167,6 +167,11 @@ pub enum Command {
         /// floor of keeping per-thread state there
         #[arg(long)]
         state: bool,
+        /// sys_exit counts each path call in a word of a table of WORDS
+        /// (a power of two; 2048, 16 KiB, by default) picked by a hash of its
+        /// key: the floor of counting each path in the kernel
+        #[arg(long, requires = "paths", value_name = "WORDS", num_args = 0..=1, default_missing_value = "2048", value_parser = parse_table_words)]
+        keys: Option<u32>,
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<OsString>,
     },
@@ -423,6 +428,14 @@ pub enum BackendArg {
 pub enum WeightArg {
     Count,
     Time,
+}
+
+/// A table's size in words: a power of two, at most 2^24 (128 MiB).
+fn parse_table_words(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(n) if n.is_power_of_two() && n <= 1 << 24 => Ok(n),
+        _ => Err(format!("{s} is not a power of two up to 16777216 (words of 8 bytes)")),
+    }
 }
 
 pub fn parse_duration(s: &str) -> Result<Duration, String> {

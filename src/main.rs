@@ -79,7 +79,7 @@ fn dispatch(cli: Cli, started: Instant) -> Result<i32> {
             Some(job) => Ok(sysdiet::bench::worker::work(job)),
             None => Err(sysdiet::Error::Usage("__bench-worker is run by `sysdiet bench`, not by hand".into())),
         },
-        Command::Floor { hooks, clock, paths, state, command } => floor(&hooks, clock, paths, state, &command),
+        Command::Floor { hooks, clock, paths, state, keys, command } => floor(&hooks, clock, paths, state, keys, &command),
         Command::Programs { no_stacks, latency, system_wide, log } => programs(
             BpfOptions { stacks: !no_stacks, latency, system_wide, verifier_stats: true, verifier_log: log.is_some(), ..Default::default() },
             log.as_deref(),
@@ -164,14 +164,14 @@ fn programs(options: BpfOptions, log: Option<&std::path::Path>) -> Result<i32> {
 }
 
 /// Runs `command` under empty hooks; its exit status is ours.
-fn floor(hooks: &str, clock: bool, paths: bool, state: bool, command: &[OsString]) -> Result<i32> {
+fn floor(hooks: &str, clock: bool, paths: bool, state: bool, keys: Option<u32>, command: &[OsString]) -> Result<i32> {
     use sysdiet::bench::floor::{Floor, Hooks};
     let hooks = match hooks {
         "enter" => Hooks::Enter,
         "exit" => Hooks::Exit,
         _ => Hooks::Both,
     };
-    let _floor = Floor::attach(hooks, clock, paths, state)?;
+    let _floor = Floor::attach(hooks, clock, paths, state, keys)?;
     let status = std::process::Command::new(&command[0]).args(&command[1..]).status()?;
     Ok(status.code().unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)))
 }

@@ -519,13 +519,27 @@ fn the_floor_runs_a_command_under_empty_hooks_and_passes_its_status() {
         return;
     }
     for hooks in ["enter", "exit", "both"] {
-        for reads in [&[][..], &["--clock"][..], &["--paths"][..], &["--clock", "--paths"][..], &["--paths", "--state"][..]] {
+        for reads in [
+            &[][..],
+            &["--clock"][..],
+            &["--paths"][..],
+            &["--clock", "--paths"][..],
+            &["--paths", "--state"][..],
+            &["--paths", "--state", "--keys", "1048576"][..],
+        ] {
             // The shell stats and opens paths: the path floor reads them.
             let out =
                 sysdiet().args(["__floor", "--hooks", hooks]).args(reads).args(["--", "sh", "-c", "test -e /etc/hostname; exit 3"]).output().unwrap();
             assert_eq!(out.status.code(), Some(3), "{hooks} {reads:?}: {}", String::from_utf8_lossy(&out.stderr));
         }
     }
+    // A key is a path's: counting keys without reading paths is no floor.
+    let out = sysdiet().args(["__floor", "--hooks", "exit", "--keys", "--", "true"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--paths"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = sysdiet().args(["__floor", "--hooks", "exit", "--paths", "--keys", "3000", "--", "true"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a power of two"), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[test]

@@ -32,8 +32,12 @@ impl Floor {
     /// reads the path of each call that takes one: the floor of a tracer
     /// that counts calls per path exactly. With `state`, sys_exit finds
     /// the thread's state in task storage first, as sysdiet's does: the
-    /// floor of a tracer that keeps per-thread state there.
-    pub fn attach(hooks: Hooks, clock: bool, paths: bool, state: bool) -> Result<Floor> {
+    /// floor of a tracer that keeps per-thread state there. With `keys`
+    /// (and `paths`), sys_exit adds 1 to a word of a table of that many
+    /// words (a power of two) picked by a hash of each path call's key:
+    /// the floor of a tracer that counts each path in the kernel, its keys
+    /// as close together as the table.
+    pub fn attach(hooks: Hooks, clock: bool, paths: bool, state: bool, keys: Option<u32>) -> Result<Floor> {
         // Loaded as sysdiet's own programs are: with the tracepoints' ids
         // kept, without a parse of the kernel's BTF (looked up again if the
         // kernel refuses them).
@@ -42,6 +46,11 @@ impl Floor {
             let rodata = open.maps.rodata_data.as_deref_mut().expect("floor has read-only data");
             rodata.read_clock = u8::from(clock);
             rodata.thread_state = u8::from(state);
+            rodata.count_keys = u8::from(keys.is_some());
+            if let Some(words) = keys.filter(|w| w.is_power_of_two()) {
+                rodata.keys_mask = words - 1;
+                open.maps.floor_keys.set_max_entries(words).map_err(bpf_error)?;
+            }
             if paths {
                 for info in syscalls::all() {
                     if let (ArgKind::Path(i), Some(slot)) = (info.arg, rodata.path_arg.get_mut(info.nr as usize)) {
@@ -50,6 +59,7 @@ impl Floor {
                 }
             }
             open.maps.floor_states.set_autocreate(state).map_err(bpf_error)?;
+            open.maps.floor_keys.set_autocreate(keys.is_some()).map_err(bpf_error)?;
             open.progs.floor_enter.set_autoload(hooks != Hooks::Exit);
             open.progs.floor_exit.set_autoload(hooks != Hooks::Enter);
             open.load().map_err(bpf_error)

@@ -6,6 +6,7 @@
 #define SYSDIET_ARGUMENTS_BPF_H
 
 #include "state.bpf.h"
+#include "hash.bpf.h"
 
 /* Bucket 0 holds 0, bucket 1 holds 1, bucket k >= 2 holds (2^(k-2), 2^(k-1)],
  * so a bucket reads as "at most 2^(k-1) bytes". The last one holds the rest. */
@@ -19,39 +20,14 @@ static __always_inline __u32 size_bucket(__u64 v)
 	return pick(below(b, HIST_BUCKETS), b, HIST_BUCKETS - 1);
 }
 
-/* A 64-bit hash of the first len bytes of r->path (len < PATH_LEN), eight
- * at a time, then the last len % 8 of them.
- * The loop has a single way out, and what it learnt of `full` there is
- * forgotten (recomputed from a `len` the verifier cannot relate to it): each
- * turn's way out then leaves the same state, verified once with the rest of
- * sys_exit, not once per turn. So the hash is inlined, with no call (a call
- * costs more than the hash: docs/overhead.md). */
+/* A 64-bit hash of the first len bytes of r->path (len < PATH_LEN), never 0,
+ * which marks fd calls. The path is at offset 16: read a word at a time, not
+ * a byte (which the compiler would otherwise assume of a char array). */
 static __always_inline __u64 hash_path(struct path_record *r, __u32 len)
 {
-	__u64 h = 0x9E3779B97F4A7C15ULL ^ len, w;
-	const __u64 *words;
-	__u32 i, full = len / 8, left;
-
 	if (!r)
 		return PATH_HASH_UNREADABLE;
-	/* The path is at offset 16: a word at a time, not a byte (which the
-	 * compiler would otherwise assume of a char array). */
-	words = __builtin_assume_aligned(r->path, 8);
-	for (i = 0; i < PATH_LEN / 8; i++) {
-		if (i >= full)
-			break;
-		h = (h ^ words[i]) * 0xFF51AFD7ED558CCDULL;
-		h ^= h >> 32;
-	}
-	barrier_var(len);
-	full = len / 8;
-	left = len % 8;
-	if (left) {
-		w = words[full & (PATH_LEN / 8 - 1)] & ((1ULL << (left * 8)) - 1);
-		h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
-		h ^= h >> 32;
-	}
-	return h | 1; /* never 0, which marks fd calls */
+	return hash_words(__builtin_assume_aligned(r->path, 8), PATH_LEN / 8, len);
 }
 
 /* Kernels before 5.12 take no pointer argument of a global function, and

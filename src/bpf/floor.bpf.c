@@ -6,6 +6,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include "arch.bpf.h"
+#include "hash.bpf.h"
 
 #define FLOOR_SYSCALLS 512
 #define FLOOR_PATH_LEN 256
@@ -22,6 +23,23 @@ const volatile __u8 path_arg[FLOOR_SYSCALLS] = {};
  * first call), as sysdiet's sys_exit does before it counts anything: the
  * least a tracer that keeps per-thread state there can cost. */
 const volatile __u8 thread_state = 0;
+/* sys_exit, having read a path, adds 1 to a word of floor_keys picked by a
+ * hash of the call's key (the path, its dirfd, the syscall, the process):
+ * one hash and one word per key, the least any tracer that counts each
+ * path in the kernel does (this one does not tell keys that share a word
+ * apart). How close together the keys' words are is the table's size:
+ * 16 KiB, a group's region of sysdiet's first sightings, or its 8 MiB. */
+const volatile __u8 count_keys = 0;
+/* The table's words less one (a power of two less one; user space sizes
+ * the map to match). */
+const volatile __u32 keys_mask = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} floor_keys SEC(".maps");
 
 /* The state: a count of the thread's calls, so that it is written. Made
  * only with thread_state (it needs 5.11). */
@@ -36,7 +54,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, char[FLOOR_PATH_LEN]);
+	__type(value, __u64[FLOOR_PATH_LEN / 8]);
 } floor_path SEC(".maps");
 
 SEC("tp_btf/sys_enter")
@@ -50,10 +68,10 @@ int BPF_PROG(floor_enter)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(floor_exit, struct pt_regs *regs)
 {
-	long id = regs_syscall_nr(regs);
-	__u32 zero = 0;
-	__u64 arg;
-	char *buf;
+	long id = regs_syscall_nr(regs), n;
+	__u32 zero = 0, at;
+	__u64 arg, h, *buf, *count;
+	__u8 which;
 
 	if (read_clock)
 		bpf_ktime_get_ns();
@@ -69,9 +87,20 @@ int BPF_PROG(floor_exit, struct pt_regs *regs)
 	buf = bpf_map_lookup_elem(&floor_path, &zero);
 	if (!buf)
 		return 0;
-	arg = path_arg[id] == 1 ? PT_REGS_PARM1_SYSCALL(regs) :
-	      path_arg[id] == 2 ? PT_REGS_PARM2_SYSCALL(regs) : PT_REGS_PARM3_SYSCALL(regs);
-	bpf_probe_read_user_str(buf, FLOOR_PATH_LEN, (void *)arg);
+	which = path_arg[id];
+	arg = which == 1 ? PT_REGS_PARM1_SYSCALL(regs) : which == 2 ? PT_REGS_PARM2_SYSCALL(regs) : PT_REGS_PARM3_SYSCALL(regs);
+	n = bpf_probe_read_user_str(buf, FLOOR_PATH_LEN, (void *)arg);
+	if (!count_keys || n <= 0)
+		return 0;
+	/* The argument before the path is an *at call's dirfd. */
+	arg = which == 2 ? PT_REGS_PARM1_SYSCALL(regs) : which == 3 ? PT_REGS_PARM2_SYSCALL(regs) : 0;
+	h = hash_words(buf, FLOOR_PATH_LEN / 8, (n - 1) & (FLOOR_PATH_LEN - 1));
+	h ^= (arg * 0x9E3779B97F4A7C15ULL) ^ ((id << 32 | (bpf_get_current_pid_tgid() >> 32)) * 0xC2B2AE3D27D4EB4FULL);
+	h ^= h >> 29;
+	at = h & keys_mask;
+	count = bpf_map_lookup_elem(&floor_keys, &at);
+	if (count)
+		__sync_fetch_and_add(count, 1);
 	return 0;
 }
 
