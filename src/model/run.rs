@@ -117,6 +117,13 @@ pub enum TimeKind {
     Unmeasured,
 }
 
+impl TimeKind {
+    /// CPU time sampled by one tick of `tick_ns` throughout the run.
+    pub fn sampled_every(tick_ns: u64) -> TimeKind {
+        TimeKind::CpuSampled { tick_ns, fine_tick_ns: 0, fine_for_ns: 0, middle_tick_ns: 0, middle_until_ns: 0 }
+    }
+}
+
 /// Facts about the target's environment that rules need.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Environment {

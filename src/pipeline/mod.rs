@@ -308,7 +308,7 @@ mod tests {
     fn recorded() -> Trace {
         let mut t = trace(2_000_000_000, &[("newfstatat", 100_003, 900_000_000), ("write", 5, 1_000)]);
         t.run.backend = "bpf".into();
-        t.run.time = TimeKind::CpuSampled { tick_ns: 250_000, fine_tick_ns: 0, fine_for_ns: 0, middle_tick_ns: 0, middle_until_ns: 0 };
+        t.run.time = TimeKind::sampled_every(250_000);
         argument(&mut t, "newfstatat", path("/etc/localtime"), 100_000, 899_000_000);
         t
     }

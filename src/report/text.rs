@@ -337,7 +337,7 @@ mod tests {
     #[test]
     fn the_header_says_what_time_is() {
         let mut t = Trace::default();
-        t.run.time = TimeKind::CpuSampled { tick_ns: 250_000, fine_tick_ns: 0, fine_for_ns: 0, middle_tick_ns: 0, middle_until_ns: 0 };
+        t.run.time = TimeKind::sampled_every(250_000);
         t.run.user_cpu_ns = 12_000_000;
         let text = render(&t, &[], false);
         assert!(text.contains("time: CPU time in syscalls, sampled every 250 µs (strace -c); 12 ms of CPU outside them"), "{text}");

@@ -162,7 +162,7 @@ fn time_kind(Weights { tick: weight, clock: clock_weight }: Weights, kernel_from
         middle_until_ns: middle.map_or(0, |(_, until)| ns(until)),
     };
     match (clock_weight, kernel_from) {
-        (0, _) if weight == 1 => TimeKind::CpuSampled { tick_ns: TICK_NS, fine_tick_ns: 0, fine_for_ns: 0, middle_tick_ns: 0, middle_until_ns: 0 },
+        (0, _) if weight == 1 => TimeKind::sampled_every(TICK_NS),
         (0, _) | (_, None) => sampled(FINE_FOR, None),
         // The clock could not be slowed: fine until the kernel's tick.
         (1, Some(from)) => sampled(from, None),
@@ -375,7 +375,7 @@ mod tests {
         let run = Some(KERNEL_TICK_FROM);
         let (fine_for, from) = (FINE_FOR.as_nanos() as u64, KERNEL_TICK_FROM.as_nanos() as u64);
         // Still fine; slowed; then the kernel's 4 ms.
-        let fine = TimeKind::CpuSampled { tick_ns: TICK_NS, fine_tick_ns: 0, fine_for_ns: 0, middle_tick_ns: 0, middle_until_ns: 0 };
+        let fine = TimeKind::sampled_every(TICK_NS);
         assert_eq!(time_kind(Weights { tick: 1, clock: 0 }, run), fine);
         assert_eq!(time_kind(Weights { tick: 4, clock: 0 }, run), sampled(4 * TICK_NS, fine_for, 0, 0));
         assert_eq!(time_kind(Weights { tick: 16, clock: 4 }, run), sampled(16 * TICK_NS, fine_for, 4 * TICK_NS, from));
