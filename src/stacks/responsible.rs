@@ -60,12 +60,18 @@ const MACHINERY_PREFIXES: &[&str] = &[
 /// The responsible frame, and how many frames from it outward are the
 /// program's own.
 pub fn responsible(frames: &[Frame]) -> Option<(usize, usize)> {
-    let first = frames.iter().position(|f| !is_machinery(f))?;
-    let own = frames[first..].iter().take_while(|f| !is_machinery(f)).count();
+    responsible_of(&frames.iter().map(is_machinery).collect::<Vec<_>>())
+}
+
+/// The same, from whether each frame is machinery (`is_machinery`), for
+/// stacks whose frames were judged once each.
+pub fn responsible_of(machinery: &[bool]) -> Option<(usize, usize)> {
+    let first = machinery.iter().position(|m| !m)?;
+    let own = machinery[first..].iter().take_while(|m| !**m).count();
     Some((first, own))
 }
 
-fn is_machinery(f: &Frame) -> bool {
+pub fn is_machinery(f: &Frame) -> bool {
     if f.in_c_runtime() {
         return true;
     }

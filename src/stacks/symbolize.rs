@@ -12,7 +12,7 @@ use blazesym::symbolize::{CodeInfo, Input, Symbolized, Symbolizer};
 use super::images::Images;
 use super::name_cache::NameCache;
 use super::perf_map::PerfMap;
-use super::responsible::responsible;
+use super::responsible::{is_machinery, responsible_of};
 use super::unwind::{RawFrame, RawStack};
 use crate::model::{CallSite, Frame};
 
@@ -136,24 +136,51 @@ impl Namer {
 /// `names`: what the stack reader named already.
 pub fn call_sites(images: &Images, stacks: &[RawStack], mut names: FrameNames) -> (Vec<CallSite>, Vec<usize>) {
     if names.upto < stacks.len() {
+        let _t = crate::timings::span("name the frames left");
         let mut namer = Namer::default();
         namer.name_new(images, stacks, &mut names);
         namer.save();
     }
     name_jit_frames(stacks, &mut names.named);
     let names = names.named;
+    let _t = crate::timings::span("make the call sites");
+    // A site is its named frames and whether it is complete: stacks of two
+    // processes running the same code are one site. Each distinct frame
+    // gets a number, and each raw frame its frames' numbers, once; a
+    // stack's site is then found by numbers, and built only when new
+    // (hashing and cloning every stack's frames took milliseconds).
+    let mut frame_ids: HashMap<&Frame, u32> = HashMap::new();
+    // By a frame's number: whether it is machinery (responsible.rs).
+    let mut machinery: Vec<bool> = Vec::new();
+    let mut ids_of: HashMap<RawFrame, Vec<u32>> = HashMap::new();
+    let mut index: HashMap<(Vec<u32>, bool), usize> = HashMap::new();
     let mut sites: Vec<CallSite> = Vec::new();
-    let mut index: HashMap<CallSite, usize> = HashMap::new();
     let mut site_of = Vec::with_capacity(stacks.len());
     for stack in stacks {
-        let frames: Vec<Frame> = stack.frames.iter().flat_map(|f| names[f].iter().cloned()).collect();
+        let mut key = Vec::new();
+        for f in &stack.frames {
+            let ids = ids_of.entry(*f).or_insert_with(|| {
+                names[f]
+                    .iter()
+                    .map(|named| {
+                        let next = frame_ids.len() as u32;
+                        *frame_ids.entry(named).or_insert_with(|| {
+                            machinery.push(is_machinery(named));
+                            next
+                        })
+                    })
+                    .collect()
+            });
+            key.extend_from_slice(ids);
+        }
         // framehop cannot always tell it reached the end; a thread's first
         // function is the end.
-        let complete = stack.complete || frames.last().is_some_and(is_root);
-        let (responsible, own_frames) = responsible(&frames).map_or((None, 0), |(i, n)| (Some(i), n));
-        let site = CallSite { responsible, own_frames, frames, complete };
-        let id = *index.entry(site.clone()).or_insert_with(|| {
-            sites.push(site);
+        let complete = stack.complete || stack.frames.iter().rev().find_map(|f| names[f].last()).is_some_and(is_root);
+        let id = *index.entry((key, complete)).or_insert_with_key(|(key, _)| {
+            let frames: Vec<Frame> = stack.frames.iter().flat_map(|f| names[f].iter().cloned()).collect();
+            let judged: Vec<bool> = key.iter().map(|&id| machinery[id as usize]).collect();
+            let (responsible, own_frames) = responsible_of(&judged).map_or((None, 0), |(i, n)| (Some(i), n));
+            sites.push(CallSite { responsible, own_frames, frames, complete });
             sites.len() - 1
         });
         site_of.push(id);
