@@ -2,6 +2,7 @@
 //! a spawner's work repeated per child (signals reset, fds swept) is the
 //! parent's cost and the parent's fix, though each child's counts hold it.
 
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashSet};
 
 use crate::model::{Process, SiteShare, Trace};
@@ -39,20 +40,37 @@ pub fn calls_below(child: &Process, children: &BTreeMap<u32, Vec<&Process>>) -> 
 /// A parent's code, to tell its calls in a child from the child's own.
 pub struct Spawner<'a> {
     trace: &'a Trace,
+    parent: &'a Process,
     /// Its executable and the modules of its call sites, the C runtime's
-    /// left out (the child's program uses it too).
-    code: HashSet<&'a str>,
+    /// left out (the child's program uses it too): gathered at the first
+    /// child that needs it (most parents' children never do).
+    code: OnceCell<HashSet<&'a str>>,
 }
 
 impl<'a> Spawner<'a> {
     pub fn new(trace: &'a Trace, parent: &'a Process) -> Spawner<'a> {
-        let mut code: HashSet<&str> = parent.executable.iter().map(String::as_str).collect();
-        for share in parent.syscalls.iter().flat_map(|s| &s.sites) {
-            if let Some(site) = trace.call_site(share) {
-                code.extend(site.frames.iter().filter(|f| !f.in_c_runtime()).map(|f| f.module.as_str()));
+        Spawner { trace, parent, code: OnceCell::new() }
+    }
+
+    fn code(&self) -> &HashSet<&'a str> {
+        self.code.get_or_init(|| {
+            let mut code: HashSet<&str> = self.parent.executable.iter().map(String::as_str).collect();
+            let mut sites = HashSet::new();
+            for share in self.parent.syscalls.iter().flat_map(|s| &s.sites) {
+                let Some(site) = self.trace.call_site(share).filter(|_| sites.insert(share.site)) else { continue };
+                // A stack's frames come in runs of one module: each run
+                // judged once.
+                let mut last = None;
+                for f in &site.frames {
+                    let module = f.module.as_str();
+                    if last != Some(module) && !code.contains(module) && !f.in_c_runtime() {
+                        code.insert(module);
+                    }
+                    last = Some(module);
+                }
             }
-        }
-        Spawner { trace, code }
+            code
+        })
     }
 
     /// Of `child`'s calls at `shares`, those the parent's code made before
@@ -67,7 +85,9 @@ impl<'a> Spawner<'a> {
                 self.trace.call_site(share).is_some_and(|site| {
                     site.frames.iter().any(|f| {
                         f.function.as_deref() == Some("__spawni_child")
-                            || (!f.in_c_runtime() && child.executable.as_deref() != Some(f.module.as_str()) && self.code.contains(f.module.as_str()))
+                            || (!f.in_c_runtime()
+                                && child.executable.as_deref() != Some(f.module.as_str())
+                                && self.code().contains(f.module.as_str()))
                     })
                 })
             })
