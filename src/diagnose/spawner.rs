@@ -43,7 +43,7 @@ pub struct Spawner<'a> {
     parent: &'a Process,
     /// Its executable and the modules of its call sites, the C runtime's
     /// left out (the child's program uses it too): gathered at the first
-    /// child that needs it (most parents' children never do).
+    /// child that needs it (none, when no child swept fds or reset signals).
     code: OnceCell<HashSet<&'a str>>,
 }
 
