@@ -47,7 +47,10 @@ impl Floor {
             rodata.read_clock = u8::from(clock);
             rodata.thread_state = u8::from(state);
             rodata.count_keys = u8::from(keys.is_some());
-            if let Some(words) = keys.filter(|w| w.is_power_of_two()) {
+            if let Some(words) = keys {
+                if !words.is_power_of_two() {
+                    return Err(crate::error::Error::Usage(format!("--keys {words}: the table's words must be a power of two")));
+                }
                 rodata.keys_mask = words - 1;
                 open.maps.floor_keys.set_max_entries(words).map_err(bpf_error)?;
             }

@@ -88,12 +88,11 @@ int BPF_PROG(floor_exit, struct pt_regs *regs)
 	if (!buf)
 		return 0;
 	which = path_arg[id];
-	arg = which == 1 ? PT_REGS_PARM1_SYSCALL(regs) : which == 2 ? PT_REGS_PARM2_SYSCALL(regs) : PT_REGS_PARM3_SYSCALL(regs);
-	n = bpf_probe_read_user_str(buf, FLOOR_PATH_LEN, (void *)arg);
+	n = bpf_probe_read_user_str(buf, FLOOR_PATH_LEN, (void *)syscall_arg(regs, which - 1));
 	if (!count_keys || n <= 0)
 		return 0;
 	/* The argument before the path is an *at call's dirfd. */
-	arg = which == 2 ? PT_REGS_PARM1_SYSCALL(regs) : which == 3 ? PT_REGS_PARM2_SYSCALL(regs) : 0;
+	arg = which > 1 ? syscall_arg(regs, which - 2) : 0;
 	h = hash_words(buf, FLOOR_PATH_LEN / 8, (n - 1) & (FLOOR_PATH_LEN - 1));
 	h ^= (arg * 0x9E3779B97F4A7C15ULL) ^ ((id << 32 | (bpf_get_current_pid_tgid() >> 32)) * 0xC2B2AE3D27D4EB4FULL);
 	h ^= h >> 29;

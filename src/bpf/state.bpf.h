@@ -288,19 +288,6 @@ static __always_inline __u64 wakeup_past(void *ring, __u64 limit)
 	return bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) >= limit ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
-/* The i-th argument of the syscall whose user registers `regs` are. */
-static __always_inline __u64 syscall_arg(struct pt_regs *regs, __u8 i)
-{
-	switch (i) {
-	case 0: return PT_REGS_PARM1_SYSCALL(regs);
-	case 1: return PT_REGS_PARM2_SYSCALL(regs);
-	case 2: return PT_REGS_PARM3_SYSCALL(regs);
-	case 3: return PT_REGS_PARM4_SYSCALL(regs);
-	case 4: return PT_REGS_PARM5_SYSCALL(regs);
-	default: return PT_REGS_PARM6_SYSCALL(regs);
-	}
-}
-
 /* Whether the user string at `p` has a byte other than NUL at PATH_LEN - 1,
  * the place of the NUL that bpf_probe_read_user_str wrote when it cut. */
 static __always_inline bool path_goes_on(const char *p)
