@@ -170,6 +170,24 @@ fn two_hundred_thousand_repeated_paths_keep_their_strings() {
     assert!(repeated.iter().all(|a| a["calls"] == 2 && a["errors"] == 2));
 }
 
+/// A walk's new keys write their words unread, into slots only walks
+/// take: never over the words of other groups' few keys, which must count
+/// each of their calls.
+#[test]
+fn a_walk_leaves_other_groups_keys_whole() {
+    if skip_without_bpf() {
+        return;
+    }
+    let exe = victim("crowdedslots");
+    let (doc, _) = sysdiet_json(&["--no-stacks"], &[exe.to_str().unwrap(), "200000", "200"]);
+    lost_nothing(&doc);
+    let names: Vec<_> =
+        doc["arguments"].as_array().unwrap().iter().filter(|a| a["argument"]["path"].as_str().is_some_and(|p| p.starts_with("sysdiet-"))).collect();
+    assert_eq!(names.len(), 600, "each descriptor's three names");
+    let wrong: Vec<_> = names.iter().filter(|a| a["calls"] != 3 || a["errors"] != 3).collect();
+    assert!(wrong.is_empty(), "{} of 600 keys miscounted: {:?}", wrong.len(), &wrong[..wrong.len().min(3)]);
+}
+
 /// The argument rows of the paths `manypaths` stats.
 fn walked_paths(doc: &serde_json::Value) -> Vec<&serde_json::Value> {
     paths_under(doc, "/nonexistent/sysdiet/")

@@ -274,7 +274,8 @@ __noinline int log_first_slot(__u32 i)
 
 /* What first_calls knows of a key. */
 enum sighting {
-	SIGHTING_FIRST,    /* its first call: now in a slot of its own */
+	SIGHTING_FIRST,    /* its first call: now in a slot of its own (in
+			      none, when it lost a race: LOST_FIRST_RACE) */
 	SIGHTING_SECOND,   /* its second: the first call's facts are handed over */
 	SIGHTING_REPEATED, /* promoted already: its counts are in arg_stats */
 	SIGHTING_UNKNOWN,  /* no slot of its own, or its first call was too
@@ -354,6 +355,9 @@ static __always_inline bool word_counts(struct call *c)
 /* Every slot a key may take holds another key's word (no word is 1: a
  * fingerprint is never 0). */
 #define OTHER_KEYS 1ULL
+/* A way of the key's wide line bears its tag, and its word is not written
+ * yet: another thread is between the tag and the word (no word is 2). */
+#define RACING_KEY 2ULL
 
 /* Sets a slot's word to `mine` if it is free: the word found there (0:
  * taken, now `mine`). Read first: a taken slot costs no locked write. */
@@ -366,6 +370,60 @@ static __always_inline __u64 take_free(__u64 *f, __u64 mine)
 	return word;
 }
 
+/* The key's way in its wide line (`wide`, its first slot), by the line's
+ * tags (first_tags): the word of the first way that bears the key's tag
+ * and its fingerprint (`*slot`, `*word_at`: its slot and word); else the
+ * first free way's, claimed by its tag and then written `mine` without
+ * being read (0); OTHER_KEYS when every way holds another key. Claiming
+ * the tag first keeps one way a key's: a second thread with the key finds
+ * the tag, and the word once written. Between the two it finds 0, and
+ * says RACING_KEY, as when the tags change under it twice. */
+static __always_inline __u64 take_wide(__u32 wide, __u64 h, __u64 ours, __u64 mine, __u32 *slot, __u64 **word_at)
+{
+	__u32 at = (wide - FIRST_NARROW_SLOTS) / FIRST_TAGGED, first = wide % FIRST_TAGGED * 8, j, tries;
+	__u64 *tags = bpf_map_lookup_elem(&first_tags, &at);
+	__u64 tag = h >> 56, t, seen, b, *f, word;
+
+	if (!tags)
+		return OTHER_KEYS;
+	tag |= is_zero(tag);
+	t = *(volatile __u64 *)tags;
+	for (tries = 0; tries < 2; tries++) {
+		for (j = 0; j < FIRST_WAYS; j++) {
+			b = t >> (first + j * 8) & 0xFF;
+			if (!b)
+				break;
+			if (b != tag)
+				continue;
+			*slot = wide + j;
+			f = bpf_map_lookup_elem(&first_calls, slot);
+			if (!f)
+				return OTHER_KEYS;
+			word = *(volatile __u64 *)f;
+			if (!word)
+				return RACING_KEY;
+			if ((word & 0xFFFFFFFF00000000ULL) == ours) {
+				*word_at = f;
+				return word;
+			}
+		}
+		if (j >= FIRST_WAYS)
+			return OTHER_KEYS;
+		seen = __sync_val_compare_and_swap(tags, t, t | tag << (first + j * 8));
+		if (seen == t) {
+			*slot = wide + j;
+			f = bpf_map_lookup_elem(&first_calls, slot);
+			if (!f)
+				return OTHER_KEYS;
+			*f = mine;
+			*word_at = f;
+			return 0;
+		}
+		t = seen;
+	}
+	return RACING_KEY;
+}
+
 /* Looks `k` up in first_calls, taking a free slot for a new key; for a
  * second sighting, `*first` is the first call's word; `*slot` is the
  * key's slot and `*word_at` its word, when it has one.
@@ -375,7 +433,8 @@ static __always_inline __u64 take_free(__u64 *f, __u64 mine)
  * the group's wide region, then to one slot anywhere. So a walk's keys,
  * each back once per directory, are a few pages and lines, not one of
  * each per key, and a walk of new paths writes its words into 2 MiB,
- * not 8 (docs/overhead.md).
+ * not 8, without reading them: their tags say they are new (take_wide;
+ * docs/overhead.md).
  * The key's hash has the process's start time in it, so that a reused pid
  * is a new key. Keys that share a line or a slot are told apart by 32
  * bits of it, and a key whose lines are full compares itself with each
@@ -409,12 +468,11 @@ static __always_inline int first_sighting(struct task_state *ts, struct call *c,
 		    ours | c->ns << 12 | (__u64)(c->failed & 1) * FIRST_FAILED | (__u64)(c->ret_bucket & 31) << 5 |
 			    (c->req_bucket & 31),
 		    ours | FIRST_NS_ELSEWHERE);
-	line = (g & (FIRST_SLOTS - 1) & ~(FIRST_REGION_SLOTS - 1)) | (h & (FIRST_REGION_SLOTS / FIRST_WAYS - 1)) * FIRST_WAYS;
-	wide = (g >> 32 & (FIRST_SLOTS - 1) & ~(FIRST_WIDE_REGION_SLOTS - 1)) |
+	line = (g & (FIRST_NARROW_SLOTS - 1) & ~(FIRST_REGION_SLOTS - 1)) | (h & (FIRST_REGION_SLOTS / FIRST_WAYS - 1)) * FIRST_WAYS;
+	wide = FIRST_NARROW_SLOTS | (g >> 32 & (FIRST_NARROW_SLOTS - 1) & ~(FIRST_WIDE_REGION_SLOTS - 1)) |
 	       (h >> 9 & (FIRST_WIDE_REGION_SLOTS / FIRST_WAYS - 1)) * FIRST_WAYS;
-	for (j = 0; j < 2 * FIRST_WAYS + 1; j++) {
-		/* The last way: the key's one slot outside its regions. */
-		i = j < FIRST_WAYS ? line + j : j < 2 * FIRST_WAYS ? wide + j - FIRST_WAYS : h & (FIRST_SLOTS - 1);
+	for (j = 0; j < FIRST_WAYS; j++) {
+		i = line + j;
 		f = bpf_map_lookup_elem(&first_calls, &i);
 		if (!f)
 			return SIGHTING_UNKNOWN;
@@ -425,8 +483,22 @@ static __always_inline int first_sighting(struct task_state *ts, struct call *c,
 			break;
 		word = OTHER_KEYS;
 	}
+	/* Its line full: its wide line, then its one slot outside its regions. */
 	if (word == OTHER_KEYS)
-		return SIGHTING_UNKNOWN;
+		word = take_wide(wide, h, ours, mine, &i, &f);
+	if (word == OTHER_KEYS) {
+		i = h & (FIRST_NARROW_SLOTS - 1);
+		f = bpf_map_lookup_elem(&first_calls, &i);
+		if (!f)
+			return SIGHTING_UNKNOWN;
+		word = take_free(f, mine);
+		if (word && (word & 0xFFFFFFFF00000000ULL) != ours)
+			return SIGHTING_UNKNOWN;
+	}
+	if (word == RACING_KEY) {
+		count_lost(LOST_FIRST_RACE, 1);
+		return SIGHTING_FIRST;
+	}
 	/* Logged here, not in the loop: each way the loop leaves a turn by
 	 * is one more walk of the next turn for the verifier. */
 	if (!word && first_slots_taken < FIRST_SLOTS_LOGGED)

@@ -151,6 +151,10 @@ __u64 arg_keys_made = 0;
  * Promoted, the key's untimed calls are counted in it (enum first_word),
  * with no lookup of arg_stats. */
 #define FIRST_SLOTS (1 << 20)
+/* The first half: the regions, and the slots anywhere; the second: the
+ * wide regions, whose slots are taken by their tags (first_tags), each
+ * written unread by the key that claimed its tag; none taken another way. */
+#define FIRST_NARROW_SLOTS (FIRST_SLOTS / 2)
 #define FIRST_REGION_SLOTS 2048        /* a group's region: 16 KiB */
 #define FIRST_WIDE_REGION_SLOTS 262144 /* its wide region: 2 MiB */
 #define FIRST_WAYS 4                   /* slots of a line: 32 bytes */
@@ -171,6 +175,21 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } first_calls SEC(".maps");
+
+/* The tags of first_calls' wide regions (its second half): a byte of
+ * each slot's key (0: free), FIRST_TAGGED slots' (two lines') in a word.
+ * A wide region's lines are cold memory (2 MiB a group), its tags an
+ * eighth of that: a new key learns it is new from them, claims its slot
+ * there, and writes its word without reading its line (take_wide,
+ * arguments.bpf.h). A keeper zeroes it whole between runs. */
+#define FIRST_TAGGED 8
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, (FIRST_SLOTS - FIRST_NARROW_SLOTS) / FIRST_TAGGED);
+	__type(key, __u32);
+	__type(value, __u64);
+} first_tags SEC(".maps");
 
 /* This and errno_stats are allocated as used too: they are rarely
  * written (a promotion, a flush, a thread's 17th errno), and preallocated

@@ -97,6 +97,8 @@ enum lost_counter {
 	LOST_HIST_TABLE_FULL, /* calls of repeated read/write keys without
 				 their byte-count histogram: table full */
 	LOST_EXEC,            /* execs not sent (environment, file name): ring full */
+	LOST_FIRST_RACE,      /* calls of a path summarised as one-shot: another
+				 thread was taking a slot of its wide line */
 	LOST__COUNT,
 };
 

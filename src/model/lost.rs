@@ -50,6 +50,11 @@ pub struct Lost {
     /// (processes; docs/kernels.md has where this was seen).
     #[serde(default)]
     pub syscall_exits_unseen: u64,
+    /// Calls of a new path summarised as one-shot, not under their path:
+    /// another thread was taking a slot of the same few at that moment.
+    /// Their syscalls' counts have them.
+    #[serde(default)]
+    pub first_sighting_races: u64,
 }
 
 /// One list of Lost's counters: a field left out of it does not compile
@@ -87,6 +92,7 @@ lost_counters!(
     environments,
     argument_keys_over_budget,
     syscall_exits_unseen,
+    first_sighting_races,
 );
 
 impl Lost {
@@ -115,6 +121,7 @@ impl Lost {
                 + self.path_strings
                 + self.histogram_table_full
                 + self.argument_keys_over_budget
+                + self.first_sighting_races
                 > 0
     }
 }

@@ -38,6 +38,13 @@ pub fn lost_lines(lost: &Lost) -> Vec<(&'static str, u64)> {
             ),
             lost.syscall_exits_unseen,
         ),
+        (
+            (
+                "call of a new path counted as one-shot: another thread was taking its slot",
+                "calls of new paths counted as one-shot: other threads were taking their slots",
+            ),
+            lost.first_sighting_races,
+        ),
     ]
     .into_iter()
     .filter(|(_, n)| *n > 0)

@@ -691,9 +691,12 @@ mod tests {
             return; // no BPF rights here
         };
         let slots = MapHandle::create(MapType::Array, Some("first_calls"), 4, 8, 64, &opts(libbpf_sys::BPF_F_MMAPABLE)).unwrap();
-        let names = ["m:t.bss".to_string(), "m:first_calls".to_string()];
-        let fds = [globals.as_fd().try_clone_to_owned().unwrap(), slots.as_fd().try_clone_to_owned().unwrap()];
-        let word = |i: u32| u64::from_ne_bytes(slots.lookup(&i.to_ne_bytes(), MapFlags::ANY).unwrap().unwrap().try_into().unwrap());
+        // Any other mappable array (first_tags) is zeroed whole.
+        let tags = MapHandle::create(MapType::Array, Some("first_tags"), 4, 8, 8, &opts(libbpf_sys::BPF_F_MMAPABLE)).unwrap();
+        let names = ["m:t.bss".to_string(), "m:first_calls".to_string(), "m:first_tags".to_string()];
+        let fds = [&globals, &slots, &tags].map(|m| m.as_fd().try_clone_to_owned().unwrap());
+        let value = |m: &MapHandle, i: u32| u64::from_ne_bytes(m.lookup(&i.to_ne_bytes(), MapFlags::ANY).unwrap().unwrap().try_into().unwrap());
+        let word = |i: u32| value(&slots, i);
         let mut resetter = Resetter::new().unwrap();
         let blank: bss = super::super::maps::from_bytes(&vec![0u8; size as usize]);
         let logged = blank.first_slots_logged.len() as u64;
@@ -701,6 +704,7 @@ mod tests {
             for i in [5u32, 9, 12] {
                 slots.update(&i.to_ne_bytes(), &7u64.to_ne_bytes(), MapFlags::ANY).unwrap();
             }
+            tags.update(&7u32.to_ne_bytes(), &0x5au64.to_ne_bytes(), MapFlags::ANY).unwrap();
             let mut g = blank;
             g.first_slots_taken = taken;
             g.first_slots_logged[..2].copy_from_slice(&[5, 9]);
@@ -709,6 +713,7 @@ mod tests {
             for i in [5, 9, 12] {
                 assert_eq!(word(i) == 0, zeroed.contains(&i), "slot {i} after a run that took {taken}");
             }
+            assert_eq!(value(&tags, 7), 0, "the tags after a run that took {taken}");
         }
     }
 

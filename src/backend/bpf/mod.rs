@@ -318,7 +318,7 @@ impl BpfTracer {
         let mut open = spec.open(object_storage()?, types, if beside { Part::SysExit } else { Part::All })?;
         let m = &open.maps;
         let premade = premade::Premade::start(
-            &[&m.arg_stats, &m.first_calls, &m.exits, &m.strings, &m.samples],
+            &[&m.arg_stats, &m.first_calls, &m.first_tags, &m.exits, &m.strings, &m.samples],
             &[&m.io_hists, &m.once_summary, &m.errno_stats, &m.exit_scratch, &m.path_scratch, &m.exec_scratch, &m.lost],
         );
         // Opened while the big maps are made.

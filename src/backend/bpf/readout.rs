@@ -341,6 +341,7 @@ fn read_lost(maps: &Tables) -> Result<Lost> {
         samples_dropped: get(lost_counter::LOST_SAMPLES_DROPPED)?,
         histogram_table_full: get(lost_counter::LOST_HIST_TABLE_FULL)?,
         environments: get(lost_counter::LOST_EXEC)?,
+        first_sighting_races: get(lost_counter::LOST_FIRST_RACE)?,
         // Counted in user space (file_into, and the pipeline's finish).
         argument_keys_over_budget: 0,
         syscall_exits_unseen: 0,

@@ -216,6 +216,7 @@ impl SetSpec {
         open.maps.strings.set_max_entries(self.strings_bytes).map_err(bpf_error)?;
         if !self.first_sightings {
             open.maps.first_calls.set_max_entries(1).map_err(bpf_error)?;
+            open.maps.first_tags.set_max_entries(1).map_err(bpf_error)?;
         }
         // One variant's programs, and the maps of its targets' states.
         let legacy = self.variant == Variant::Legacy;
