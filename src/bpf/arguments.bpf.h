@@ -377,51 +377,47 @@ static __always_inline __u64 take_free(__u64 *f, __u64 mine)
  * being read (0); OTHER_KEYS when every way holds another key. Claiming
  * the tag first keeps one way a key's: a second thread with the key finds
  * the tag, and the word once written. Between the two it finds 0, and
- * says RACING_KEY, as when the tags change under it twice. */
+ * says RACING_KEY, as when the tags change between its read and its
+ * claim (another key's claim in the same two lines that instant). */
 static __always_inline __u64 take_wide(__u32 wide, __u64 h, __u64 ours, __u64 mine, __u32 *slot, __u64 **word_at)
 {
-	__u32 at = (wide - FIRST_NARROW_SLOTS) / FIRST_TAGGED, first = wide % FIRST_TAGGED * 8, j, tries;
+	__u32 at = (wide - FIRST_NARROW_SLOTS) / FIRST_TAGGED, first = wide % FIRST_TAGGED * 8, j;
 	__u64 *tags = bpf_map_lookup_elem(&first_tags, &at);
-	__u64 tag = h >> 56, t, seen, b, *f, word;
+	__u64 tag = h >> 56, t, b, *f, word;
 
 	if (!tags)
 		return OTHER_KEYS;
 	tag |= is_zero(tag);
 	t = *(volatile __u64 *)tags;
-	for (tries = 0; tries < 2; tries++) {
-		for (j = 0; j < FIRST_WAYS; j++) {
-			b = t >> (first + j * 8) & 0xFF;
-			if (!b)
-				break;
-			if (b != tag)
-				continue;
-			*slot = wide + j;
-			f = bpf_map_lookup_elem(&first_calls, slot);
-			if (!f)
-				return OTHER_KEYS;
-			word = *(volatile __u64 *)f;
-			if (!word)
-				return RACING_KEY;
-			if ((word & 0xFFFFFFFF00000000ULL) == ours) {
-				*word_at = f;
-				return word;
-			}
-		}
-		if (j >= FIRST_WAYS)
+	for (j = 0; j < FIRST_WAYS; j++) {
+		b = t >> (first + j * 8) & 0xFF;
+		if (!b)
+			break;
+		if (b != tag)
+			continue;
+		*slot = wide + j;
+		f = bpf_map_lookup_elem(&first_calls, slot);
+		if (!f)
 			return OTHER_KEYS;
-		seen = __sync_val_compare_and_swap(tags, t, t | tag << (first + j * 8));
-		if (seen == t) {
-			*slot = wide + j;
-			f = bpf_map_lookup_elem(&first_calls, slot);
-			if (!f)
-				return OTHER_KEYS;
-			*f = mine;
+		word = *(volatile __u64 *)f;
+		if (!word)
+			return RACING_KEY;
+		if ((word & 0xFFFFFFFF00000000ULL) == ours) {
 			*word_at = f;
-			return 0;
+			return word;
 		}
-		t = seen;
 	}
-	return RACING_KEY;
+	if (j >= FIRST_WAYS)
+		return OTHER_KEYS;
+	if (__sync_val_compare_and_swap(tags, t, t | tag << (first + j * 8)) != t)
+		return RACING_KEY;
+	*slot = wide + j;
+	f = bpf_map_lookup_elem(&first_calls, slot);
+	if (!f)
+		return OTHER_KEYS;
+	*f = mine;
+	*word_at = f;
+	return 0;
 }
 
 /* Looks `k` up in first_calls, taking a free slot for a new key; for a
