@@ -138,6 +138,14 @@ impl Image {
         start.checked_sub(vaddr.wrapping_sub(offset).wrapping_add(pgoff))
     }
 
+    /// The framehop module of this image at its own addresses (bias 0):
+    /// one for every process that maps it, whose addresses are moved by
+    /// their bias to unwind with it (unwind.rs).
+    pub fn own_module(&self) -> Module<SectionBytes> {
+        let end = self.segments.iter().map(|&(vaddr, _, size)| vaddr.saturating_add(size)).max().unwrap_or(u64::MAX);
+        self.module(0..end, 0)
+    }
+
     /// The framehop module for one mapping of this image.
     pub fn module(&self, avma: Range<u64>, bias: u64) -> Module<SectionBytes> {
         let s = self.sections.clone();

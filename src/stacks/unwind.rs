@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use framehop::Unwinder as _;
+use framehop::{FrameAddress, Unwinder as _};
 
 use super::images::{ImageId, Images, SectionBytes};
 use super::spaces::{self, AddressSpaces, Mapping};
@@ -66,9 +66,16 @@ type ImageUnwinder = regs::ArchUnwinder<SectionBytes>;
 pub struct Unwinder {
     spaces: AddressSpaces,
     pub images: Images,
-    /// (pid, epoch) -> its framehop unwinder, and how many of the epoch's
-    /// mappings it holds.
-    unwinders: HashMap<(u32, usize), (ImageUnwinder, usize)>,
+    /// Each image's own unwinder, its one module at the image's own
+    /// addresses: a frame is unwound by its image's, its addresses moved by
+    /// the mapping's bias, so that the rules framehop finds (and caches, by
+    /// address and unwinder) for one process serve every process of the
+    /// same files: 5,000 runs of one program parse its unwind tables once,
+    /// not once each.
+    by_image: HashMap<ImageId, ImageUnwinder>,
+    /// No module: framehop's frame-pointer rule, for code in no file (a
+    /// JIT's).
+    bare: ImageUnwinder,
     cache: regs::Cache,
 }
 
@@ -78,23 +85,20 @@ impl Unwinder {
     }
 
     /// Drops what was kept for a process that ended: its address spaces
-    /// and its unwinders (the images stay, shared by every process).
+    /// (the images and their unwinders stay, shared by every process).
     pub fn forget(&mut self, pid: u32) {
         self.spaces.forget(pid);
-        self.unwinders.retain(|(p, _), _| *p != pid);
     }
 
     pub fn unwind(&mut self, s: &StackSample) -> (RawStack, UnwindFacts) {
         let mut facts = UnwindFacts::default();
         // Disjoint borrows: the mappings are read while images and
         // unwinders are updated, without copying them per sample.
-        let Unwinder { spaces, images, unwinders, cache } = self;
-        let Some((epoch, maps)) = spaces.at(s.tgid, s.time_ns) else {
+        let Unwinder { spaces, images, by_image, bare, cache } = self;
+        let Some((_, maps)) = spaces.at(s.tgid, s.time_ns) else {
             facts.unmapped_frames = 1;
             return (RawStack { frames: vec![RawFrame { image: None, addr: s.ip, pid: s.tgid }], complete: false }, facts);
         };
-        let entry = unwinders.entry((s.tgid, epoch)).or_insert_with(|| (regs::ArchUnwinder::new(), 0));
-        add_modules(images, entry, maps);
 
         let (sp, end) = (s.sp, s.sp + s.stack.len() as u64);
         let mut read = |addr: u64| {
@@ -106,12 +110,27 @@ impl Unwinder {
             }
             s.read_u64(addr).ok_or(())
         };
-        let mut addrs = Vec::new();
+        let mut regs = regs::of(s);
+        let mut address = FrameAddress::InstructionPointer(s.ip);
+        let mut frames = Vec::new();
         let mut complete = false;
-        let mut frames = entry.0.iter_frames(s.ip, regs::of(s), cache, &mut read);
-        while addrs.len() < MAX_FRAMES {
-            match frames.next() {
-                Ok(Some(f)) => addrs.push(f.address_for_lookup()),
+        while frames.len() < MAX_FRAMES {
+            let lookup = address.address_for_lookup();
+            let placed = spaces::find(maps, lookup).and_then(|m| image_bias(images, m)).filter(|&(_, bias)| lookup >= bias);
+            frames.push(match placed {
+                Some((id, bias)) => RawFrame { image: Some(id), addr: lookup - bias, pid: 0 },
+                None => RawFrame { image: None, addr: lookup, pid: s.tgid },
+            });
+            let (unwinder, bias) = match placed {
+                Some((id, bias)) => (&*by_image.entry(id).or_insert_with(|| own_unwinder(images, id)), bias),
+                None => (&*bare, 0),
+            };
+            let Some(here) = moved(address, bias) else { break };
+            match unwinder.unwind_frame(here, &mut regs, cache, &mut read) {
+                Ok(Some(return_address)) => match FrameAddress::from_return_address(return_address) {
+                    Some(next) => address = next,
+                    None => break, // a null return address: as framehop's iterator, an error
+                },
                 Ok(None) => {
                     complete = true;
                     break;
@@ -122,41 +141,28 @@ impl Unwinder {
         if complete {
             facts.too_short = false;
         }
-        let frames = addrs
-            .into_iter()
-            .map(|a| {
-                let placed = spaces::find(maps, a).and_then(|m| place(images, m, a));
-                placed.unwrap_or_else(|| {
-                    facts.unmapped_frames += 1;
-                    RawFrame { image: None, addr: a, pid: s.tgid }
-                })
-            })
-            .collect();
+        facts.unmapped_frames = frames.iter().filter(|f| f.image.is_none()).count() as u64;
         (RawStack { frames, complete }, facts)
     }
 }
 
-/// Gives the unwinder of an epoch the mappings it does not have yet.
-fn add_modules(images: &mut Images, entry: &mut (ImageUnwinder, usize), maps: &[Mapping]) {
-    let (unwinder, added) = entry;
-    for (i, m) in maps.iter().enumerate().skip(*added) {
-        // A new mapping over an old one's range replaces it.
-        for old in &maps[..i] {
-            if old.start < m.end && m.start < old.end {
-                unwinder.remove_module(old.start);
-            }
-        }
-        let Some(id) = images.get(&m.name) else { continue };
-        let image = images.image(id);
-        if let Some(bias) = image.bias(m.start, m.pgoff) {
-            unwinder.add_module(image.module(m.start..m.end, bias));
-        }
-    }
-    *added = maps.len();
+/// An image's own unwinder (Unwinder::by_image).
+fn own_unwinder(images: &Images, id: ImageId) -> ImageUnwinder {
+    let mut unwinder = ImageUnwinder::new();
+    unwinder.add_module(images.image(id).own_module());
+    unwinder
 }
 
-fn place(images: &mut Images, m: &Mapping, addr: u64) -> Option<RawFrame> {
+/// `address` moved to its image's own addresses; None if it would be null.
+fn moved(address: FrameAddress, bias: u64) -> Option<FrameAddress> {
+    match address {
+        FrameAddress::InstructionPointer(a) => Some(FrameAddress::InstructionPointer(a.wrapping_sub(bias))),
+        FrameAddress::ReturnAddress(a) => FrameAddress::from_return_address(a.get().wrapping_sub(bias)),
+    }
+}
+
+/// The image of mapping `m` and where its address 0 lies in the process.
+fn image_bias(images: &mut Images, m: &Mapping) -> Option<(ImageId, u64)> {
     let id = images.get(&m.name)?;
-    let bias = images.image(id).bias(m.start, m.pgoff)?;
-    Some(RawFrame { image: Some(id), addr: addr.checked_sub(bias)?, pid: 0 })
+    Some((id, images.image(id).bias(m.start, m.pgoff)?))
 }
