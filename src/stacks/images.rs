@@ -147,7 +147,7 @@ impl Image {
     }
 
     /// The framehop module for one mapping of this image.
-    pub fn module(&self, avma: Range<u64>, bias: u64) -> Module<SectionBytes> {
+    fn module(&self, avma: Range<u64>, bias: u64) -> Module<SectionBytes> {
         let s = self.sections.clone();
         let (eh_frame_svma, eh_frame) = s.eh_frame.map_or((None, None), |(r, d)| (Some(r), Some(d)));
         let (eh_frame_hdr_svma, eh_frame_hdr) = s.eh_frame_hdr.map_or((None, None), |(r, d)| (Some(r), Some(d)));
