@@ -143,11 +143,6 @@ impl Image {
     /// their bias to unwind with it (unwind.rs).
     pub fn own_module(&self) -> Module<SectionBytes> {
         let end = self.segments.iter().map(|&(vaddr, _, size)| vaddr.saturating_add(size)).max().unwrap_or(u64::MAX);
-        self.module(0..end, 0)
-    }
-
-    /// The framehop module for one mapping of this image.
-    fn module(&self, avma: Range<u64>, bias: u64) -> Module<SectionBytes> {
         let s = self.sections.clone();
         let (eh_frame_svma, eh_frame) = s.eh_frame.map_or((None, None), |(r, d)| (Some(r), Some(d)));
         let (eh_frame_hdr_svma, eh_frame_hdr) = s.eh_frame_hdr.map_or((None, None), |(r, d)| (Some(r), Some(d)));
@@ -162,7 +157,7 @@ impl Image {
             debug_frame: s.debug_frame,
             ..Default::default()
         };
-        Module::new(self.name.clone(), avma, bias, info)
+        Module::new(self.name.clone(), 0..end, 0, info)
     }
 }
 
