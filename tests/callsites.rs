@@ -69,6 +69,31 @@ fn localtime_is_traced_through_glibc_to_the_victims_line() {
     }
 }
 
+/// A main thread's sample is copied up to its stack's start, where its
+/// frames end, not through its environment above it; a thread's stack is
+/// elsewhere and copied whole (16 KiB). Both unwind to their roots.
+#[test]
+fn a_main_threads_sample_copies_its_frames_not_its_environment() {
+    if skip_without_bpf() {
+        return;
+    }
+    let environment = "x".repeat(12_000);
+    let (doc, _) = sysdiet_json_env(&[], &[victim("timeloop").to_str().unwrap(), "localtime", "50000"], &[("SYSDIET_TEST_BIG", &environment)]);
+    let sampling = &doc["sampling"];
+    let copied = sampling["stack_bytes_copied"].as_u64().unwrap();
+    assert!(copied < 8192, "a main thread's sample copied {copied} bytes, its environment with it: {sampling}");
+    assert!(copied >= sampling["stack_bytes_max"].as_u64().unwrap(), "{sampling}");
+    assert_eq!(sampling["stack_too_short"], 0, "{sampling}");
+    assert!(reaching(&doc, path_argument(&doc, "/etc/localtime"), &["main"]) >= 0.99, "{sampling}");
+
+    let (doc, _) = sysdiet_json(&[], &[victim("threads").to_str().unwrap(), "2", "50000"]);
+    let sampling = &doc["sampling"];
+    let copied = sampling["stack_bytes_copied"].as_u64().unwrap();
+    assert!(copied > 12_000, "a thread's sample copied only {copied} bytes: {sampling}");
+    assert_eq!(sampling["stack_too_short"], 0, "{sampling}");
+    assert!(reaching(&doc, path_argument(&doc, "/etc/localtime"), &["worker"]) >= 0.99, "{sampling}");
+}
+
 #[test]
 fn signal_mask_calls_name_their_glibc_source() {
     if skip_without_bpf() {

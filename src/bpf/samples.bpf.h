@@ -6,13 +6,32 @@
 #include "state.bpf.h"
 #include "arguments.bpf.h"
 
-/* Sends the user registers and the top of the user stack, read a page at a
- * time so that a stack ending within STACK_BYTES still copies. */
-static __always_inline void take_sample(struct task_state *ts, struct pt_regs *regs,
-					struct call *c, __u64 now, __u64 period)
+/* Bytes copied above the stack's start: an outermost frame's rule may
+ * read a word or two past it (the start is argc's address). */
+#define STACK_ABOVE_START 256
+
+/* How much of the stack from `sp` up a sample needs: the main thread's
+ * frames all lie below its stack's start (where exec left sp), so a
+ * shallow stack (a short command's, a loop's) copies its frames, not
+ * STACK_BYTES of its arguments and environment. Another thread's stack,
+ * or one a program switched to, is elsewhere: STACK_BYTES. */
+static __always_inline __u64 stack_wanted(struct task_struct *t, __u64 sp, const bool legacy)
+{
+	__u64 start = legacy ? BPF_CORE_READ(t, mm, start_stack) : t->mm->start_stack;
+	/* Below the start, or just above it; else it wraps, past STACK_BYTES. */
+	__u64 want = start + STACK_ABOVE_START - sp;
+
+	return pick(below(want, STACK_BYTES), want, STACK_BYTES);
+}
+
+/* Sends the user registers and the top of the user stack, as much as it
+ * needs (stack_wanted), read a page at a time so that a stack ending
+ * within STACK_BYTES still copies. */
+static __always_inline void take_sample(struct task_state *ts, struct task_struct *t, struct pt_regs *regs,
+					struct call *c, __u64 now, __u64 period, const bool legacy)
 {
 	struct stack_sample *e;
-	__u64 sp = REGS_SP(regs), off = 0, len;
+	__u64 sp = REGS_SP(regs), off = 0, len, want = stack_wanted(t, sp, legacy);
 	int i;
 
 	e = bpf_ringbuf_reserve(&samples, sizeof(*e), 0);
@@ -34,9 +53,14 @@ static __always_inline void take_sample(struct task_state *ts, struct pt_regs *r
 	e->fp = REGS_FP(regs);
 	e->lr = REGS_LR(regs);
 	for (i = 0; i < STACK_BYTES / 4096 + 1; i++) {
-		if (off > STACK_BYTES - 4096)
+		if (off > STACK_BYTES - 4096 || off >= want)
 			break;
 		len = 4096 - ((sp + off) & 4095);
+		/* At most what is wanted, without a branch (each would split
+		 * the verifier's walk of the turns after it); the mask keeps
+		 * the bound it can see, 1 to 4096, and changes nothing. */
+		len = pick(below(want - off, len), want - off, len);
+		len = ((len - 1) & 4095) + 1;
 		if (bpf_probe_read_user(e->stack + off, len, (void *)(sp + off)))
 			break;
 		off += len;
@@ -51,7 +75,8 @@ static __always_inline void take_sample(struct task_state *ts, struct pt_regs *r
  * that a program's rhythm cannot alias with them), the gap adapting to a
  * budget in time: counts stay exact, samples only share them out. Each
  * sample weighs the calls since the previous one. */
-static __always_inline void maybe_sample(struct task_state *ts, struct pt_regs *regs, struct call *c)
+static __always_inline void maybe_sample(struct task_state *ts, struct task_struct *t, struct pt_regs *regs, struct call *c,
+					 const bool legacy)
 {
 	__u64 gap = ts->sample_gap ?: sample_first_gap;
 	__u64 now, dt, seen, doubles, halves;
@@ -73,7 +98,7 @@ static __always_inline void maybe_sample(struct task_state *ts, struct pt_regs *
 	doubles = seen & below(dt, sample_interval_ns / 2) & below(gap, MAX_GAP);
 	halves = seen & (doubles ^ 1) & below(sample_interval_ns * 2, dt) & below(1, gap);
 	gap = pick(doubles, gap << 1, pick(halves, gap >> 1, gap));
-	take_sample(ts, regs, c, now, ts->since_sample);
+	take_sample(ts, t, regs, c, now, ts->since_sample, legacy);
 	ts->since_sample = 0;
 	ts->last_sample_ns = now;
 	ts->sample_gap = gap;

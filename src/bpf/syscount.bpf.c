@@ -177,7 +177,7 @@ static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool
 	if (c.kind != ARG_NONE)
 		count_argument(ts, &c, legacy);
 	if (sample_stacks)
-		maybe_sample(ts, regs, &c);
+		maybe_sample(ts, t, regs, &c, legacy);
 	return 0;
 }
 
