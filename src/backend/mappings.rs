@@ -1,8 +1,13 @@
 //! Where the traced processes map their code, as the kernel tells it while
 //! it happens: perf's mmap2, comm (exec) and fork records, from a dummy
-//! software event per CPU that every child inherits. Stacks are unwound
+//! software event on each CPU for the whole host, kept for the traced
+//! processes and the processes they fork (`Targets`). Stacks are unwound
 //! against these, so a process that lived 20 ms still resolves after it is
-//! gone, which /proc/PID/maps read at the end could not do.
+//! gone, which /proc/PID/maps read at the end could not do. Not an event
+//! per task that every child inherits: the kernel would copy it into each
+//! new task and switch it in and out with each of them, which on a run of
+//! thousands of short processes cost more than the records
+//! (docs/overhead.md).
 
 use std::fs;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -58,7 +63,6 @@ const PERF_COUNT_SW_DUMMY: u64 = 9;
 const PERF_SAMPLE_TID: u64 = 1 << 1;
 const PERF_SAMPLE_TIME: u64 = 1 << 2;
 // attr.flags bits
-const INHERIT: u64 = 1 << 1;
 const MMAP: u64 = 1 << 8;
 const COMM: u64 = 1 << 9;
 const TASK: u64 = 1 << 13;
@@ -80,8 +84,52 @@ const DATA_PAGES: usize = 128;
 /// The open perf events and their ring buffers.
 pub struct MapEvents {
     rings: Vec<Ring>,
-    /// Records the kernel dropped because a ring was full.
+    /// Records the kernel dropped because a ring was full (any process's:
+    /// the rings are the host's).
     pub lost: u64,
+    targets: Targets,
+}
+
+/// The processes whose records are kept: the watched ones and those they
+/// fork. A record of a process not known yet waits one read: the rings
+/// are read one CPU after another, so a child's first mapping on one CPU
+/// can be read before its fork record on another (written first, before
+/// the child ran), which the next read then finds.
+#[derive(Debug, Default)]
+struct Targets {
+    pids: std::collections::HashSet<u32>,
+    waiting: Vec<MapEvent>,
+}
+
+impl Targets {
+    /// This read's records (`fresh`) and the last one's that waited, in
+    /// time order: the targets' records; those of processes still unknown
+    /// wait for the next read if they are fresh, else are dropped.
+    fn select(&mut self, fresh: Vec<MapEvent>) -> Vec<MapEvent> {
+        let mut all: Vec<(MapEvent, bool)> =
+            std::mem::take(&mut self.waiting).into_iter().map(|e| (e, true)).chain(fresh.into_iter().map(|e| (e, false))).collect();
+        all.sort_by_key(|(e, _)| e.time());
+        let mut kept = Vec::new();
+        for (e, waited) in all {
+            let ours = match &e {
+                MapEvent::Fork { pid, ppid, .. } => {
+                    let forked_by_one = self.pids.contains(ppid);
+                    if forked_by_one {
+                        self.pids.insert(*pid);
+                    }
+                    forked_by_one
+                }
+                MapEvent::Exit { pid, .. } => self.pids.remove(pid),
+                MapEvent::Mmap { pid, .. } | MapEvent::Exec { pid, .. } => self.pids.contains(pid),
+            };
+            if ours {
+                kept.push(e);
+            } else if !waited {
+                self.waiting.push(e);
+            }
+        }
+        kept
+    }
 }
 
 struct Ring {
@@ -103,56 +151,54 @@ impl Drop for Ring {
 }
 
 impl MapEvents {
-    /// Watches the mappings of each of `tids` and of every task they create
-    /// from now on. For a held child, call this before it execs.
-    pub fn open(tids: &[u32]) -> Result<MapEvents> {
-        let mut events = MapEvents { rings: Vec::new(), lost: 0 };
-        events.watch(tids)?;
+    /// Watches the mappings of the processes `pids` (a thread's id, or a
+    /// process's other threads', adds nothing: records are by process) and
+    /// of every process they fork from now on. For a held child, call this
+    /// before it execs.
+    pub fn open(pids: &[u32]) -> Result<MapEvents> {
+        let mut rings = Vec::new();
+        for cpu in online_cpus() {
+            match Ring::open(cpu) {
+                Ok(r) => rings.push(r),
+                Err(e) if e.raw_os_error() == Some(libc::EACCES) || e.raw_os_error() == Some(libc::EPERM) => {
+                    return Err(perf::refused("mapping events"))
+                }
+                Err(e) => return Err(Error::Io(std::io::Error::other(format!("perf_event_open (mapping events): {e}")))),
+            }
+        }
+        let mut events = MapEvents { rings, lost: 0, targets: Targets::default() };
+        events.watch(pids);
         Ok(events)
     }
 
-    /// Watches `tids` too (threads not watched yet).
-    pub fn watch(&mut self, tids: &[u32]) -> Result<()> {
-        let cpus = online_cpus();
-        for &tid in tids {
-            for &cpu in &cpus {
-                match Ring::open(tid, cpu) {
-                    Ok(r) => self.rings.push(r),
-                    // The thread ended meanwhile: nothing of it to watch.
-                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
-                    Err(e) if e.raw_os_error() == Some(libc::EACCES) || e.raw_os_error() == Some(libc::EPERM) => {
-                        return Err(perf::refused("mapping events"))
-                    }
-                    Err(e) => return Err(Error::Io(std::io::Error::other(format!("perf_event_open (mapping events): {e}")))),
-                }
-            }
-        }
-        Ok(())
+    /// Watches `pids` too.
+    pub fn watch(&mut self, pids: &[u32]) {
+        self.targets.pids.extend(pids);
     }
 
-    /// Takes every record written so far, in time order.
+    /// Takes the targets' records written so far, in time order.
     pub fn drain(&mut self) -> Vec<MapEvent> {
         let mut events = Vec::new();
         for r in &self.rings {
             r.drain(&mut events, &mut self.lost);
         }
-        events.sort_by_key(MapEvent::time);
-        events
+        self.targets.select(events)
     }
 }
 
 impl Ring {
-    fn open(tid: u32, cpu: i32) -> std::io::Result<Ring> {
+    /// CPU `cpu`'s records, of every process.
+    fn open(cpu: i32) -> std::io::Result<Ring> {
         let attr = PerfEventAttr {
             kind: PERF_TYPE_SOFTWARE,
             size: std::mem::size_of::<PerfEventAttr>() as u32,
             config: PERF_COUNT_SW_DUMMY,
             sample_type: PERF_SAMPLE_TID | PERF_SAMPLE_TIME,
-            flags: INHERIT | MMAP | COMM | TASK | SAMPLE_ID_ALL | MMAP2 | COMM_EXEC | USE_CLOCKID,
+            flags: MMAP | COMM | TASK | SAMPLE_ID_ALL | MMAP2 | COMM_EXEC | USE_CLOCKID,
             clockid: libc::CLOCK_MONOTONIC,
             ..Default::default()
         };
-        let fd = perf::open(&attr, tid as i32, cpu)?;
+        let fd = perf::open(&attr, -1, cpu)?;
         let page = page_size();
         let len = page * (1 + DATA_PAGES);
         // SAFETY: mapping the event's ring buffer, as perf_event_open(2) says.
@@ -264,18 +310,72 @@ mod tests {
     }
 
     #[test]
-    fn mapping_events_of_a_child_arrive() {
-        // This process's own events: a thread is a task like any other.
+    fn mapping_events_of_a_child_arrive_and_a_strangers_do_not() {
         if unsafe { libc::geteuid() } != 0 {
             return;
         }
-        let mut ev = MapEvents::open(&[unsafe { libc::gettid() } as u32]).unwrap();
-        let out = std::process::Command::new("true").status().unwrap();
-        assert!(out.success());
-        let events = ev.drain();
-        assert!(events.iter().any(|e| matches!(e, MapEvent::Fork { .. })), "{events:?}");
-        assert!(events.iter().any(|e| matches!(e, MapEvent::Exec { .. })), "{events:?}");
-        assert!(events.iter().any(|e| matches!(e, MapEvent::Mmap { path, .. } if path.contains("libc.so"))), "{events:?}");
+        // Started before the watch: not this process's child from then on.
+        let mut stranger = std::process::Command::new("sh").args(["-c", "read x; exec true"]).stdin(std::process::Stdio::piped()).spawn().unwrap();
+        let mut ev = MapEvents::open(&[std::process::id()]).unwrap();
+        let child = std::process::Command::new("true").spawn().unwrap();
+        let child_pid = child.id();
+        assert!(child.wait_with_output().unwrap().status.success());
+        drop(stranger.stdin.take());
+        assert!(stranger.wait().unwrap().success());
+        let events: Vec<MapEvent> = ev.drain().into_iter().chain(ev.drain()).collect();
+        let of = |pid: u32| events.iter().filter(move |e| event_pid(e) == pid);
+        assert!(of(child_pid).any(|e| matches!(e, MapEvent::Fork { .. })), "{events:?}");
+        assert!(of(child_pid).any(|e| matches!(e, MapEvent::Exec { .. })), "{events:?}");
+        assert!(of(child_pid).any(|e| matches!(e, MapEvent::Mmap { path, .. } if path.contains("libc.so"))), "{events:?}");
+        assert_eq!(of(stranger.id()).count(), 0, "{events:?}");
+    }
+
+    fn event_pid(e: &MapEvent) -> u32 {
+        match e {
+            MapEvent::Mmap { pid, .. } | MapEvent::Exec { pid, .. } | MapEvent::Fork { pid, .. } | MapEvent::Exit { pid, .. } => *pid,
+        }
+    }
+
+    fn mmap(pid: u32, time: u64) -> MapEvent {
+        MapEvent::Mmap { pid, time, start: 0x1000, len: 0x1000, pgoff: 0, path: "/bin/x".into() }
+    }
+
+    #[test]
+    fn a_targets_children_and_theirs_are_kept_and_strangers_dropped() {
+        let mut t = Targets::default();
+        t.pids.insert(10);
+        let kept = t.select(vec![
+            MapEvent::Fork { pid: 11, ppid: 10, time: 1 },
+            MapEvent::Fork { pid: 12, ppid: 11, time: 2 },
+            mmap(12, 3),
+            MapEvent::Fork { pid: 21, ppid: 20, time: 4 },
+            mmap(20, 5),
+            mmap(21, 6),
+        ]);
+        assert_eq!(kept.iter().map(event_pid).collect::<Vec<_>>(), [11, 12, 12]);
+        // The strangers' records waited one read, and go.
+        assert_eq!(t.select(Vec::new()), []);
+        assert!(t.waiting.is_empty());
+    }
+
+    #[test]
+    fn a_childs_mapping_read_before_its_fork_is_kept_in_time_order() {
+        let mut t = Targets::default();
+        t.pids.insert(10);
+        // One CPU's ring read before the fork record reached the other's.
+        assert_eq!(t.select(vec![mmap(11, 5), MapEvent::Exec { pid: 11, time: 4 }]), []);
+        let kept = t.select(vec![MapEvent::Fork { pid: 11, ppid: 10, time: 3 }, mmap(11, 6)]);
+        assert_eq!(kept.iter().map(MapEvent::time).collect::<Vec<_>>(), [3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn an_ended_target_is_no_longer_one() {
+        let mut t = Targets::default();
+        t.pids.insert(10);
+        assert_eq!(t.select(vec![MapEvent::Exit { pid: 10, time: 1 }]).len(), 1);
+        // Its pid, reused by another process's child.
+        assert_eq!(t.select(vec![mmap(10, 2)]), []);
+        assert_eq!(t.select(Vec::new()), []);
     }
 
     #[test]

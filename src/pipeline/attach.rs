@@ -16,9 +16,8 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
     }
     let threads: Vec<Vec<(u32, String)>> = pids.iter().map(|&p| target::live_threads(p)).collect::<Result<_>>()?;
 
-    let known: Vec<u32> = threads.iter().flatten().map(|&(tid, _)| tid).collect();
-    let mappings = watch_mappings(opts, known.clone());
-    // The stack reader starts after the threads are armed (born, initial).
+    let mappings = watch_mappings(opts, pids.to_vec());
+    // The stack reader starts after the threads are armed (initial).
     let (loaded, why, syscall_ns) = super::load_bpf(opts, true, None)?;
     let Some(super::Loaded { mut tracer, .. }) = loaded else {
         return super::ptraced::attach(pids, duration, opts, started, why);
@@ -32,9 +31,7 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
     // Events watched before the snapshot: a mapping made in between is in
     // both, never in neither.
     let initial = pids.iter().flat_map(|&p| crate::backend::mappings::snapshot(p)).collect();
-    let known: std::collections::HashSet<u32> = known.into_iter().collect();
-    let born: Vec<u32> = armed.iter().copied().filter(|t| !known.contains(t)).collect();
-    let stacks = start_stacks(&tracer, mappings, &born, initial)?;
+    let stacks = start_stacks(&tracer, mappings, initial)?;
     let span = Span::begin(started);
     target::watch_pids(pids, tx.clone())?;
     say_attached(pids, armed.len(), duration);

@@ -169,31 +169,28 @@ fn unix_now() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
-/// Mapping events being opened for `tids` (call sites need them), on
-/// another thread: the first per-task perf event on a host waits for an
-/// RCU grace period while the kernel turns its scheduler hooks on, which
-/// then overlaps the BPF load.
+/// Mapping events being opened for the processes `pids` (call sites need
+/// them), on another thread, beside the BPF load.
 type MappingWatch = Option<std::thread::JoinHandle<Result<MapEvents>>>;
 
-fn watch_mappings(opts: &TraceOptions, tids: Vec<u32>) -> MappingWatch {
+fn watch_mappings(opts: &TraceOptions, pids: Vec<u32>) -> MappingWatch {
     // The ptrace backend unwinds from the stopped task: no events to open.
     (opts.stacks && opts.backend != Backend::Ptrace).then(|| {
         std::thread::spawn(move || {
             let _t = crate::timings::span("open mapping events");
-            MapEvents::open(&tids)
+            MapEvents::open(&pids)
         })
     })
 }
 
 /// Starts reading stack samples, when asked for, with the mappings of the
-/// watched threads and of `more` (`initial`: what they map already).
-fn start_stacks(tracer: &BpfTracer, watch: MappingWatch, more: &[u32], initial: Vec<MapEvent>) -> Result<Option<Collector>> {
+/// watched processes (`initial`: what they map already).
+fn start_stacks(tracer: &BpfTracer, watch: MappingWatch, initial: Vec<MapEvent>) -> Result<Option<Collector>> {
     let Some(watch) = watch else {
         return Ok(None);
     };
     let _t = crate::timings::span("start the stack reader");
-    let mut events = watch.join().map_err(|_| crate::error::Error::Bpf("opening the mapping events failed".into()))??;
-    events.watch(more)?;
+    let events = watch.join().map_err(|_| crate::error::Error::Bpf("opening the mapping events failed".into()))??;
     Collector::start(tracer.samples_ring()?, events, initial, tracer.folded()).map(Some)
 }
 
