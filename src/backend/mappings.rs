@@ -9,6 +9,7 @@
 //! thousands of short processes cost more than the records
 //! (docs/overhead.md).
 
+use std::collections::HashSet;
 use std::fs;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -97,8 +98,12 @@ pub struct MapEvents {
 /// the child ran), which the next read then finds.
 #[derive(Debug, Default)]
 struct Targets {
-    pids: std::collections::HashSet<u32>,
+    pids: HashSet<u32>,
     waiting: Vec<MapEvent>,
+    /// Processes known not to be targets: one whose record waited a read
+    /// and was dropped (a target's child would be known by then), and any
+    /// process one of them forks. Their records are passed over unread.
+    strangers: HashSet<u32>,
 }
 
 impl Targets {
@@ -116,6 +121,8 @@ impl Targets {
                     let forked_by_one = self.pids.contains(ppid);
                     if forked_by_one {
                         self.pids.insert(*pid);
+                        // A stranger's pid, reused (its exit's record lost).
+                        self.strangers.remove(pid);
                     }
                     forked_by_one
                 }
@@ -126,6 +133,14 @@ impl Targets {
                 kept.push(e);
             } else if !waited {
                 self.waiting.push(e);
+            } else {
+                match e {
+                    MapEvent::Fork { pid, ppid, .. } => self.strangers.extend([pid, ppid]),
+                    MapEvent::Mmap { pid, .. } | MapEvent::Exec { pid, .. } => {
+                        self.strangers.insert(pid);
+                    }
+                    MapEvent::Exit { .. } => {}
+                }
             }
         }
         kept
@@ -180,7 +195,7 @@ impl MapEvents {
     pub fn drain(&mut self) -> Vec<MapEvent> {
         let mut events = Vec::new();
         for r in &self.rings {
-            r.drain(&mut events, &mut self.lost);
+            r.drain(&mut events, &mut self.lost, &mut self.targets.strangers);
         }
         self.targets.select(events)
     }
@@ -209,7 +224,8 @@ impl Ring {
         Ok(Ring { _fd: fd, base: base.cast(), len, data_size: page * DATA_PAGES })
     }
 
-    fn drain(&self, out: &mut Vec<MapEvent>, lost: &mut u64) {
+    /// Reads the records written since the last read, but strangers'.
+    fn drain(&self, out: &mut Vec<MapEvent>, lost: &mut u64, strangers: &mut HashSet<u32>) {
         let page = page_size();
         // SAFETY: data_head (offset 1024) and data_tail (1032) of the
         // perf_event_mmap_page at the start of our mapping; u64-aligned.
@@ -225,6 +241,11 @@ impl Ring {
             if size < 8 {
                 break; // a corrupt header: stop rather than spin
             }
+            let word = |i: u64| u32::from_ne_bytes([at(i), at(i + 1), at(i + 2), at(i + 3)]);
+            if size >= 24 && passed_over(word(0), word(8), word(12), word(16), strangers) {
+                tail += size;
+                continue;
+            }
             record.clear();
             record.extend((0..size).map(at));
             if let Some(e) = parse_record(&record, lost) {
@@ -233,6 +254,29 @@ impl Ring {
             tail += size;
         }
         tail_ptr.store(tail, Ordering::Release);
+    }
+}
+
+/// Whether a record (its kind and first three words: pid, then ppid or
+/// tid, then tid) is a stranger's, to pass over unread; a stranger's new
+/// process is one too, and a stranger that ended is forgotten (its pid
+/// may come back as anyone's).
+fn passed_over(kind: u32, pid: u32, second: u32, third: u32, strangers: &mut HashSet<u32>) -> bool {
+    match kind {
+        RECORD_MMAP2 | RECORD_COMM => strangers.contains(&pid),
+        // pid ppid tid ptid: a new thread of a stranger, or its new process.
+        RECORD_FORK if strangers.contains(&second) => {
+            strangers.insert(pid);
+            true
+        }
+        // pid ppid tid ptid: its main thread's end is the process's.
+        RECORD_EXIT if strangers.contains(&pid) => {
+            if pid == third {
+                strangers.remove(&pid);
+            }
+            true
+        }
+        _ => false,
     }
 }
 
@@ -366,6 +410,28 @@ mod tests {
         assert_eq!(t.select(vec![mmap(11, 5), MapEvent::Exec { pid: 11, time: 4 }]), []);
         let kept = t.select(vec![MapEvent::Fork { pid: 11, ppid: 10, time: 3 }, mmap(11, 6)]);
         assert_eq!(kept.iter().map(MapEvent::time).collect::<Vec<_>>(), [3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn a_process_whose_record_waited_in_vain_is_a_stranger_and_so_are_its_children() {
+        let mut t = Targets::default();
+        t.pids.insert(10);
+        assert_eq!(t.select(vec![MapEvent::Fork { pid: 31, ppid: 30, time: 1 }, mmap(40, 2), mmap(10, 3)]).len(), 1);
+        assert!(t.strangers.is_empty(), "nothing decided before a second read");
+        assert_eq!(t.select(Vec::new()), []);
+        assert_eq!(t.strangers, HashSet::from([30, 31, 40]));
+        let s = &mut t.strangers;
+        // 30's new process, its mappings, its end; a target's records read.
+        assert!(passed_over(RECORD_FORK, 32, 30, 32, s));
+        assert!(passed_over(RECORD_MMAP2, 32, 32, 0, s));
+        assert!(passed_over(RECORD_EXIT, 32, 30, 32, s));
+        assert!(!s.contains(&32), "an ended stranger's pid can come back as anyone's");
+        assert!(!passed_over(RECORD_MMAP2, 10, 10, 0, s));
+        assert!(!passed_over(RECORD_FORK, 11, 10, 11, s));
+        // A stranger's pid that comes back as a target's child (its end lost).
+        let kept = t.select(vec![MapEvent::Fork { pid: 40, ppid: 10, time: 5 }]);
+        assert_eq!(kept.len(), 1);
+        assert!(!t.strangers.contains(&40));
     }
 
     #[test]
