@@ -181,14 +181,7 @@ impl MapEvents {
                 Err(e) => return Err(Error::Io(std::io::Error::other(format!("perf_event_open (mapping events): {e}")))),
             }
         }
-        let mut events = MapEvents { rings, lost: 0, targets: Targets::default() };
-        events.watch(pids);
-        Ok(events)
-    }
-
-    /// Watches `pids` too.
-    pub fn watch(&mut self, pids: &[u32]) {
-        self.targets.pids.extend(pids);
+        Ok(MapEvents { rings, lost: 0, targets: Targets { pids: pids.iter().copied().collect(), ..Targets::default() } })
     }
 
     /// Takes the targets' records written so far, in time order.
