@@ -58,12 +58,11 @@ impl AddressSpaces {
         self.by_pid.get(&pid)?.last().map(|e| e.maps.as_slice())
     }
 
-    /// The epoch `pid` was in at `time`: its index and its mappings, later
-    /// ones last (a later mapping of the same range replaces an earlier).
-    pub fn at(&self, pid: u32, time: u64) -> Option<(usize, &[Mapping])> {
+    /// The mappings of the epoch `pid` was in at `time`, later ones last
+    /// (a later mapping of the same range replaces an earlier).
+    pub fn at(&self, pid: u32, time: u64) -> Option<&[Mapping]> {
         let epochs = self.by_pid.get(&pid)?;
-        let i = epochs.iter().rposition(|e| e.start <= time)?;
-        Some((i, &epochs[i].maps))
+        epochs.iter().rfind(|e| e.start <= time).map(|e| e.maps.as_slice())
     }
 }
 
@@ -87,13 +86,13 @@ mod tests {
         s.apply(MapEvent::Fork { pid: 2, ppid: 1, time: 10 });
         s.apply(MapEvent::Exec { pid: 2, time: 20 });
         s.apply(mmap(2, 21, 0x1000, "/app"));
-        let name = |pid, t, a| find(s.at(pid, t).unwrap().1, a).map(|m| m.name.to_string());
+        let name = |pid, t, a| find(s.at(pid, t).unwrap(), a).map(|m| m.name.to_string());
         assert_eq!(name(2, 15, 0x1800).as_deref(), Some("/bin/sh"));
         assert_eq!(name(2, 30, 0x1800).as_deref(), Some("/app"));
         assert_eq!(name(1, 30, 0x1800).as_deref(), Some("/bin/sh"));
         assert_eq!(name(1, 30, 0x3000), None);
         assert!(s.at(3, 30).is_none());
-        assert_ne!(s.at(2, 15).unwrap().0, s.at(2, 30).unwrap().0);
+        assert!(!std::ptr::eq(s.at(2, 15).unwrap(), s.at(2, 30).unwrap()), "one epoch before the exec, another after");
     }
 
     #[test]
@@ -101,6 +100,6 @@ mod tests {
         let mut s = AddressSpaces::default();
         s.apply(mmap(1, 0, 0x1000, "/old.so"));
         s.apply(mmap(1, 5, 0x1000, "/new.so"));
-        assert_eq!(&*find(s.at(1, 9).unwrap().1, 0x1000).unwrap().name, "/new.so");
+        assert_eq!(&*find(s.at(1, 9).unwrap(), 0x1000).unwrap().name, "/new.so");
     }
 }

@@ -95,7 +95,7 @@ impl Unwinder {
         // Disjoint borrows: the mappings are read while images and
         // unwinders are updated, without copying them per sample.
         let Unwinder { spaces, images, by_image, bare, cache } = self;
-        let Some((_, maps)) = spaces.at(s.tgid, s.time_ns) else {
+        let Some(maps) = spaces.at(s.tgid, s.time_ns) else {
             facts.unmapped_frames = 1;
             return (RawStack { frames: vec![RawFrame { image: None, addr: s.ip, pid: s.tgid }], complete: false }, facts);
         };
