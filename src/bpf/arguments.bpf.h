@@ -249,6 +249,9 @@ static __always_inline void send_path(__u64 hash)
  * its own (`once`), as when the key has no slot, and so do its key's later
  * calls. Seen once, such a key is one-shot like any other. */
 #define FIRST_NS_ELSEWHERE (FIRST_NS_MAX << 12)
+/* A word's high half: the 32 bits of its key's hash that tell the keys
+ * sharing a slot apart. */
+#define FIRST_FINGERPRINT 0xFFFFFFFF00000000ULL
 
 /* Logs slot `i` just taken in first_calls (FIRST_SLOTS_LOGGED), as
  * log_made_key logs a key: an index lost to other CPUs makes the count
@@ -370,6 +373,23 @@ static __always_inline __u64 take_free(__u64 *f, __u64 mine)
 	return word;
 }
 
+/* Slot `i` for the key whose fingerprint is `ours`: the word found there
+ * if it is the key's (0: it was free, and is the key's now, `mine`
+ * written), else OTHER_KEYS; `*word_at` is the slot's word. */
+static __always_inline __u64 take_slot(__u32 i, __u64 mine, __u64 ours, __u64 **word_at)
+{
+	__u64 *f = bpf_map_lookup_elem(&first_calls, &i);
+	__u64 word;
+
+	if (!f)
+		return OTHER_KEYS;
+	word = take_free(f, mine);
+	if (word && (word & FIRST_FINGERPRINT) != ours)
+		return OTHER_KEYS;
+	*word_at = f;
+	return word;
+}
+
 /* The key's way in its wide line (`wide`, its first slot), by the line's
  * tags (first_tags): the word of the first way that bears the key's tag
  * and its fingerprint (`*slot`, `*word_at`: its slot and word); else the
@@ -402,7 +422,7 @@ static __always_inline __u64 take_wide(__u32 wide, __u64 h, __u64 ours, __u64 mi
 		word = *(volatile __u64 *)f;
 		if (!word)
 			return RACING_KEY;
-		if ((word & 0xFFFFFFFF00000000ULL) == ours) {
+		if ((word & FIRST_FINGERPRINT) == ours) {
 			*word_at = f;
 			return word;
 		}
@@ -458,7 +478,7 @@ static __always_inline int first_sighting(struct task_state *ts, struct call *c,
 	h *= 0xBF58476D1CE4E5B9ULL;
 	h ^= h >> 32;
 	/* Never 0 (a free slot), and all 32 bits of the hash otherwise. */
-	ours = h & 0xFFFFFFFF00000000ULL;
+	ours = h & FIRST_FINGERPRINT;
 	ours |= is_zero(ours) << 32;
 	mine = pick(below(c->ns, FIRST_NS_MAX),
 		    ours | c->ns << 12 | (__u64)(c->failed & 1) * FIRST_FAILED | (__u64)(c->ret_bucket & 31) << 5 |
@@ -469,26 +489,17 @@ static __always_inline int first_sighting(struct task_state *ts, struct call *c,
 	       (h >> 9 & (FIRST_WIDE_REGION_SLOTS / FIRST_WAYS - 1)) * FIRST_WAYS;
 	for (j = 0; j < FIRST_WAYS; j++) {
 		i = line + j;
-		f = bpf_map_lookup_elem(&first_calls, &i);
-		if (!f)
-			return SIGHTING_UNKNOWN;
-		word = take_free(f, mine);
-		if (!word)
+		word = take_slot(i, mine, ours, &f);
+		if (word != OTHER_KEYS)
 			break;
-		if ((word & 0xFFFFFFFF00000000ULL) == ours)
-			break;
-		word = OTHER_KEYS;
 	}
 	/* Its line full: its wide line, then its one slot outside its regions. */
 	if (word == OTHER_KEYS)
 		word = take_wide(wide, h, ours, mine, &i, &f);
 	if (word == OTHER_KEYS) {
 		i = h & (FIRST_NARROW_SLOTS - 1);
-		f = bpf_map_lookup_elem(&first_calls, &i);
-		if (!f)
-			return SIGHTING_UNKNOWN;
-		word = take_free(f, mine);
-		if (word && (word & 0xFFFFFFFF00000000ULL) != ours)
+		word = take_slot(i, mine, ours, &f);
+		if (word == OTHER_KEYS)
 			return SIGHTING_UNKNOWN;
 	}
 	if (word == RACING_KEY) {
