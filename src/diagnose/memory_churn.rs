@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use super::{called_through, prove, Evidence, Finding, Fix};
 use crate::human::thousands;
-use crate::model::{Argument, BrkChange, SiteShare, Trace};
+use crate::model::{callsite, Argument, BrkChange, SiteShare, Trace};
 
 pub const ID: &str = "memory-churn";
 
@@ -100,17 +100,28 @@ fn a_thread_per_item(p: &crate::model::Process, unmaps: u64) -> bool {
     threads >= MIN_PAIRS / 2 && threads * 2 >= unmaps
 }
 
+/// A process's heap moves by brk, and where the sampled ones came from.
+#[derive(Default)]
+struct HeapMoves {
+    grows: u64,
+    shrinks: u64,
+    sites: Vec<SiteShare>,
+}
+
 pub fn check(trace: &Trace) -> Vec<Finding> {
-    // brk calls per process by direction, in one pass.
-    let mut moves: HashMap<u32, (u64, u64)> = HashMap::new();
+    // brk calls per process by direction, and the sites of the moves, in
+    // one pass: the heap's queries (the loader's first brk among them)
+    // are no part of a churn, so their samples must not name its site.
+    let mut moves: HashMap<u32, HeapMoves> = HashMap::new();
     for a in &trace.arguments {
         if let Argument::Brk { change } = a.argument {
             let m = moves.entry(a.pid).or_default();
             match change {
-                BrkChange::Grow => m.0 += a.calls,
-                BrkChange::Shrink => m.1 += a.calls,
-                _ => {}
+                BrkChange::Grow => m.grows += a.calls,
+                BrkChange::Shrink => m.shrinks += a.calls,
+                _ => continue,
             }
+            callsite::merge_shares(&mut m.sites, &a.sites);
         }
     }
     let mut out = Vec::new();
@@ -120,7 +131,8 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         let maps = mmap.map_or(0, |s| s.calls);
         let unmaps = munmap.map_or(0, |s| s.calls);
         let pairs = maps.min(unmaps);
-        let (grows, shrinks) = moves.get(&p.pid).copied().unwrap_or_default();
+        let heap = moves.remove(&p.pid).unwrap_or_default();
+        let (grows, shrinks) = (heap.grows, heap.shrinks);
         let mut what = Vec::new();
         let mut ns = 0;
         let mut sites = Vec::new();
@@ -158,7 +170,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             // Queries and first moves are not churn.
             let churn = (2 * shrinks).min(s.calls);
             ns += s.total_ns * churn / s.calls.max(1);
-            sites.extend(s.sites.clone());
+            sites.extend(heap.sites);
             knobs.push(TRIM);
             fixes.push(Fix::env(format!("raise glibc malloc's trim threshold: {TRIM_FIX}")));
         }
@@ -268,6 +280,26 @@ mod tests {
         assert_eq!(f[0].what, "5,001 × brk (2,500 shrinking the heap, 2,500 growing it again)");
         assert!(f[0].fixes[0].text.contains("MALLOC_TRIM_THRESHOLD_"));
         assert_eq!(f[0].prove.as_deref(), Some("sysdiet compare --env MALLOC_TRIM_THRESHOLD_=16777216 -- ./app"));
+    }
+
+    #[test]
+    fn a_churns_site_is_a_moves_not_the_loaders_query() {
+        // find -ls: 108 brk, its one sample the loader's first query; the
+        // shares of the whole syscall then gave all 108 calls to it.
+        let mut t = trace(1_000_000_000, &[("brk", 108, 4_000_000)]);
+        let loader = site(&mut t, &["__brk", "_dl_sysdep_start", "_start"]);
+        t.processes[0].syscalls[0].sites = loader.clone();
+        argument(&mut t, "brk", brk(BrkChange::Query), 2, 0).sites = loader.clone();
+        argument(&mut t, "brk", brk(BrkChange::Grow), 56, 2_000_000);
+        argument(&mut t, "brk", brk(BrkChange::Shrink), 50, 2_000_000);
+        let f = check(&t);
+        assert_eq!(f.len(), 1);
+        assert!(f[0].sites.is_empty(), "no move sampled, no site: {:?}", f[0].sites);
+        // A trim sampled: its site, not the loader's.
+        let trim = site(&mut t, &["__brk", "__sbrk", "systrim", "_int_free", "free", "visit_dir"]);
+        t.arguments[2].sites = trim.clone();
+        let f = check(&t);
+        assert_eq!(f[0].sites, trim);
     }
 
     #[test]
