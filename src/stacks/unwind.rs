@@ -43,6 +43,23 @@ pub struct UnwindFacts {
     pub unmapped_frames: u64,
 }
 
+/// The most a stack holds above sp: Linux's default stack limit (`ulimit
+/// -s`, and a thread's stack). A read farther up is no frame's but an
+/// unwind gone wrong: it says nothing of the bytes a sample needs.
+const STACK_LIMIT: u64 = 8 << 20;
+
+impl UnwindFacts {
+    /// Notes the unwinder's read of the 8 bytes at `addr`, from a copy of
+    /// the stack from `sp` to `end`.
+    fn note_read(&mut self, sp: u64, end: u64, addr: u64) {
+        let Some(above) = addr.checked_sub(sp).filter(|&a| a < STACK_LIMIT) else { return };
+        self.bytes_used = self.bytes_used.max(above + 8);
+        if addr >= end.saturating_sub(7) {
+            self.too_short = true;
+        }
+    }
+}
+
 /// framehop's unwinder for the architecture, and its registers from a
 /// sample's.
 #[cfg(target_arch = "x86_64")]
@@ -102,12 +119,7 @@ impl Unwinder {
 
         let (sp, end) = (s.sp, s.sp + s.stack.len() as u64);
         let mut read = |addr: u64| {
-            if addr >= sp {
-                facts.bytes_used = facts.bytes_used.max(addr + 8 - sp);
-            }
-            if addr >= end.saturating_sub(7) {
-                facts.too_short = true;
-            }
+            facts.note_read(sp, end, addr);
             s.read_u64(addr).ok_or(())
         };
         let mut regs = regs::of(s);
@@ -165,4 +177,27 @@ fn moved(address: FrameAddress, bias: u64) -> Option<FrameAddress> {
 fn image_bias(images: &mut Images, m: &Mapping) -> Option<(ImageId, u64)> {
     let id = images.get(&m.name)?;
     Some((id, images.image(id).bias(m.start, m.pgoff)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_say_what_a_sample_needed_but_a_wild_one_says_nothing() {
+        let (sp, end) = (0x7ffd_0000_0000, 0x7ffd_0000_4000);
+        let mut facts = UnwindFacts::default();
+        facts.note_read(sp, end, sp + 0x100);
+        assert_eq!((facts.bytes_used, facts.too_short), (0x108, false));
+        facts.note_read(sp, end, sp - 8); // below sp: no frame's bytes
+        assert_eq!((facts.bytes_used, facts.too_short), (0x108, false));
+        // rsync: 37 KiB of frames, the copy 16 KiB.
+        facts.note_read(sp, end, sp + 37_728);
+        assert_eq!((facts.bytes_used, facts.too_short), (37_736, true));
+        // An unwind gone wrong reads a code or heap address: it was once
+        // taken as 6.8e18 bytes wanted above sp.
+        let mut wild = UnwindFacts::default();
+        wild.note_read(sp, end, 0x5eaf_0000_0000_0000);
+        assert_eq!((wild.bytes_used, wild.too_short), (0, false));
+    }
 }
