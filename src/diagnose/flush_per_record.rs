@@ -22,6 +22,15 @@ const MIN_RATE: f64 = 1000.0;
 /// What a full buffer would write at once: a pipe's capacity.
 const BLOCK: u64 = 65536;
 
+/// stdbuf's option for the stdio stream on `fd`, if it has one.
+fn stdbuf_option(fd: i64) -> Option<&'static str> {
+    match fd {
+        1 => Some("-o"),
+        2 => Some("-e"),
+        _ => None,
+    }
+}
+
 pub fn check(trace: &Trace) -> Vec<Finding> {
     let mut out = Vec::new();
     let relays = relays(trace);
@@ -43,12 +52,15 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         let mut fixes = if super::flushes_itself(trace, &a.sites) {
             vec![Fix::code(super::FLUSHED_EACH_TIME)]
         } else {
-            vec![
-                Fix::code(
-                    "buffer whole blocks and flush on a timer or at exit, not after every record (setvbuf(_IOFBF); Go's bufio.Writer, Rust's BufWriter, Java's BufferedOutputStream; a logger's buffering)",
-                ),
-                Fix::config("for a program using C stdio: stdbuf -o1M (or a larger -o) in front of it"),
-            ]
+            let mut fixes = vec![Fix::code(
+                "buffer whole blocks and flush on a timer or at exit, not after every record (setvbuf(_IOFBF); Go's bufio.Writer, Rust's BufWriter, Java's BufferedOutputStream; a logger's buffering)",
+            )];
+            // stdbuf sets the buffers of stdout and stderr alone: a
+            // socket or a file the program opened is out of its reach.
+            if let Some(stream) = stdbuf_option(fd) {
+                fixes.push(Fix::config(format!("for a program using C stdio: stdbuf {stream}1M (or a larger {stream}) in front of it")));
+            }
+            fixes
         };
         fixes.splice(0..0, super::log_flush(trace, a));
         let mut variant = None;
@@ -99,6 +111,24 @@ mod tests {
         let f = check(&t);
         assert_eq!(f[0].what, "20,000 × write(fd 1) of ≤ 256 bytes each");
         assert!(f[0].saving_ns > 0);
+        assert!(f[0].fixes.iter().any(|x| x.text.contains("stdbuf -o1M")), "{:?}", f[0].fixes);
+    }
+
+    #[test]
+    fn stdbuf_is_offered_for_stdout_and_stderr_alone() {
+        // rsync's small writes to the socket between its processes (fd 4).
+        for (fd, stdbuf) in [(1, Some("stdbuf -o1M")), (2, Some("stdbuf -e1M")), (4, None)] {
+            let mut t = trace(1_000_000_000, &[("write", 20_000, 20_000_000)]);
+            writes(&mut t, 20_000, 200);
+            t.arguments[0].argument = Argument::Fd { fd };
+            let f = check(&t);
+            assert_eq!(f.len(), 1, "fd {fd}");
+            let offered = f[0].fixes.iter().find(|x| x.text.contains("stdbuf")).map(|x| x.text.clone());
+            match stdbuf {
+                Some(option) => assert!(offered.is_some_and(|t| t.contains(option)), "fd {fd}: {:?}", f[0].fixes),
+                None => assert_eq!(offered, None, "fd {fd}"),
+            }
+        }
     }
 
     #[test]

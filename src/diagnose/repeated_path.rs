@@ -55,6 +55,13 @@ const APT_LISTS_FIX: &str = "apt keeps its package lists compressed (Acquire::Gz
      decompresses it again from its start: remove that setting (or set it to \"false\") and run apt-get update, which \
      stores the lists uncompressed";
 
+/// The kernel's random devices: opened per use, each opening gives new
+/// bytes, so keeping what one read said is no fix (it would hand out the
+/// same bytes again); getrandom(2) needs no descriptor at all.
+const RANDOM_DEVICES: &[&str] = &["/dev/urandom", "/dev/random"];
+const RANDOM_FIX: &str = "call getrandom(2) for the bytes (glibc 2.25, Linux 3.17 and later; getentropy() for up to 256 bytes): no \
+     open, read and close per use; or open the device once and keep the fd";
+
 /// Names of compressed files: a compressed stream cannot seek back, so a
 /// reader that goes back in it starts again from its beginning.
 const COMPRESSED: &[&str] = &[".gz", ".lz4", ".xz", ".zst", ".bz2", ".lzma", ".Z", ".br"];
@@ -196,7 +203,11 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         }
         let after = if open { fd_calls.after_opens(a) } else { None };
         let read_again = after.as_ref().filter(|f| f.reads > 0);
+        let random = RANDOM_DEVICES.contains(&path);
         let mut fixes = known_fixes(trace, a, path);
+        if random {
+            fixes.push(Fix::code(RANDOM_FIX));
+        }
         if read_again.is_some() && compressed(path) {
             fixes.push(Fix::code(
                 "the file is compressed: each opening decompresses it again from its start (a compressed stream cannot \
@@ -205,7 +216,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         }
         // A library's own remedy in code (iconv's, locale set-up) is the
         // fix: the file is its, not the program's to keep open.
-        if !library_code(&fixes) {
+        if !library_code(&fixes) && !random {
             fixes.push(Fix::code(if open {
                 "open it once and keep the fd (or read it once and keep the contents)"
             } else {
@@ -240,6 +251,12 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             sites: a.sites.clone(),
             saving_ns,
             why: match read_again {
+                _ if random => format!(
+                    "random bytes are read by opening {} for each use ({} times): a descriptor opened, read and closed \
+                     each time, where one getrandom() call needs none",
+                    quoted(path),
+                    thousands(a.calls)
+                ),
                 Some(f) => format!(
                     "the same file is opened {} times and read again after each opening ({}){}; what it says \
                      rarely changes between two of them",
@@ -262,7 +279,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                 ),
             },
             fixes,
-            tradeoff: Some("a cached answer misses changes to the file until it is re-read".into()),
+            tradeoff: (!random).then(|| "a cached answer misses changes to the file until it is re-read".into()),
             ..Default::default()
         });
     }
@@ -538,6 +555,25 @@ mod tests {
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].what, "10,000 × newfstatat(\"/etc/app.conf\")");
         assert_eq!(f[0].saving_ns, 10_000_000 - 1000);
+    }
+
+    #[test]
+    fn a_random_device_opened_per_use_is_told_to_use_getrandom_not_to_keep_its_bytes() {
+        // rsync -a: /dev/urandom opened for each file it receives.
+        let mut t = trace(1_000_000_000, &[("openat", 5_487, 25_000_000)]);
+        argument(&mut t, "openat", path("/dev/urandom"), 5_487, 25_000_000);
+        let f = check(&t);
+        assert_eq!(f.len(), 1);
+        assert!(f[0].why.contains("random bytes"), "{}", f[0].why);
+        assert!(f[0].fixes.iter().any(|x| x.text.contains("getrandom(2)")), "{:?}", f[0].fixes);
+        assert!(f[0].fixes.iter().all(|x| !x.text.contains("keep the contents")), "{:?}", f[0].fixes);
+        assert_eq!(f[0].tradeoff, None);
+        // Any other file opened as often keeps the generic advice.
+        let mut t = trace(1_000_000_000, &[("openat", 5_487, 25_000_000)]);
+        argument(&mut t, "openat", path("/etc/app.conf"), 5_487, 25_000_000);
+        let f = check(&t);
+        assert!(f[0].fixes.iter().all(|x| !x.text.contains("getrandom")), "{:?}", f[0].fixes);
+        assert!(f[0].fixes.iter().any(|x| x.text.contains("keep the contents")), "{:?}", f[0].fixes);
     }
 
     #[test]
