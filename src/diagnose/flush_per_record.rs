@@ -49,7 +49,9 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         if relays.get(&a.pid).is_some_and(|&reads| reads >= a.calls) {
             continue; // a relay: the records are its writer's
         }
-        let mut fixes = if super::flushes_itself(trace, &a.sites) {
+        let mut fixes = if super::shell_output(trace, &a.sites) {
+            vec![Fix::code(super::SHELL_OUTPUT_FIX)]
+        } else if super::flushes_itself(trace, &a.sites) {
             vec![Fix::code(super::FLUSHED_EACH_TIME)]
         } else {
             let mut fixes = vec![Fix::code(
@@ -112,6 +114,17 @@ mod tests {
         assert_eq!(f[0].what, "20,000 × write(fd 1) of ≤ 256 bytes each");
         assert!(f[0].saving_ns > 0);
         assert!(f[0].fixes.iter().any(|x| x.text.contains("stdbuf -o1M")), "{:?}", f[0].fixes);
+    }
+
+    #[test]
+    fn a_shells_printf_per_record_gets_no_stdbuf() {
+        // A script printing a 200-byte line per item with printf.
+        let mut t = trace(1_000_000_000, &[("write", 20_000, 20_000_000)]);
+        writes(&mut t, 20_000, 200);
+        t.arguments[0].sites = site(&mut t, &["__GI___libc_write", "_IO_file_overflow", "printf_builtin", "execute_command"]);
+        let f = check(&t);
+        assert!(f[0].fixes[0].text.starts_with("the shell writes each echo or printf"), "{:?}", f[0].fixes);
+        assert!(f[0].fixes.iter().all(|x| !x.text.contains("stdbuf")), "{:?}", f[0].fixes);
     }
 
     #[test]

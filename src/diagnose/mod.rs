@@ -188,6 +188,22 @@ fn flushes_itself(trace: &Trace, shares: &[SiteShare]) -> bool {
 const FLUSHED_EACH_TIME: &str = "the program calls fflush after each write: no buffering knob stops that; flush once per batch \
      of records or on a timer, or leave the stream to its buffer";
 
+/// A shell's own echo and printf (bash's, dash's, zsh's, busybox's): the
+/// shell writes each one out at once (bash makes its stdout line-buffered
+/// itself, after any stdbuf), so a loop of them is a write per line, which
+/// only the script can change.
+const SHELL_OUTPUT: &[&str] = &["echo_builtin", "printf_builtin", "echocmd", "printfcmd", "bin_print", "bin_echo", "echo_main", "printf_main"];
+
+/// Whether the writes at `shares` came from a shell's echo or printf.
+fn shell_output(trace: &Trace, shares: &[SiteShare]) -> bool {
+    called_through(trace, shares, SHELL_OUTPUT)
+}
+
+/// The fix for a shell script's loop of echo or printf.
+const SHELL_OUTPUT_FIX: &str = "the shell writes each echo or printf out at once, and no buffering knob changes that: make the \
+     lines with one command (printf '%s\\n' \"${lines[@]}\", or seq, awk or paste instead of the loop), or collect them in a \
+     variable and print it once";
+
 /// The fix for writes of a record each from an interpreter's logger (a
 /// getpid for every write, in CPython or Ruby): it flushes every record.
 fn log_flush(trace: &Trace, a: &crate::model::ArgumentStats) -> Option<Fix> {

@@ -59,7 +59,9 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         if closes.get(&(a.pid, fd)).is_some_and(|&c| a.calls <= c * 2) {
             continue;
         }
-        let mut fixes = vec![Fix::code(if writing && super::flushes_itself(trace, &a.sites) {
+        let mut fixes = vec![Fix::code(if writing && super::shell_output(trace, &a.sites) {
+            super::SHELL_OUTPUT_FIX
+        } else if writing && super::flushes_itself(trace, &a.sites) {
             super::FLUSHED_EACH_TIME
         } else if writing && super::called_through(trace, &a.sites, WIDE_OUTPUT) {
             WIDE_OUTPUT_FIX
@@ -209,6 +211,23 @@ mod tests {
         t.arguments[0].sites = s;
         let f = check(&t);
         assert!(f[0].fixes[0].text.starts_with("the program calls fflush after each write"), "{:?}", f[0].fixes);
+    }
+
+    #[test]
+    fn a_shells_echo_in_a_loop_is_told_to_the_script() {
+        // bash -c 'for i in $(seq 3000); do echo $i; done': bash's stdout is
+        // line-buffered by bash itself, so each echo is a write.
+        let mut t = writes(3, 3000);
+        let s = site(&mut t, &["__GI___libc_write", "_IO_file_overflow", "echo_builtin", "execute_command_internal"]);
+        t.arguments[0].sites = s;
+        let f = check(&t);
+        assert!(f[0].fixes[0].text.starts_with("the shell writes each echo or printf out at once"), "{:?}", f[0].fixes);
+        assert!(f[0].fixes[0].text.contains("printf '%s\\n'"), "{:?}", f[0].fixes);
+        // A C program's own line writes keep the buffering advice.
+        let mut t = writes(3, 3000);
+        let s = site(&mut t, &["__GI___libc_write", "_IO_file_overflow", "putchar", "main"]);
+        t.arguments[0].sites = s;
+        assert!(check(&t)[0].fixes[0].text.starts_with("buffer the output"));
     }
 
     #[test]
