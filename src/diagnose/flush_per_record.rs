@@ -49,10 +49,8 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         if relays.get(&a.pid).is_some_and(|&reads| reads >= a.calls) {
             continue; // a relay: the records are its writer's
         }
-        let mut fixes = if super::shell_output(trace, &a.sites) {
-            vec![Fix::code(super::SHELL_OUTPUT_FIX)]
-        } else if super::flushes_itself(trace, &a.sites) {
-            vec![Fix::code(super::FLUSHED_EACH_TIME)]
+        let mut fixes = if let Some(fix) = super::written_each_time(trace, &a.sites) {
+            vec![Fix::code(fix)]
         } else {
             let mut fixes = vec![Fix::code(
                 "buffer whole blocks and flush on a timer or at exit, not after every record (setvbuf(_IOFBF); Go's bufio.Writer, Rust's BufWriter, Java's BufferedOutputStream; a logger's buffering)",

@@ -177,32 +177,42 @@ fn pid_per_record(trace: &Trace, pid: u32) -> Option<PidPerRecord> {
     })
 }
 
-/// Whether the writes at `shares` came from the program flushing its C
-/// stdio stream itself (fflush after each record: GNU tar's listing), which
-/// no buffering knob (stdbuf, setvbuf from outside) can stop.
-fn flushes_itself(trace: &Trace, shares: &[SiteShare]) -> bool {
-    called_through(trace, shares, &["fflush", "fflush_unlocked", "_IO_fflush"])
+/// Who writes each record out at once, when the sampled sites say: the
+/// fix that takes that out of the code. No buffering knob (stdbuf, setvbuf
+/// from outside) stops any of them.
+/// - A C program's fflush after each record (GNU tar's listing).
+/// - A shell's own echo or printf (bash's, dash's, zsh's, busybox's): the
+///   shell writes each one out at once (bash line-buffers its stdout
+///   itself, after any stdbuf), so a loop of them is a write per line.
+/// - Perl's autoflush ($| = 1): pp_print flushes after every print; a
+///   full buffer is flushed from PerlIOBuf_write instead.
+/// - Python's print(..., flush=True), or the script's own flush(): the
+///   text layer's flush, which its line buffering never calls.
+fn written_each_time(trace: &Trace, shares: &[SiteShare]) -> Option<&'static str> {
+    if called_through(trace, shares, SHELL_OUTPUT) {
+        Some(SHELL_OUTPUT_FIX)
+    } else if called_through(trace, shares, &["fflush", "fflush_unlocked", "_IO_fflush"]) {
+        Some(FFLUSH_FIX)
+    } else if called_by(trace, shares, "Perl_PerlIO_flush", &["Perl_pp_print", "Perl_pp_prtf"]) {
+        Some(PERL_AUTOFLUSH_FIX)
+    } else if called_through(trace, shares, &["_io_TextIOWrapper_flush"]) {
+        Some(PYTHON_FLUSH_FIX)
+    } else {
+        None
+    }
 }
 
-/// The fix for a stream the program flushes itself after each write.
-const FLUSHED_EACH_TIME: &str = "the program calls fflush after each write: no buffering knob stops that; flush once per batch \
-     of records or on a timer, or leave the stream to its buffer";
-
-/// A shell's own echo and printf (bash's, dash's, zsh's, busybox's): the
-/// shell writes each one out at once (bash makes its stdout line-buffered
-/// itself, after any stdbuf), so a loop of them is a write per line, which
-/// only the script can change.
 const SHELL_OUTPUT: &[&str] = &["echo_builtin", "printf_builtin", "echocmd", "printfcmd", "bin_print", "bin_echo", "echo_main", "printf_main"];
 
-/// Whether the writes at `shares` came from a shell's echo or printf.
-fn shell_output(trace: &Trace, shares: &[SiteShare]) -> bool {
-    called_through(trace, shares, SHELL_OUTPUT)
-}
-
-/// The fix for a shell script's loop of echo or printf.
 const SHELL_OUTPUT_FIX: &str = "the shell writes each echo or printf out at once, and no buffering knob changes that: make the \
      lines with one command (printf '%s\\n' \"${lines[@]}\", or seq, awk or paste instead of the loop), or collect them in a \
      variable and print it once";
+const FFLUSH_FIX: &str = "the program calls fflush after each write: no buffering knob stops that; flush once per batch \
+     of records or on a timer, or leave the stream to its buffer";
+const PERL_AUTOFLUSH_FIX: &str = "the script turns autoflush on ($| = 1, or $fh->autoflush(1)), so Perl flushes after every \
+     print, whatever the stream: turn it off ($| = 0) where a line need not be seen at once";
+const PYTHON_FLUSH_FIX: &str = "the script flushes after each line (print(..., flush=True), or sys.stdout.flush()): no \
+     buffering knob stops that; flush once per batch or on a timer, or leave the stream to its buffer";
 
 /// The fix for writes of a record each from an interpreter's logger (a
 /// getpid for every write, in CPython or Ruby): it flushes every record.
@@ -283,6 +293,14 @@ fn called_through(trace: &Trace, shares: &[SiteShare], names: &[&str]) -> bool {
         .flat_map(|s| &s.frames)
         .filter_map(|f| f.function.as_deref())
         .any(|f| names.iter().any(|n| f.trim_start_matches("__GI_").trim_start_matches('_') == n.trim_start_matches('_')))
+}
+
+/// Whether a sampled site at `shares` has `callee` called straight from
+/// one of `callers` (its next frame out).
+fn called_by(trace: &Trace, shares: &[SiteShare], callee: &str, callers: &[&str]) -> bool {
+    sites_of(trace, shares).any(|s| {
+        s.frames.windows(2).any(|w| w[0].function.as_deref() == Some(callee) && w[1].function.as_deref().is_some_and(|f| callers.contains(&f)))
+    })
 }
 
 /// The lookups a loader's search made, which library-search (LD_LIBRARY_PATH,

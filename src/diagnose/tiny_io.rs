@@ -59,10 +59,8 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         if closes.get(&(a.pid, fd)).is_some_and(|&c| a.calls <= c * 2) {
             continue;
         }
-        let mut fixes = vec![Fix::code(if writing && super::shell_output(trace, &a.sites) {
-            super::SHELL_OUTPUT_FIX
-        } else if writing && super::flushes_itself(trace, &a.sites) {
-            super::FLUSHED_EACH_TIME
+        let mut fixes = vec![Fix::code(if let Some(fix) = super::written_each_time(trace, &a.sites).filter(|_| writing) {
+            fix
         } else if writing && super::called_through(trace, &a.sites, WIDE_OUTPUT) {
             WIDE_OUTPUT_FIX
         } else if writing {
@@ -228,6 +226,26 @@ mod tests {
         let s = site(&mut t, &["__GI___libc_write", "_IO_file_overflow", "putchar", "main"]);
         t.arguments[0].sites = s;
         assert!(check(&t)[0].fixes[0].text.starts_with("buffer the output"));
+    }
+
+    #[test]
+    fn an_interpreters_own_flush_per_line_is_told_to_the_script() {
+        // perl -e '$| = 1; print ... for 1..20000': pp_print flushes itself.
+        let mut t = writes(6, 20_000);
+        let autoflush = ["__GI___libc_write", "PerlIOUnix_write", "PerlIOBuf_flush", "Perl_PerlIO_flush", "Perl_pp_print", "main"];
+        t.arguments[0].sites = site(&mut t, &autoflush);
+        assert!(check(&t)[0].fixes[0].text.contains("$| = 1"), "{:?}", check(&t)[0].fixes);
+        // Without $|, a full buffer is flushed from PerlIOBuf_write: not the
+        // script's doing (and such writes are blocks, not tiny-io's).
+        let mut t = writes(6, 20_000);
+        let full = ["__GI___libc_write", "PerlIOUnix_write", "PerlIOBuf_flush", "Perl_PerlIO_flush", "PerlIOBuf_write", "Perl_pp_print", "main"];
+        t.arguments[0].sites = site(&mut t, &full);
+        assert!(check(&t)[0].fixes[0].text.starts_with("buffer the output"), "{:?}", check(&t)[0].fixes);
+        // python3: print(..., flush=True).
+        let mut t = writes(6, 20_000);
+        let flushed = ["__GI___libc_write", "_Py_write_impl", "buffered_flush", "_io_TextIOWrapper_flush", "builtin_print_impl", "main"];
+        t.arguments[0].sites = site(&mut t, &flushed);
+        assert!(check(&t)[0].fixes[0].text.contains("flush=True"), "{:?}", check(&t)[0].fixes);
     }
 
     #[test]
