@@ -1012,10 +1012,12 @@ fn module_search_names_nodes_remedies() {
     assert!(!ids(&f).contains(&"module-search") && about_node_modules(&f) == 0, "{:?}", ids(&f));
 }
 
-/// Debian's python3 importing 200 modules from the last of 13 PYTHONPATH
+/// Debian's python3 importing 200 modules from the last of 21 PYTHONPATH
 /// directories: one module-search finding, as many calls as strace sees
 /// stat'ing the directories walked, and the reordered PYTHONPATH to prove
-/// it. The modules' directory alone on PYTHONPATH: nothing.
+/// it. The modules' directory alone on PYTHONPATH: nothing. (With 13, the
+/// walk was ~1% of a wall clock that a loaded host stretches: at times
+/// judged small.)
 #[test]
 fn module_search_names_a_long_pythonpath() {
     if skip_without_bpf() {
@@ -1023,7 +1025,8 @@ fn module_search_names_a_long_pythonpath() {
     }
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
-    let mut entries: Vec<String> = (1..=12).map(|i| format!("{}/p{i}", root.display())).collect();
+    let before = 20;
+    let mut entries: Vec<String> = (1..=before).map(|i| format!("{}/p{i}", root.display())).collect();
     let last = format!("{}/last", root.display());
     entries.push(last.clone());
     for e in &entries {
@@ -1045,13 +1048,13 @@ fn module_search_names_a_long_pythonpath() {
         .filter(|l| l.contains("newfstatat(AT_FDCWD, \"") && !l.contains("= -1 "))
         .filter(|l| walked.iter().any(|d| l.contains(&format!("\"{d}\", "))))
         .count() as u64;
-    assert!(stats >= 13 * 200, "{stats}");
+    assert!(stats >= (before as u64 + 1) * 200, "{stats}");
     let f = findings_in(&root, &argv, &env);
     let m = only(&f, "module-search");
-    assert!(m["what"].as_str().unwrap().contains("× newfstatat of 14 sys.path directories, about "), "{m}");
+    assert!(m["what"].as_str().unwrap().contains(&format!("× newfstatat of {} sys.path directories, about ", before + 2)), "{m}");
     assert_eq!(m["evidence"]["calls"].as_u64(), Some(stats), "{m}");
     assert!(m["why"].as_str().unwrap().contains(&format!("found in \"{last}\"")), "{m}");
-    let reordered = format!("PYTHONPATH={last}:{}", entries[..12].join(":"));
+    let reordered = format!("PYTHONPATH={last}:{}", entries[..before].join(":"));
     assert!(m["prove"].as_str().unwrap().starts_with(&format!("sysdiet compare --env {reordered} -- /usr/bin/python3 app.py")), "{m}");
     assert!(!ids(&f).contains(&"repeated-path"), "one finding: {:?}", ids(&f));
 
@@ -1181,6 +1184,32 @@ fn a_signal_reset_in_each_spawned_child() {
     }
     let f = findings_in_with(&["--all"], dir.path(), &["sh", "-c", "for i in $(seq 50); do /bin/true; done"], &[]);
     assert!(!f.iter().any(|x| x["what"].as_str().unwrap().contains(" children of ")), "{:?}", ids(&f));
+}
+
+/// A shell script starting `date` for each line (`$(date +%s)` in a loop):
+/// one process-per-item finding for the shell, its sites in the shell's
+/// fork for the command substitution, the shell's own features first
+/// among the fixes. A compiler run per file (each run its own work) and a
+/// script's few commands: none.
+#[test]
+fn a_program_started_for_each_line_is_told() {
+    if skip_without_bpf() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let f = findings_in_with(&[], dir.path(), &["bash", "-c", "for i in $(seq 200); do d=$(date +%s); done"], &[]);
+    let p = only(&f, "process-per-item");
+    let what = p["what"].as_str().unwrap();
+    assert!(what.starts_with("200 × date started by bash, each ending after about "), "{p}");
+    assert!(fixes(p).contains("$EPOCHSECONDS") && fixes(p).contains("{} +"), "{p}");
+    assert!(p["evidence"]["calls"].as_u64().unwrap() >= 200 * 30, "{p}");
+
+    std::fs::write(dir.path().join("u.c"), "int f(int x) { return x * 2; }\n").unwrap();
+    let compile = "for i in $(seq 25); do cc -c -o u$i.o u.c; done";
+    let f = findings_in_with(&["--all"], dir.path(), &["bash", "-c", compile], &[]);
+    assert!(!ids(&f).contains(&"process-per-item"), "{f:?}");
+    let f = findings_in_with(&["--all"], dir.path(), &["bash", "-c", "for i in $(seq 5); do d=$(date +%s); done"], &[]);
+    assert!(!ids(&f).contains(&"process-per-item"), "{f:?}");
 }
 
 /// Python's select.select() with a zero timeout in a loop: pselect6

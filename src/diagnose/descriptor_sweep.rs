@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use super::spawner::{self, Spawner};
 use super::{Evidence, Finding, Fix};
-use crate::human::thousands;
+use crate::human::{escaped, thousands};
 use crate::model::{callsite, SiteShare, SyscallStats, Trace};
 
 pub const ID: &str = "descriptor-sweep";
@@ -117,7 +117,12 @@ fn swept_in_children(trace: &Trace) -> (Vec<Finding>, HashSet<(u32, &str)>) {
             sites.sort_by_key(|x| std::cmp::Reverse(x.calls));
             out.push(Finding {
                 id: ID.into(),
-                what: format!("{} × {name} failing with EBADF in {} children of {}, before their exec", thousands(bad), thousands(n), parent.comm),
+                what: format!(
+                    "{} × {name} failing with EBADF in {} children of {}, before their exec",
+                    thousands(bad),
+                    thousands(n),
+                    escaped(&parent.comm)
+                ),
                 pid: Some(ppid),
                 evidence: Evidence { per_item: below.saturating_sub(bad) / n < spawner::BUSY_CHILD, ..Evidence::new(trace, name, bad, ns) },
                 sites,
@@ -125,7 +130,7 @@ fn swept_in_children(trace: &Trace) -> (Vec<Finding>, HashSet<(u32, &str)>) {
                 why: format!(
                     "in each child, between its fork and its exec, {}'s code asks about every fd number to close what the child \
                      inherited: about {} {name} calls a child failing with EBADF, numbers that were not open",
-                    parent.comm,
+                    escaped(&parent.comm),
                     thousands(bad / n)
                 ),
                 fixes: vec![Fix::code(
@@ -194,6 +199,11 @@ mod tests {
         assert_eq!(f[0].what, "2,660 × newfstatat failing with EBADF in 10 children of tcsh, before their exec");
         assert_eq!(f[0].pid, Some(7));
         assert!(f[0].why.contains("about 266 newfstatat calls a child") && f[0].fixes[0].text.contains("close_range(3"), "{f:?}");
+        // A name from the traced system reaches no terminal raw.
+        t.processes[0].comm = "tcsh\x1b[2J".into();
+        let f = check(&t);
+        assert!(f[0].what.ends_with("children of tcsh\\x1b[2J, before their exec"), "{}", f[0].what);
+        assert!(!f[0].why.chars().any(char::is_control), "{}", f[0].why);
         // The children's own program sweeping: each child's finding.
         t.processes.truncate(1);
         t.processes.extend((100..110).map(|pid| child(pid, &own)));

@@ -17,6 +17,7 @@ mod library_search;
 mod memory_churn;
 mod module_search;
 mod path_search;
+mod process_per_item;
 mod repeated_path;
 mod signal_dispositions;
 mod signal_mask;
@@ -55,6 +56,7 @@ pub const RULES: &[Rule] = &[
     Rule { id: library_search::ID, check: library_search::check, reads_arguments: true },
     Rule { id: module_search::ID, check: module_search::check, reads_arguments: true },
     Rule { id: path_search::ID, check: path_search::check, reads_arguments: true },
+    Rule { id: process_per_item::ID, check: process_per_item::check, reads_arguments: false },
 ];
 
 /// The rules whose findings may be missing when argument stats were lost.

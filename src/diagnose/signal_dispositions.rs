@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use super::spawner::{self, Spawner};
 use super::{Evidence, Finding, Fix};
-use crate::human::thousands;
+use crate::human::{escaped, thousands};
 use crate::model::{callsite, Process, SiteShare, Trace};
 
 pub const ID: &str = "signal-disposition-churn";
@@ -104,7 +104,7 @@ fn reset_in_each_child<'a>(trace: &'a Trace, children: BTreeMap<u32, Vec<&'a Pro
             .and_then(|f| f.function.clone());
         out.push(Finding {
             id: ID.into(),
-            what: format!("{} × rt_sigaction in {} children of {}, before their exec", thousands(calls), thousands(n), parent.comm),
+            what: format!("{} × rt_sigaction in {} children of {}, before their exec", thousands(calls), thousands(n), escaped(&parent.comm)),
             pid: Some(ppid),
             evidence: Evidence { per_item: below.saturating_sub(calls) / n < spawner::BUSY_CHILD, ..Evidence::new(trace, "rt_sigaction", calls, ns) },
             sites,
@@ -169,6 +169,9 @@ mod tests {
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0].what, "360 × rt_sigaction in 12 children of node, before their exec");
         assert!(f[0].why.contains("about 30 rt_sigaction calls in each child") && f[0].why.contains("uv__process_child_init"), "{}", f[0].why);
+        // A name from the traced system reaches no terminal raw.
+        t.processes[0].comm = "node\x1b[2J".into();
+        assert_eq!(check(&t)[0].what, "360 × rt_sigaction in 12 children of node\\x1b[2J, before their exec");
         // The same calls made by the children's own program: their start-up.
         t.processes.truncate(1);
         t.processes.extend((100..112).map(|pid| child(pid, &own)));

@@ -24,17 +24,23 @@ pub const BUSY_CHILD: u64 = 200;
 /// The calls `child` and every process below it made, all together: the
 /// work it was started for, with what the spawn made in it.
 pub fn calls_below(child: &Process, children: &BTreeMap<u32, Vec<&Process>>) -> u64 {
+    cost_below(child, children).0
+}
+
+/// The calls and their kernel time of `child` and every process below it.
+pub fn cost_below(child: &Process, children: &BTreeMap<u32, Vec<&Process>>) -> (u64, u64) {
     let mut seen = HashSet::new();
-    let mut total = 0;
+    let (mut calls, mut ns) = (0, 0);
     let mut stack = vec![child];
     while let Some(p) = stack.pop() {
         if !seen.insert(p.pid) {
             continue; // a pid reused in a long run: no process twice
         }
-        total += p.syscalls.iter().map(|s| s.calls).sum::<u64>();
+        calls += p.syscalls.iter().map(|s| s.calls).sum::<u64>();
+        ns += p.syscalls.iter().map(|s| s.total_ns).sum::<u64>();
         stack.extend(children.get(&p.pid).into_iter().flatten().copied());
     }
-    total
+    (calls, ns)
 }
 
 /// A parent's code, to tell its calls in a child from the child's own.
