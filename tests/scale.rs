@@ -222,7 +222,11 @@ fn a_long_first_call_of_a_key_seen_once_is_one_shot() {
 }
 
 /// Four threads walk the same 20,000 paths at once: every first sighting
-/// races with the others' second, and each path still counts exactly 4.
+/// races with the others' second, and each path still counts exactly 4,
+/// but for the rare call that found another thread's claim of its new key
+/// unfinished (an interrupt between the claim's two writes): that call is
+/// one-shot and said (`first_sighting_races`), its path's row one short.
+/// On a loaded host (three such runs at once) 1 run in 40 had one to three.
 #[test]
 fn threads_racing_on_new_paths_count_each_exactly() {
     if skip_without_bpf() {
@@ -231,7 +235,18 @@ fn threads_racing_on_new_paths_count_each_exactly() {
     let exe = victim("manypaths");
     for mode in ["--no-stacks", "--latency"] {
         let (doc, _) = sysdiet_json(&[mode], &[exe.to_str().unwrap(), "20000", "0", "1", "4"]);
-        each_path_counted(&doc, mode, 20_000, 4);
+        lost_nothing_but(&doc, &["first_sighting_races"]);
+        let races = doc["lost"]["first_sighting_races"].as_u64().unwrap();
+        assert!(races <= 20, "{mode}: races are rare: {races}");
+        let walked = paths_under(&doc, "/nonexistent/sysdiet/");
+        assert_eq!(walked.len(), 20_000, "{mode}: every path, by name");
+        let calls = |a: &serde_json::Value| a["calls"].as_u64().unwrap();
+        let wrong: Vec<_> = walked.iter().filter(|a| calls(a) > 4 || calls(a) < 3 || a["errors"] != a["calls"]).collect();
+        assert!(wrong.is_empty(), "{mode}: {} paths not counted 4 times, or 3 after a race: {:?}", wrong.len(), wrong.first());
+        let short = walked.iter().filter(|a| calls(a) == 3).count() as u64;
+        assert_eq!(short, races, "{mode}: each path one short is a race said");
+        let once = doc["one_shot"].as_array().unwrap().iter().find(|o| o["syscall"] == "newfstatat");
+        assert!(once.is_none_or(|o| o["calls"].as_u64().unwrap() < 10 + races), "{mode}: the walk is not one-shot: {once:?}");
     }
 }
 
