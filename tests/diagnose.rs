@@ -1187,10 +1187,10 @@ fn a_signal_reset_in_each_spawned_child() {
 }
 
 /// A shell script starting `date` for each line (`$(date +%s)` in a loop):
-/// one process-per-item finding for the shell, its sites in the shell's
-/// fork for the command substitution, the shell's own features first
-/// among the fixes. A compiler run per file (each run its own work) and a
-/// script's few commands: none.
+/// one process-per-item finding for the shell, whose sites show bash's own
+/// fork, so the shell's own features come first among the fixes. A
+/// compiler run per file (each run its own work) and a script's few
+/// commands: none.
 #[test]
 fn a_program_started_for_each_line_is_told() {
     if skip_without_bpf() {

@@ -223,9 +223,10 @@ fn a_long_first_call_of_a_key_seen_once_is_one_shot() {
 
 /// Four threads walk the same 20,000 paths at once: every first sighting
 /// races with the others' second, and each path still counts exactly 4,
-/// but for the rare call that found another thread's claim of its new key
-/// unfinished (an interrupt between the claim's two writes): that call is
-/// one-shot and said (`first_sighting_races`), its path's row one short.
+/// but for the rare call that lost a race for its new key's slot (another
+/// thread between claiming the slot's tag and writing its word, or another
+/// key claimed in the same lines that instant): that call is one-shot and
+/// said (`first_sighting_races`), its path's row one short.
 /// On a loaded host (three such runs at once) 1 run in 40 had one to three.
 #[test]
 fn threads_racing_on_new_paths_count_each_exactly() {
