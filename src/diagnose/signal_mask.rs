@@ -15,6 +15,14 @@ const SIGJMP: &[&str] = &["sigsetjmp", "sigjmp_save", "siglongjmp", "longjmp", "
 
 /// Threads a process starts before its mask changes can be theirs.
 const THREADS_PER_ITEM: u64 = 100;
+/// A shell's own command loop (bash's, zsh's, dash's): a shell sets its
+/// mask around each command it runs and each child it waits for, so a
+/// script's loop changes it a few times a line. The shell's code is not
+/// the user's to change; the script's number of commands is.
+const SHELL_COMMANDS: &[&str] = &["execute_command_internal", "execute_simple_command", "execlist", "execpline", "evaltree", "evalcommand"];
+const SHELL_FIX: &str = "the shell sets its signal mask around every command it runs: run fewer commands for the same \
+     work (one printf or print -l for all the lines, awk or sed over the input instead of a loop of commands, one program \
+     over many items instead of one each)";
 
 pub fn check(trace: &Trace) -> Vec<Finding> {
     let mut out = Vec::new();
@@ -79,7 +87,12 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             why.push_str("; they come from sigsetjmp(env, 1)/siglongjmp, which save and restore the mask on every jump");
             fixes.push(Fix::code("use sigsetjmp(env, 0) or _setjmp/_longjmp where the mask does not change between jump and target"));
         }
-        for (k, _) in kinds.iter().take(2) {
+        let shell = !ucontext && !sigjmp && !per_thread && called_through(trace, &s.sites, SHELL_COMMANDS);
+        if shell {
+            why.push_str("; they come from the shell running a script, around each command it runs and each child it waits for");
+            fixes.push(Fix::code(SHELL_FIX));
+        }
+        for (k, _) in kinds.iter().take(2).filter(|_| !shell) {
             match k {
                 MaskChange::Query if !ucontext && !sigjmp => fixes.push(Fix::code("the calls only read the mask: keep it in a variable instead")),
                 MaskChange::Same if !ucontext && !sigjmp => fixes.push(Fix::code("skip the call when the mask is already the one wanted")),
@@ -132,6 +145,18 @@ mod tests {
         let f = check(&t);
         assert!(f[0].why.contains("pthread_create blocks every signal"), "{}", f[0].why);
         assert!(f[0].fixes[0].text.contains("ThreadPoolExecutor"), "{:?}", f[0].fixes);
+    }
+
+    #[test]
+    fn a_shells_own_mask_changes_are_told_to_the_script() {
+        // zsh -c 'for i in {1..3000}; do print $i; done': three a line.
+        let f = check(&mask_trace(MaskChange::Undo, &["__GI___sigprocmask", "signal_block", "execlist", "zsh_main"]));
+        assert!(f[0].why.contains("the shell running a script"), "{}", f[0].why);
+        assert!(f[0].fixes[0].text.contains("run fewer commands"), "{:?}", f[0].fixes);
+        assert!(f[0].fixes.iter().all(|x| !x.text.contains("around the loop instead")), "{:?}", f[0].fixes);
+        // The same changes from a C program's own loop keep their fix.
+        let f = check(&mask_trace(MaskChange::Undo, &["__GI___sigprocmask", "process_item", "main"]));
+        assert!(f[0].fixes[0].text.contains("block signals once around the loop"), "{:?}", f[0].fixes);
     }
 
     #[test]
