@@ -69,13 +69,20 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             runs.calls += calls;
             runs.ns += ns;
         }
-        for (name, runs) in by_program.into_iter().filter(|(_, r)| r.started >= MIN_RUNS) {
-            let mut sites: Vec<SiteShare> = Vec::new();
-            for s in parent.syscalls.iter().filter(|s| STARTS.contains(&s.name.as_str())) {
-                callsite::merge_shares(&mut sites, &s.sites);
-            }
+        by_program.retain(|_, r| r.started >= MIN_RUNS);
+        if by_program.is_empty() {
+            continue;
+        }
+        // Where the parent starts processes, and whether it is a shell's
+        // doing: once for all the programs it starts.
+        let mut sites: Vec<SiteShare> = Vec::new();
+        for s in parent.syscalls.iter().filter(|s| STARTS.contains(&s.name.as_str())) {
+            callsite::merge_shares(&mut sites, &s.sites);
+        }
+        let shell = called_through(trace, &sites, SHELL_FORKS);
+        for (name, runs) in by_program {
             let mut fixes = vec![Fix::code(FIX)];
-            if called_through(trace, &sites, SHELL_FORKS) {
+            if shell {
                 fixes.insert(0, Fix::code(SHELL_FIX));
             }
             // Names from the traced system: escaped before any terminal.
@@ -91,7 +98,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                 pid: Some(ppid),
                 // A few dozen calls come with each item started.
                 evidence: Evidence { per_item: true, ..Evidence::new(trace, "execve", runs.calls, runs.ns) },
-                sites,
+                sites: sites.clone(),
                 saving_ns: runs.ns,
                 why: format!(
                     "{} is started for each item and ends: each start is a fork, an exec, the loader mapping the program \
