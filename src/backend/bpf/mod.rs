@@ -102,7 +102,8 @@ pub struct LoadedTracer {
     verification_us: Vec<(String, u64)>,
     folded: Folded,
     programs: Vec<(String, OwnedFd)>,
-    /// Hooks a keeper lent still attached, by program.
+    /// Hooks already attached, by program: those a keeper lent, or the
+    /// lifecycle hooks attached while sys_exit loaded (split.rs).
     links: Vec<(String, OwnedFd)>,
     keeping: Keeping,
     /// An untraced syscall's cost on this host, as measured before any
@@ -255,6 +256,10 @@ impl BpfTracer {
             (Err(e), None) => return Err(e),
         };
         let verification_us = if options.verifier_stats { verifier_log::times() } else { Vec::new() };
+        let (others, links) = match others {
+            Some(split::Loaded { skel, links }) => (Some(skel), links),
+            None => (None, Vec::new()),
+        };
         let programs = std::iter::once(&skel)
             .chain(&others)
             .flat_map(|s| s.object().progs())
@@ -262,7 +267,7 @@ impl BpfTracer {
             .map(|p| Ok((p.name().to_string_lossy().into_owned(), p.as_fd().try_clone_to_owned().map_err(|e| Error::Bpf(e.to_string()))?)))
             .collect::<Result<_>>()?;
         let tables = Tables::take(skel.object().maps().map(raw_map))?;
-        Ok(LoadedTracer { tables, options, variant, verification_us, folded: Folded::default(), programs, links: Vec::new(), keeping, syscall_ns: 0 })
+        Ok(LoadedTracer { tables, options, variant, verification_us, folded: Folded::default(), programs, links, keeping, syscall_ns: 0 })
     }
 
     /// Takes a keeper's maps as this run's: no load (nothing to verify,
@@ -304,7 +309,8 @@ impl BpfTracer {
     /// Opens the object and loads its programs: the kernel verifies them.
     /// sys_exit is verified on this thread and the other programs beside
     /// it, from a second copy of the object given the first's maps
-    /// (split.rs); that copy is returned with the first. With the
+    /// (split.rs); that copy is returned with the first, and the hooks
+    /// its thread attached. With the
     /// verifier's statistics asked for, one copy, so that its log is one
     /// program's at a time.
     fn load_fresh(
@@ -312,7 +318,7 @@ impl BpfTracer {
         types: Option<&std::path::Path>,
         options: &BpfOptions,
         variant: Variant,
-    ) -> Result<(SyscountSkel<'static>, Option<SyscountSkel<'static>>)> {
+    ) -> Result<(SyscountSkel<'static>, Option<split::Loaded>)> {
         let legacy = variant == Variant::Legacy;
         let beside = !options.verifier_stats;
         let mut open = spec.open(object_storage()?, types, if beside { Part::SysExit } else { Part::All })?;

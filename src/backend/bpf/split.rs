@@ -3,13 +3,16 @@
 //! nothing left to do once the maps are made. So the set is opened twice:
 //! sys_exit alone in the first copy, the other programs in the second; once
 //! the first has made its maps (libbpf's prepare), the second takes them
-//! and loads on another thread while the first loads sys_exit.
+//! and loads on another thread while the first loads sys_exit. That thread
+//! then attaches the lifecycle hooks too, which would otherwise wait for
+//! sys_exit's verifier: they see no target until one is added, and slow
+//! no syscall.
 
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::Path;
 use std::thread::JoinHandle;
 
-use libbpf_rs::skel::OpenSkel;
+use libbpf_rs::skel::{OpenSkel, Skel};
 use libbpf_rs::AsRawLibbpf;
 
 use super::maps::{bpf_error, object_storage};
@@ -21,7 +24,14 @@ use crate::error::{Error, Result};
 pub struct Others(OpenSyscountSkel<'static>);
 
 /// The other programs loading on their thread.
-pub struct Loading(JoinHandle<Result<Moved<SyscountSkel<'static>>>>);
+pub struct Loading(JoinHandle<Result<Moved<Loaded>>>);
+
+/// The other programs loaded, and the hooks among them already attached
+/// (by program).
+pub struct Loaded {
+    pub skel: SyscountSkel<'static>,
+    pub links: Vec<(String, OwnedFd)>,
+}
 
 /// An object on its way to or from the thread that loads it.
 pub struct Moved<T>(T);
@@ -71,15 +81,46 @@ impl Others {
         }
         let others = Moved(self.0);
         let thread = std::thread::Builder::new().name("sysdiet-load".into()).spawn(move || {
-            let _t = crate::timings::span("load and verify the others");
-            others.into_inner().load().map(Moved).map_err(bpf_error)
+            let verifying = crate::timings::span("load and verify the others");
+            let skel = others.into_inner().load().map_err(bpf_error)?;
+            drop(verifying);
+            let _t = crate::timings::span("attach the lifecycle hooks");
+            let links = attach_lifecycle(&skel);
+            Ok(Moved(Loaded { skel, links }))
         });
         Ok(Loading(thread.map_err(Error::Io)?))
     }
 }
 
+/// Whether program `name` watches tasks begin, exec, take signals and end:
+/// attached before sys_exit is loaded. Not sys_enter, which every syscall
+/// on the host would pay from then on, nor the clock's (ticks.rs).
+fn is_lifecycle(name: &str) -> bool {
+    name.starts_with("sched_process_") || name.starts_with("signal_deliver")
+}
+
+/// Attaches the loaded lifecycle hooks; one that fails is left to the set's
+/// attach, which says why.
+fn attach_lifecycle(skel: &SyscountSkel<'static>) -> Vec<(String, OwnedFd)> {
+    skel.object()
+        .progs()
+        .filter(|p| p.autoload())
+        .filter_map(|p| {
+            let name = p.name().to_string_lossy().into_owned();
+            if !is_lifecycle(&name) {
+                return None;
+            }
+            // A tp_btf program names its tracepoint itself (its BTF id).
+            // SAFETY: no name; the program's descriptor is live.
+            let link = unsafe { libbpf_sys::bpf_raw_tracepoint_open(std::ptr::null(), p.as_fd().as_raw_fd()) };
+            // SAFETY: a new descriptor of ours.
+            (link >= 0).then(|| (name, unsafe { OwnedFd::from_raw_fd(link) }))
+        })
+        .collect()
+}
+
 impl Loading {
-    pub fn wait(self) -> Result<SyscountSkel<'static>> {
+    pub fn wait(self) -> Result<Loaded> {
         match self.0.join() {
             Ok(loaded) => loaded.map(Moved::into_inner),
             Err(_) => Err(Error::Bpf("the thread loading the other programs panicked".into())),
