@@ -254,10 +254,22 @@ fn not_interrupted(signals: &mpsc::Receiver<Event>) -> Result<()> {
 fn finish(
     tracer: &mut dyn Tracer,
     samples: Option<impl FnOnce() -> LastPass>,
-    mut run: RunInfo,
+    run: RunInfo,
     ended: Instant,
     opts: &TraceOptions,
 ) -> Result<(Trace, Vec<Finding>)> {
+    Ok(read_out(tracer, samples, run, ended)?.conclude(opts))
+}
+
+/// A run read out of its tracer, which it no longer needs.
+struct ReadOut {
+    builder: TraceBuilder,
+    run: RunInfo,
+    lost: crate::model::Lost,
+}
+
+/// `finish`'s first half: the tracer stopped and read out, call sites named.
+fn read_out(tracer: &mut dyn Tracer, samples: Option<impl FnOnce() -> LastPass>, mut run: RunInfo, ended: Instant) -> Result<ReadOut> {
     let mut builder = TraceBuilder::default();
     tracer.stop();
     let last_pass = samples.map(|s| s());
@@ -271,10 +283,18 @@ fn finish(
         crate::stacks::resolve(collected, tracer.sample_rate(), |nr, fd, key| tracer.argument_of_sample(nr, fd, key), &mut builder);
     }
     run.readout_ns = ended.elapsed().as_nanos() as u64;
-    let mut trace = crate::timings::timed("build the trace", || builder.finish(run, lost));
-    trace.lost.syscall_exits_unseen = exits_unseen(&trace, &opts.filter);
-    let findings = crate::timings::timed("diagnose", || crate::diagnose::diagnose(&trace, opts.all));
-    Ok((trace, findings))
+    Ok(ReadOut { builder, run, lost })
+}
+
+impl ReadOut {
+    /// `finish`'s second half: the trace built and diagnosed.
+    fn conclude(self, opts: &TraceOptions) -> (Trace, Vec<Finding>) {
+        let ReadOut { builder, run, lost } = self;
+        let mut trace = crate::timings::timed("build the trace", || builder.finish(run, lost));
+        trace.lost.syscall_exits_unseen = exits_unseen(&trace, &opts.filter);
+        let findings = crate::timings::timed("diagnose", || crate::diagnose::diagnose(&trace, opts.all));
+        (trace, findings)
+    }
 }
 
 /// The processes whose exec the tracer saw in a run where it saw not one

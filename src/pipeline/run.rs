@@ -7,7 +7,7 @@ use std::time::Instant;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use super::{finish, not_interrupted, watch_mappings, Span, TraceOptions, Traced};
+use super::{not_interrupted, read_out, watch_mappings, Span, TraceOptions, Traced};
 use crate::error::{Error, Result};
 use crate::model::RunInfo;
 use crate::target::{self, spawn, Event};
@@ -83,7 +83,11 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
         syscall_ns: Some(syscall_ns),
         ..span.run_info(&tracer, opts, ended)
     };
-    let (trace, findings) = finish(&mut tracer, stacks.map(|c| move || c.last_pass()), run, ended, opts)?;
-    crate::timings::timed("unload the programs", || tracer.keep_loaded());
+    let read = read_out(&mut tracer, stacks.map(|c| move || c.last_pass()), run, ended)?;
+    // Unloaded (or left with a keeper) on the other CPU while the trace is
+    // built and diagnosed, which need the tracer no more.
+    let unloading = std::thread::spawn(move || crate::timings::timed("unload the programs", || tracer.keep_loaded()));
+    let (trace, findings) = read.conclude(opts);
+    let _ = unloading.join();
     Ok(Traced { trace, findings, status: exit.map_or(128 + last_signal, |e| e.shell_status()) })
 }
