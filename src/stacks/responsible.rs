@@ -2,7 +2,7 @@
 //! from the syscall outward, that is not the C or C++ runtime (libc, ld.so,
 //! libpthread, libstdc++; see `Frame::in_c_runtime`), not the vDSO, and
 //! not a language runtime's dispatch machinery (an interpreter's eval loop
-//! and call paths, Rust's std). Any other library is code someone wrote on
+//! and call paths, Rust's std, Go's standard library and runtime). Any other library is code someone wrote on
 //! purpose: an interpreter's `Perl_pp_gmtime` or `time_localtime`, a
 //! program's plugin, libsqlite3's commit. That frame made the decision to
 //! call; the frames inside it are how.
@@ -72,7 +72,7 @@ pub fn responsible_of(machinery: &[bool]) -> Option<(usize, usize)> {
 }
 
 pub fn is_machinery(f: &Frame) -> bool {
-    if f.in_c_runtime() {
+    if f.in_c_runtime() || in_go_library(f) {
         return true;
     }
     match &f.function {
@@ -80,6 +80,24 @@ pub fn is_machinery(f: &Frame) -> bool {
         // Code in no known file (JIT, or lost): not ours to blame.
         None => f.module == "?",
     }
+}
+
+/// Go's standard library and runtime, linked into every Go program: its
+/// functions are named by package path (`os.Stat`, `internal/poll.(*FD).Read`,
+/// `runtime.main`), told from a module's (`github.com/you/app.Load`, whose
+/// path's first element has a dot) and the program's own (`main.main`).
+/// golang.org/x/sys's syscall wrappers count with them, as libc's do. Only
+/// frames of Go source or Go assembly: a C function's name has no package.
+fn in_go_library(f: &Frame) -> bool {
+    let go_source = f.file.as_deref().is_some_and(|file| file.ends_with(".go") || file.ends_with(".s"));
+    let Some(name) = f.function.as_deref().filter(|_| go_source) else { return false };
+    // A generic function's type arguments may hold package paths too.
+    let name = name.split('[').next().unwrap_or(name);
+    let last_element = name.rfind('/').map_or(0, |i| i + 1);
+    let Some(dot) = name[last_element..].find('.') else { return false };
+    let package = &name[..last_element + dot];
+    let first_element = package.split('/').next().unwrap_or(package);
+    (!first_element.contains('.') && package != "main") || package.starts_with("golang.org/x/sys/")
 }
 
 #[cfg(test)]
@@ -145,6 +163,39 @@ mod tests {
         assert_eq!(responsible(&stack), Some((1, 3)));
         let cpp = [f("open", LIBC), f("std::basic_filebuf::open", "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"), f("load", "/srv/app")];
         assert_eq!(responsible(&cpp), Some((2, 1)));
+    }
+
+    fn go(function: &str, file: &str) -> Frame {
+        Frame { function: Some(function.into()), file: Some(file.into()), line: Some(1), module: "/srv/gostat".into(), ..Default::default() }
+    }
+
+    #[test]
+    fn gos_standard_library_is_skipped_for_the_programs_code() {
+        // os.Stat in a loop of main.main: a static Go binary, no libc.
+        let stack = [
+            go("internal/runtime/syscall/linux.Syscall6", "asm_linux_amd64.s"),
+            go("syscall.Syscall6", "syscall_linux.go"),
+            go("syscall.fstatat", "zsyscall_linux_amd64.go"),
+            go("os.statNolog", "stat_unix.go"),
+            go("os.Stat", "stat.go"),
+            go("main.main.func1", "main.go"),
+            go("main.main", "main.go"),
+            go("runtime.main", "proc.go"),
+            go("runtime.goexit", "asm_amd64.s"),
+        ];
+        assert_eq!(responsible(&stack), Some((5, 2)));
+        // A module's code is someone's, its syscall wrappers are not.
+        let stack = [
+            go("golang.org/x/sys/unix.Syscall", "syscall_linux.go"),
+            go("golang.org/x/sys/unix.Fsync", "zsyscall_linux.go"),
+            go("github.com/you/store.(*Log).Append", "log.go"),
+            go("net/http.HandlerFunc.ServeHTTP", "server.go"),
+            go("slices.SortFunc[go.shape.*github.com/you/store.Entry]", "sort.go"),
+        ];
+        assert_eq!(responsible(&stack), Some((2, 1)));
+        // A C function cloned by the compiler has a dot, and no Go source.
+        assert_eq!(responsible(&[f("use_localtime.constprop.0", "/tmp/timeloop")]), Some((0, 1)));
+        assert_eq!(responsible(&[go("use_localtime.constprop.0", "timeloop.c")]), Some((0, 1)));
     }
 
     #[test]
