@@ -190,6 +190,9 @@ fn pid_per_record(trace: &Trace, pid: u32) -> Option<PidPerRecord> {
 ///   full buffer is flushed from PerlIOBuf_write instead.
 /// - Python's print(..., flush=True), or the script's own flush(): the
 ///   text layer's flush, which its line buffering never calls.
+/// - Go's *os.File, which has no buffer: each Write (fmt.Fprintln,
+///   fmt.Println, log's records) is a write(2), unless a bufio.Writer's
+///   flush made it.
 fn written_each_time(trace: &Trace, shares: &[SiteShare]) -> Option<&'static str> {
     if called_through(trace, shares, SHELL_OUTPUT) {
         Some(SHELL_OUTPUT_FIX)
@@ -199,6 +202,10 @@ fn written_each_time(trace: &Trace, shares: &[SiteShare]) -> Option<&'static str
         Some(PERL_AUTOFLUSH_FIX)
     } else if called_through(trace, shares, &["_io_TextIOWrapper_flush"]) {
         Some(PYTHON_FLUSH_FIX)
+    } else if called_through(trace, shares, &["os.(*File).Write", "os.(*File).WriteString"])
+        && !called_through(trace, shares, &["bufio.(*Writer).Flush"])
+    {
+        Some(GO_FILE_FIX)
     } else {
         None
     }
@@ -215,6 +222,10 @@ const PERL_AUTOFLUSH_FIX: &str = "the script turns autoflush on ($| = 1, or $fh-
      print, whatever the stream: turn it off ($| = 0) where a line need not be seen at once";
 const PYTHON_FLUSH_FIX: &str = "the script flushes after each line (print(..., flush=True), or sys.stdout.flush()): no \
      buffering knob stops that; flush once per batch or on a timer, or leave the stream to its buffer";
+
+const GO_FILE_FIX: &str = "Go's *os.File has no buffer: each Write to it (fmt.Fprintln, fmt.Println, a log record) is a \
+     write(2), and no buffering knob changes that: wrap the file (or os.Stdout) once in a bufio.Writer (w := bufio.NewWriter(f)), write to \
+     w, and w.Flush() before closing it or exiting";
 
 /// The fix for writes of a record each from an interpreter's logger (a
 /// getpid for every write, in CPython or Ruby): it flushes every record.

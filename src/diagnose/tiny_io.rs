@@ -249,6 +249,20 @@ mod tests {
     }
 
     #[test]
+    fn gos_unbuffered_file_is_told_to_wrap_it() {
+        // fmt.Fprintln(f, ...) per line: *os.File has no buffer.
+        let mut t = writes(5, 20_000);
+        let direct = ["internal/runtime/syscall/linux.Syscall6", "syscall.write", "os.(*File).Write", "fmt.Fprintln", "main.main"];
+        t.arguments[0].sites = site(&mut t, &direct);
+        assert!(check(&t)[0].fixes[0].text.contains("bufio.NewWriter(f)"), "{:?}", check(&t)[0].fixes);
+        // A bufio.Writer's flush writes its buffer: not the file's doing.
+        let mut t = writes(5, 20_000);
+        let flushed = ["internal/runtime/syscall/linux.Syscall6", "syscall.write", "os.(*File).Write", "bufio.(*Writer).Flush", "main.main"];
+        t.arguments[0].sites = site(&mut t, &flushed);
+        assert!(check(&t)[0].fixes[0].text.starts_with("buffer the output"), "{:?}", check(&t)[0].fixes);
+    }
+
+    #[test]
     fn large_writes_are_fine() {
         // bucket 14: up to 8 KiB
         assert!(check(&writes(14, 3000)).is_empty());
