@@ -5,6 +5,7 @@
 
 pub mod collector;
 pub mod debug_cache;
+pub mod go_table;
 pub mod images;
 pub mod logged;
 pub mod name_cache;

@@ -83,7 +83,13 @@ impl NameCache {
     }
 }
 
-/// `BUILDID-STAMP.json`: the file's build id, and a stamp of everything
+/// What the names kept were found with: raised when sysdiet names more
+/// than before (2: a Go binary's own line table), so that what an older
+/// sysdiet left unnamed is looked up anew.
+const NAMING: u64 = 2;
+
+/// `BUILDID-STAMP.json`: the file's build id, and a stamp of how it was
+/// named (NAMING) and of everything
 /// its names are read from: the file itself (stripped copies of one build
 /// share its id but not its names), its debug file by build id, and the
 /// files its debug link may name. Any of them changed, installed or
@@ -102,7 +108,7 @@ fn cache_name(file: &Path) -> Option<String> {
         let under_root = Path::new(DEBUG_ROOT).join(dir.strip_prefix("/").unwrap_or(dir));
         read_from.extend([dir.join(&link), dir.join(".debug").join(&link), under_root.join(&link)]);
     }
-    let mut stamp = 0xcbf2_9ce4_8422_2325u64;
+    let mut stamp = (0xcbf2_9ce4_8422_2325u64 ^ NAMING).wrapping_mul(0x100_0000_01b3);
     for path in &read_from {
         use std::os::unix::fs::MetadataExt;
         let facts = std::fs::metadata(path).map_or([0; 5], |m| [m.dev(), m.ino(), m.size(), m.mtime() as u64, m.mtime_nsec() as u64]);

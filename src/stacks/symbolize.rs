@@ -1,7 +1,8 @@
 //! Names the frames of unwound stacks with blazesym: functions, inlined
 //! functions, file:line where there is debug info. glibc's own debug info
 //! comes from Debian's libc6-dbg, found by build-id under /usr/lib/debug.
-//! Each address is looked up once, each file opened once.
+//! A Go binary's code that has no symbols is named from its own line table
+//! (go_table.rs). Each address is looked up once, each file opened once.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -9,6 +10,7 @@ use std::time::Instant;
 use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{CodeInfo, Input, Symbolized, Symbolizer};
 
+use super::go_table::GoTable;
 use super::images::Images;
 use super::name_cache::NameCache;
 use super::perf_map::PerfMap;
@@ -39,6 +41,8 @@ pub struct Namer {
     exported: HashMap<usize, HashMap<u64, String>>,
     /// image -> what it is symbolized from, held open while this lives.
     sources: HashMap<usize, super::debug_cache::DebugSource>,
+    /// image -> its Go line table, read at its first frame without a symbol.
+    go_tables: HashMap<usize, Option<GoTable>>,
     /// Names found in earlier runs, and those found now, to keep.
     cache: NameCache,
 }
@@ -49,6 +53,7 @@ impl Default for Namer {
             symbolizer: Symbolizer::builder().enable_inlined_fns(true).enable_code_info(true).build(),
             exported: HashMap::new(),
             sources: HashMap::new(),
+            go_tables: HashMap::new(),
             cache: NameCache::of_user(),
         }
     }
@@ -113,7 +118,11 @@ impl Namer {
                         }
                         frames
                     }
-                    _ => vec![Frame { module: img.name.clone(), address: a, ..Default::default() }],
+                    _ => {
+                        let go = self.go_tables.entry(id).or_insert_with(|| GoTable::of(file)).as_ref().and_then(|t| t.name(a));
+                        let (function, file, line) = go.map_or((None, None, None), |g| (Some(g.function), g.file, g.line));
+                        vec![Frame { function, file, line, module: img.name.clone(), address: a, ..Default::default() }]
+                    }
                 };
                 if cached {
                     self.cache.put(id, file, a, &frames);
