@@ -12,7 +12,7 @@
 DEBS := build-essential clang llvm libelf-dev zlib1g-dev pkg-config strace util-linux procps libc6-dbg sqlite3 python3 xz-utils binutils prometheus tmux bpftool nodejs git zsh tcsh ruby patchelf rsync
 # Only for bench/overhead and bench/workloads: the tools sysdiet is compared
 # against, and the workloads' programs.
-BENCH_DEBS := strace linux-perf bpftrace bpftool sqlite3 python3 make eatmydata php-cli
+BENCH_DEBS := strace linux-perf bpftrace bpftool sqlite3 python3 make eatmydata php-cli golang-go
 # Only for test-kernels: qemu boots Debian's kernels (virtme-ng, from PyPI,
 # with busybox for its initramfs) with this machine's root file system, and
 # Debian's arm64 kernel with an arm64 one (debootstrap, its second stage run
