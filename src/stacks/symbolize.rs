@@ -120,8 +120,8 @@ impl Namer {
                     }
                     _ => {
                         let go = self.go_tables.entry(id).or_insert_with(|| GoTable::of(file)).as_ref().and_then(|t| t.name(a));
-                        let (function, file, line) = go.map_or((None, None, None), |g| (Some(g.function), g.file, g.line));
-                        vec![Frame { function, file, line, module: img.name.clone(), address: a, ..Default::default() }]
+                        let (function, source, line) = go.map_or((None, None, None), |g| (Some(g.function), g.file, g.line));
+                        vec![Frame { function, file: source, line, module: img.name.clone(), address: a, ..Default::default() }]
                     }
                 };
                 if cached {

@@ -659,7 +659,6 @@ impl Tracer for BpfTracer {
 /// loaded for, but those `lent` attached already; each returned
 /// descriptor holds one attached.
 fn attach_hooks(programs: &[(String, OwnedFd)], mut lent: Vec<(String, OwnedFd)>) -> Result<Vec<(String, OwnedFd)>> {
-    use std::os::fd::FromRawFd;
     programs
         .iter()
         .filter(|(name, _)| !ticks::attaches(name))
@@ -667,16 +666,22 @@ fn attach_hooks(programs: &[(String, OwnedFd)], mut lent: Vec<(String, OwnedFd)>
             if let Some(at) = lent.iter().position(|(n, _)| n == name) {
                 return Ok(lent.swap_remove(at));
             }
-            // A tp_btf program names its tracepoint itself (its BTF id).
-            // SAFETY: no name; the program's descriptor is live.
-            let link = unsafe { libbpf_sys::bpf_raw_tracepoint_open(std::ptr::null(), fd.as_raw_fd()) };
-            if link < 0 {
-                return Err(bpf_error(libbpf_rs::Error::from_raw_os_error(-link)));
-            }
-            // SAFETY: a new descriptor of ours.
-            Ok((name.clone(), unsafe { OwnedFd::from_raw_fd(link) }))
+            Ok((name.clone(), attach_tracepoint(fd.as_fd())?))
         })
         .collect()
+}
+
+/// Attaches a tp_btf program to the tracepoint it names itself (its BTF
+/// id); the link's descriptor.
+pub(super) fn attach_tracepoint(program: std::os::fd::BorrowedFd<'_>) -> Result<OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: no name; the program's descriptor is live.
+    let link = unsafe { libbpf_sys::bpf_raw_tracepoint_open(std::ptr::null(), program.as_raw_fd()) };
+    if link < 0 {
+        return Err(bpf_error(libbpf_rs::Error::from_raw_os_error(-link)));
+    }
+    // SAFETY: a new descriptor of ours.
+    Ok(unsafe { OwnedFd::from_raw_fd(link) })
 }
 
 /// A map of an object, as libbpf's own struct.

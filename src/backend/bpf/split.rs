@@ -8,7 +8,7 @@
 //! sys_exit's verifier: they see no target until one is added, and slow
 //! no syscall.
 
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::thread::JoinHandle;
 
@@ -110,11 +110,7 @@ fn attach_lifecycle(skel: &SyscountSkel<'static>) -> Vec<(String, OwnedFd)> {
             if !is_lifecycle(&name) {
                 return None;
             }
-            // A tp_btf program names its tracepoint itself (its BTF id).
-            // SAFETY: no name; the program's descriptor is live.
-            let link = unsafe { libbpf_sys::bpf_raw_tracepoint_open(std::ptr::null(), p.as_fd().as_raw_fd()) };
-            // SAFETY: a new descriptor of ours.
-            (link >= 0).then(|| (name, unsafe { OwnedFd::from_raw_fd(link) }))
+            Some((name, super::attach_tracepoint(p.as_fd()).ok()?))
         })
         .collect()
 }
