@@ -115,27 +115,23 @@ static long send_slot(__u32 idx, struct exit_ctx *x)
 	return 0;
 }
 
-/* Copies one syscall's counts into the record, packed. A legacy kernel
- * walks its loop's 512 turns one by one: there the entry is written
- * whether the syscall was called or not, and kept only if it was, with no
- * branch to walk twice a turn. */
-static __always_inline long pack(__u32 i, struct exit_ctx *x, const bool legacy)
+/* Copies the thread's i-th syscall's counts into the record, packed;
+ * 1 past the last one it made. */
+static __always_inline long pack(__u32 i, struct exit_ctx *x)
 {
 	struct exit_record *rec = x->rec;
 	struct sys_val *v;
-	__u64 nr = i, n = rec->entries;
+	__u64 at = i, n = rec->entries;
 
 	/* One register each, so that the checks bound what is indexed. */
-	barrier_var(nr);
+	barrier_var(at);
 	barrier_var(n);
-	if (nr >= MAX_SYSCALLS || n >= MAX_SYSCALLS)
+	if (at >= THREAD_SYSCALLS || at >= x->ts->syscalls_used || n >= THREAD_SYSCALLS)
 		return 1;
-	v = &x->ts->stats[nr];
-	if (!legacy && !v->calls)
-		return 0;
-	rec->e[n].nr = nr;
+	v = &x->ts->stats[at];
+	rec->e[n].nr = x->ts->stat_nr[at];
 	rec->e[n].v = *v;
-	rec->entries = n + (is_zero(v->calls) ^ 1);
+	rec->entries = n + 1;
 	x->calls += v->calls;
 	return 0;
 }
@@ -143,7 +139,7 @@ static __always_inline long pack(__u32 i, struct exit_ctx *x, const bool legacy)
 /* pack() as bpf_loop calls it. */
 static long pack_entry(__u32 i, struct exit_ctx *x)
 {
-	return pack(i, x, false);
+	return pack(i, x);
 }
 
 /* The syscall an exiting task is in, by its saved user registers: exit
@@ -180,7 +176,13 @@ static __always_inline int send_exit(struct task_struct *p, const bool legacy)
 		nr = exiting_syscall(p, legacy);
 		if ((nr == NR_EXIT || nr == NR_EXIT_GROUP) && !task_in_compat_syscall(p, false) &&
 		    specs[nr].traced) {
-			ts->stats[nr].calls++;
+			struct sys_val *v;
+
+			i = syscall_slot(ts, nr);
+			if (i < THREAD_SYSCALLS)
+				ts->stats[i].calls++;
+			else if ((v = spilled(ts, nr)))
+				v->calls++;
 			ts->seq++;
 		}
 	}
@@ -206,14 +208,14 @@ static __always_inline int send_exit(struct task_struct *p, const bool legacy)
 	__builtin_memcpy(rec->errnos, ts->errnos, sizeof(rec->errnos));
 	rec->errnos_lost = ts->errnos_lost;
 	if (!legacy)
-		bpf_loop(MAX_SYSCALLS, pack_entry, &x, 0);
+		bpf_loop(THREAD_SYSCALLS, pack_entry, &x, 0);
 	else
-		for (i = 0; i < MAX_SYSCALLS; i++)
-			if (pack(i, &x, true))
+		for (i = 0; i < THREAD_SYSCALLS; i++)
+			if (pack(i, &x))
 				break;
 	n = rec->entries;
-	if (n > MAX_SYSCALLS)
-		n = MAX_SYSCALLS;
+	if (n > THREAD_SYSCALLS)
+		n = THREAD_SYSCALLS;
 	size = sizeof(*rec) - sizeof(rec->e) + n * sizeof(rec->e[0]);
 	if (size > sizeof(*rec))
 		goto out;

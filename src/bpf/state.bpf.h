@@ -225,6 +225,22 @@ struct {
 	__type(value, __u64);
 } errno_stats SEC(".maps");
 
+/* The counts of syscalls a thread made past its THREAD_SYSCALLS distinct
+ * ones, by process and syscall: per-CPU, so that no other CPU adds to a
+ * copy. Rare: a thread makes a few dozen kinds of syscall. */
+struct spill_key {
+	__u32 tgid;
+	__u32 nr;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 16384);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct spill_key);
+	__type(value, struct sys_val);
+} syscall_spill SEC(".maps");
+
 /* Exited threads' counts and their cached argument counts. Sized by
  * user space to the CPUs, as are the other rings (RingSize in mod.rs). */
 struct {
@@ -296,6 +312,36 @@ static __always_inline void count_lost(__u32 what, __u64 n)
 	__u64 *v = bpf_map_lookup_elem(&lost, &what);
 	if (v)
 		*v += n;
+}
+
+/* The slot of syscall `nr` among the thread's counts, taken at its first
+ * call; THREAD_SYSCALLS when none is left (syscall_spill counts it). */
+static __always_inline __u32 syscall_slot(struct task_state *ts, __u32 nr)
+{
+	__u32 at = ts->stat_of[nr & (MAX_SYSCALLS - 1)], n;
+
+	if (at)
+		return at - 1;
+	n = ts->syscalls_used;
+	if (n >= THREAD_SYSCALLS)
+		return THREAD_SYSCALLS;
+	ts->syscalls_used = n + 1;
+	ts->stat_of[nr & (MAX_SYSCALLS - 1)] = n + 1;
+	ts->stat_nr[n] = nr;
+	return n;
+}
+
+/* The counts of syscall `nr` of the thread's process on this CPU, for a
+ * thread with no slot left; NULL with no room (the call counted lost). */
+static __always_inline struct sys_val *spilled(struct task_state *ts, __u32 nr)
+{
+	static const struct sys_val no_calls;
+	struct spill_key k = { .tgid = ts->tgid, .nr = nr };
+	struct sys_val *v = bpf_map_lookup_or_try_init(&syscall_spill, &k, &no_calls);
+
+	if (!v)
+		count_lost(LOST_SYSCALL_SPILL_FULL, 1);
+	return v;
 }
 
 /* The flags of a record's output to `ring`: the reader is woken once more

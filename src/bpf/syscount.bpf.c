@@ -17,6 +17,33 @@
 #include "samples.bpf.h"
 #include "lifecycle.bpf.h"
 
+/* A call, counted in its syscall's counts. */
+static __always_inline void add_call(struct sys_val *sv, const struct call *c)
+{
+	sv->calls++;
+	if (c->ns) {
+		sv->ns += c->ns;
+		if (c->ns > sv->max_ns)
+			sv->max_ns = c->ns;
+	}
+	if (latency && (c->ns < sv->min_ns || sv->calls == 1))
+		sv->min_ns = c->ns;
+	if (c->failed)
+		sv->errors++;
+}
+
+/* A call of a thread with no slot left for its syscall. A function of its
+ * own, so that the verifier walks what follows once, not once more for the
+ * spill's map value and key. */
+static __noinline int spill_call(struct task_state *ts, const struct call *c)
+{
+	struct sys_val *sv = spilled(ts, c->nr);
+
+	if (sv)
+		add_call(sv, c);
+	return 0;
+}
+
 /* sys_exit, of either variant: `legacy` is a constant, so each keeps only
  * its own code. */
 static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool legacy)
@@ -25,10 +52,10 @@ static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool
 	__u32 tid = legacy_tid(legacy);
 	struct task_state *ts = state_of(t, tid, false, legacy);
 	struct syscall_spec spec;
-	struct sys_val *sv;
 	struct call c = {};
 	__u64 ticks = 0;
 	__u8 in_call;
+	__u32 at;
 	long id;
 
 	if (!ts && system_wide && !stopped)
@@ -84,19 +111,13 @@ static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool
 		c.ns = ticks * tick_ns;
 	}
 	ts->seq++;
-	sv = &ts->stats[c.nr & (MAX_SYSCALLS - 1)];
-	sv->calls++;
-	if (c.ns) {
-		sv->ns += c.ns;
-		if (c.ns > sv->max_ns)
-			sv->max_ns = c.ns;
-	}
-	if (latency && (c.ns < sv->min_ns || sv->calls == 1))
-		sv->min_ns = c.ns;
-	if (c.failed) {
-		sv->errors++;
+	at = syscall_slot(ts, c.nr);
+	if (at < THREAD_SYSCALLS)
+		add_call(&ts->stats[at], &c);
+	else
+		spill_call(ts, &c);
+	if (c.failed)
 		count_errno(ts, c.nr, -ret);
-	}
 	if (is_zero(c.nr ^ NR_RT_SIGRETURN)) {
 		ts->mask = blocked_signals(t, legacy);
 		ts->mask_known = 1;

@@ -10,6 +10,9 @@
 #define COMM_LEN 16
 #define ARG_SLOTS 16       /* a thread's cache of argument keys (power of 2) */
 #define ERRNO_SLOTS 16     /* a thread's (syscall, errno) counts */
+/* The distinct syscalls a thread counts in its own state; past them, its
+ * process's entries in syscall_spill count the rest. */
+#define THREAD_SYSCALLS 48
 
 /* The path_hash of paths that could not be read, counted together, and of
  * a NULL path argument (utimensat(fd, NULL): the fd's own file). Real
@@ -99,6 +102,8 @@ enum lost_counter {
 	LOST_EXEC,            /* execs not sent (environment, file name): ring full */
 	LOST_FIRST_RACE,      /* calls of a path summarised as one-shot: another
 				 thread was taking a slot of its wide line */
+	LOST_SYSCALL_SPILL_FULL, /* calls not counted: their thread had no room
+				    for another syscall, syscall_spill none */
 	LOST__COUNT,
 };
 
@@ -224,7 +229,14 @@ struct task_state {
 	__u32 sample_gap;
 	__u64 since_sample;
 	__u64 last_sample_ns;
-	struct sys_val stats[MAX_SYSCALLS];
+	/* Its syscalls' counts, in the order it first made them: syscall nr's
+	 * are stats[stat_of[nr] - 1] (0: not made yet, or spilled), whose
+	 * number is stat_nr[] there. */
+	__u32 syscalls_used;
+	__u32 _pad2;
+	__u8 stat_of[MAX_SYSCALLS];
+	__u16 stat_nr[THREAD_SYSCALLS];
+	struct sys_val stats[THREAD_SYSCALLS];
 	/* rt_sigprocmask calls by enum mask_change: kept here, so that the
 	 * hot path makes no hash lookup for them. */
 	__u64 mask_calls[MASK_CLASSES];
@@ -232,6 +244,13 @@ struct task_state {
 	__u64 errnos_lost;
 	struct arg_slot slots[ARG_SLOTS];
 };
+
+/* Since 6.19 the kernel allocates task storage with kmalloc_nolock(), which
+ * serves at most 8 KiB (two 4 KiB pages), its 72-byte header included:
+ * anything larger fails every thread's state with ENOMEM. Kept below with
+ * room for the header to grow. */
+#define TASK_STATE_MAX 8000
+_Static_assert(sizeof(struct task_state) <= TASK_STATE_MAX, "task_state outgrows 7.x's task storage");
 
 /* Legacy kernels (before 5.11): a thread's CPU ticks, kept apart from its
  * task_state, charged to it at its next syscall exit. */
@@ -317,7 +336,7 @@ struct exit_record {
 	__u64 mask_calls[MASK_CLASSES];
 	struct errno_slot errnos[ERRNO_SLOTS];
 	__u64 errnos_lost;
-	struct exit_entry e[MAX_SYSCALLS];
+	struct exit_entry e[THREAD_SYSCALLS];
 };
 
 /* A stack sample, taken at syscall exit (the user registers and stack are

@@ -55,6 +55,16 @@ pub struct Lost {
     /// Their syscalls' counts have them.
     #[serde(default)]
     pub first_sighting_races: u64,
+    /// Calls not counted: their thread had counts for as many kinds of
+    /// syscall as its state holds, and the table beyond it was full.
+    #[serde(default)]
+    pub syscall_spill_full: u64,
+    /// Syscall ends on the whole host at which the kernel did not run
+    /// sysdiet's hook, because a run of it was under way on that CPU (one
+    /// preempted, which kernels since 7.x do): up to this many of the
+    /// targets' calls went uncounted.
+    #[serde(default)]
+    pub hook_runs_missed: u64,
 }
 
 /// One list of Lost's counters: a field left out of it does not compile
@@ -93,6 +103,8 @@ lost_counters!(
     argument_keys_over_budget,
     syscall_exits_unseen,
     first_sighting_races,
+    syscall_spill_full,
+    hook_runs_missed,
 );
 
 impl Lost {
@@ -108,7 +120,14 @@ impl Lost {
 
     /// Lost counters that make call counts incomplete (not just details).
     pub fn counts_incomplete(&self) -> bool {
-        self.tasks_untraced + self.exit_records + self.compat_syscalls + self.syscall_nr_out_of_range + self.syscall_exits_unseen > 0
+        self.tasks_untraced
+            + self.exit_records
+            + self.compat_syscalls
+            + self.syscall_nr_out_of_range
+            + self.syscall_exits_unseen
+            + self.syscall_spill_full
+            + self.hook_runs_missed
+            > 0
     }
 
     /// Lost counters that make per-argument stats incomplete: findings that
@@ -145,5 +164,12 @@ mod tests {
             ..Default::default()
         });
         assert_eq!((since.tasks_untraced, since.path_strings), (2, 0));
+    }
+
+    #[test]
+    fn calls_spilled_past_room_or_missed_by_the_hook_make_counts_incomplete() {
+        assert!(!Lost { samples_dropped: 9, ..Default::default() }.counts_incomplete());
+        assert!(Lost { syscall_spill_full: 1, ..Default::default() }.counts_incomplete());
+        assert!(Lost { hook_runs_missed: 1, ..Default::default() }.counts_incomplete());
     }
 }

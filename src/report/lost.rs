@@ -45,6 +45,20 @@ pub fn lost_lines(lost: &Lost) -> Vec<(&'static str, u64)> {
             ),
             lost.first_sighting_races,
         ),
+        (
+            (
+                "call not counted: its thread's syscall table and the spill table full",
+                "calls not counted: their threads' syscall tables and the spill table full",
+            ),
+            lost.syscall_spill_full,
+        ),
+        (
+            (
+                "syscall end on the host the kernel ran no hook of sysdiet's for (one was under way on its CPU): a call may be uncounted",
+                "syscall ends on the host the kernel ran no hook of sysdiet's for (one was under way on their CPU): up to as many calls uncounted",
+            ),
+            lost.hook_runs_missed,
+        ),
     ]
     .into_iter()
     .filter(|(_, n)| *n > 0)

@@ -91,6 +91,9 @@ pub struct BpfTracer {
     syscall_ns: u64,
     /// Set by `stop`: whether a target was alive when counting stopped.
     live_at_stop: Option<bool>,
+    /// The syscall hooks' runs the kernel had skipped when they were
+    /// attached (`hook_runs_missed`).
+    misses_at_attach: u64,
 }
 
 /// The programs loaded and verified, not yet attached: no task's syscalls
@@ -325,7 +328,7 @@ impl BpfTracer {
         let m = &open.maps;
         let premade = premade::Premade::start(
             &[&m.arg_stats, &m.first_calls, &m.first_tags, &m.exits, &m.strings, &m.samples],
-            &[&m.io_hists, &m.once_summary, &m.errno_stats, &m.exit_scratch, &m.path_scratch, &m.exec_scratch, &m.lost],
+            &[&m.io_hists, &m.once_summary, &m.errno_stats, &m.syscall_spill, &m.exit_scratch, &m.path_scratch, &m.exec_scratch, &m.lost],
         );
         // Opened while the big maps are made.
         let others = beside.then(|| split::Others::open(spec, types)).transpose()?;
@@ -389,6 +392,7 @@ impl BpfTracer {
                 return Err(e);
             }
         };
+        let misses_at_attach = hook_runs_missed(&programs);
         Ok(BpfTracer {
             tables,
             options,
@@ -404,6 +408,7 @@ impl BpfTracer {
             keeping,
             syscall_ns,
             live_at_stop: None,
+            misses_at_attach,
         })
     }
 
@@ -528,7 +533,16 @@ impl BpfTracer {
         collected.whole()?;
         let tick_ns = self.tick_ns();
         let arg_keys = readout::logged_arg_keys(&self.tables);
-        readout::file_into(&self.tables, &mut self.names, tick_ns, out, collected, live, arg_keys)
+        let mut lost = readout::file_into(&self.tables, &mut self.names, tick_ns, out, collected, live, arg_keys)?;
+        lost.hook_runs_missed = self.hook_runs_missed();
+        Ok(lost)
+    }
+
+    /// Syscall ends since the hooks were attached at which the kernel ran
+    /// no hook of ours: on any task of the host, so at most this many of
+    /// the targets' calls went uncounted.
+    fn hook_runs_missed(&self) -> u64 {
+        hook_runs_missed(&self.programs).saturating_sub(self.misses_at_attach)
     }
 
     /// Freezes the counts and the sampling, and lets programs already
@@ -586,16 +600,7 @@ impl BpfTracer {
     }
 
     fn program_infos(&self) -> Vec<(String, libbpf_sys::bpf_prog_info)> {
-        self.programs
-            .iter()
-            .filter_map(|(name, fd)| {
-                let mut info = libbpf_sys::bpf_prog_info::default();
-                let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
-                // SAFETY: info is a bpf_prog_info of `len` bytes.
-                let ret = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len) };
-                (ret == 0).then(|| (name.clone(), info))
-            })
-            .collect()
+        program_infos(&self.programs)
     }
 
     /// Reads everything counted so far into `out`, as running totals, and
@@ -612,7 +617,8 @@ impl BpfTracer {
         let live = readout::live_threads(&self.tables, self.variant);
         let tick_ns = self.tick_ns();
         // Counting on: keys are being logged, so the table is walked.
-        let lost = readout::file_into(&self.tables, &mut self.names, tick_ns, out, collected, live, None)?;
+        let mut lost = readout::file_into(&self.tables, &mut self.names, tick_ns, out, collected, live, None)?;
+        lost.hook_runs_missed = self.hook_runs_missed();
         self.names.paths.forget_unused(3);
         Ok(lost)
     }
@@ -658,6 +664,29 @@ impl Tracer for BpfTracer {
 /// Attaches each program but the CPU time's (ticks.rs) to the tracepoint it was
 /// loaded for, but those `lent` attached already; each returned
 /// descriptor holds one attached.
+/// Each program's name and what the kernel says of it.
+fn program_infos(programs: &[(String, OwnedFd)]) -> Vec<(String, libbpf_sys::bpf_prog_info)> {
+    programs
+        .iter()
+        .filter_map(|(name, fd)| {
+            let mut info = libbpf_sys::bpf_prog_info::default();
+            let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
+            // SAFETY: info is a bpf_prog_info of `len` bytes.
+            let ret = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len) };
+            (ret == 0).then(|| (name.clone(), info))
+        })
+        .collect()
+}
+
+/// The runs of the syscall hooks (sys_exit, and sys_enter with --latency)
+/// the kernel skipped so far, because a run of the same program was under
+/// way on that CPU: since 7.x a syscall's hook can be preempted, and then
+/// another task's syscall end on that CPU finds it busy (5.12 and newer
+/// count them; 0 before).
+fn hook_runs_missed(programs: &[(String, OwnedFd)]) -> u64 {
+    program_infos(programs).iter().filter(|(name, _)| name.starts_with("sys_")).map(|(_, info)| info.recursion_misses).sum()
+}
+
 fn attach_hooks(programs: &[(String, OwnedFd)], mut lent: Vec<(String, OwnedFd)>) -> Result<Vec<(String, OwnedFd)>> {
     programs
         .iter()

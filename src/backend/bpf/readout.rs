@@ -14,10 +14,10 @@ use super::features::Variant;
 use super::fold::Fold;
 use super::maps::{bpf_error, bytes_of, c_string, from_bytes, percpu_stride, read_all, read_keys};
 use super::records::{
-    brk_change_of, errnos_of, exe_id_of, mask_change_of, timeout_of, used, ExeNames, PathOf, PathText, Record, ThreadCounts, NULL_PATH,
-    UNREADABLE_PATH,
+    brk_change_of, errnos_of, exe_id_of, mask_change_of, syscall_stats, timeout_of, used, ExeNames, PathOf, PathText, Record, ThreadCounts,
+    NULL_PATH, UNREADABLE_PATH,
 };
-use super::skel::types::{arg_key, arg_slot, arg_val, io_hist, lost_counter, once_summary, target_state, task_state};
+use super::skel::types::{arg_key, arg_slot, arg_val, io_hist, lost_counter, once_summary, sys_val, target_state, task_state};
 use super::tables::Tables;
 use super::word_counts::WordCounts;
 use crate::error::Result;
@@ -186,6 +186,17 @@ pub fn file_into(
         let n: u64 = per_cpu.chunks_exact(percpu_stride(8)).map(from_bytes::<u64>).sum();
         out.add_errno(row(tgid).unwrap_or(tgid), nr, &crate::linux::errno::name(err), n);
     }
+    // Syscalls made past a thread's own THREAD_SYSCALLS kinds, by process:
+    // each CPU's counts summed, their extremes kept.
+    for (k, per_cpu) in read_all(&maps.syscall_spill)?.iter() {
+        let [tgid, nr]: [u32; 2] = from_bytes(k);
+        let pid = row(tgid).unwrap_or(tgid);
+        for v in per_cpu.chunks_exact(percpu_stride(std::mem::size_of::<sys_val>())).map(from_bytes::<sys_val>) {
+            if v.calls > 0 {
+                out.add_syscall(pid, pid, syscall_stats(nr, &v));
+            }
+        }
+    }
     for (k, per_cpu) in read_all(&maps.once_summary)?.iter() {
         let nr: u32 = from_bytes(k);
         // Per-CPU parts may wrap (a promotion undoes a key on another CPU);
@@ -244,7 +255,7 @@ pub fn live_threads(maps: &Tables, variant: Variant) -> Vec<(ThreadCounts, Vec<a
             cgroup: ts.cgroup,
             exe: exe_id_of(&ts.exe),
             exit: None,
-            stats: used(&ts.stats),
+            stats: used(&ts),
             mask_calls: ts.mask_calls,
             errnos: errnos_of(&ts.errnos),
             errnos_lost: ts.errnos_lost,
@@ -342,9 +353,11 @@ fn read_lost(maps: &Tables) -> Result<Lost> {
         histogram_table_full: get(lost_counter::LOST_HIST_TABLE_FULL)?,
         environments: get(lost_counter::LOST_EXEC)?,
         first_sighting_races: get(lost_counter::LOST_FIRST_RACE)?,
+        syscall_spill_full: get(lost_counter::LOST_SYSCALL_SPILL_FULL)?,
         // Counted in user space (file_into, and the pipeline's finish).
         argument_keys_over_budget: 0,
         syscall_exits_unseen: 0,
+        hook_runs_missed: 0,
     })
 }
 

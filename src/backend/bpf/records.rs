@@ -7,7 +7,9 @@ use std::mem::offset_of;
 
 use super::maps::{c_string, from_bytes};
 use super::skel::array_len;
-use super::skel::types::{arg_slot, errno_slot, exec_record, exit_entry, exit_record, path_record, record_kind, slot_record, stack_sample, sys_val};
+use super::skel::types::{
+    arg_slot, errno_slot, exec_record, exit_entry, exit_record, path_record, record_kind, slot_record, stack_sample, sys_val, task_state,
+};
 use super::skel::types::{brk_change, env_sent, mask_change, path_mark, timeout_class};
 use crate::backend::samples::{field, StackSample};
 use crate::model::{BrkChange, Environment, Exit, MaskChange, SyscallStats, Timeout};
@@ -158,7 +160,7 @@ impl Record {
                 full[..n].copy_from_slice(&data[..n]);
                 let r: &exit_record = &from_bytes(&full);
                 let entries = r.entries as usize;
-                if data.len() < head + entries * std::mem::size_of::<exit_entry>() {
+                if entries > r.e.len() || data.len() < head + entries * std::mem::size_of::<exit_entry>() {
                     return None;
                 }
                 Some(Record::Thread(ThreadCounts {
@@ -181,9 +183,10 @@ impl Record {
     }
 }
 
-/// The syscalls of a thread's storage that it used.
-pub fn used(stats: &[sys_val]) -> Vec<SyscallStats> {
-    stats.iter().enumerate().filter(|(_, s)| s.calls > 0).map(|(nr, s)| syscall_stats(nr as u32, s)).collect()
+/// The syscalls a thread's storage counts, in the order it first made them.
+pub fn used(ts: &task_state) -> Vec<SyscallStats> {
+    let n = (ts.syscalls_used as usize).min(ts.stats.len());
+    ts.stat_nr[..n].iter().zip(&ts.stats[..n]).filter(|(_, s)| s.calls > 0).map(|(&nr, s)| syscall_stats(u32::from(nr), s)).collect()
 }
 
 /// One syscall's counts, as the kernel side keeps them, in the model's terms.

@@ -24,6 +24,8 @@ pub struct Tables {
     pub io_hists: MapHandle,
     /// Errors past a thread's own few, per CPU.
     pub errno_stats: MapHandle,
+    /// Syscalls past a thread's own THREAD_SYSCALLS kinds, by process, per CPU.
+    pub syscall_spill: MapHandle,
     /// Keys seen once, summed per syscall, per CPU.
     pub once_summary: MapHandle,
     /// What could not be counted, per counter, per CPU.
@@ -94,6 +96,7 @@ impl Tables {
         let (states, thread_states, thread_ticks) = (named("states"), named("thread_states"), named("thread_ticks"));
         let mut need = |name: &'static str| named(name).ok_or_else(|| Error::Bpf(format!("the set has no map {name}")));
         let (arg_stats, first_calls, io_hists, errno_stats) = (need("arg_stats")?, need("first_calls")?, need("io_hists")?, need("errno_stats")?);
+        let syscall_spill = need("syscall_spill")?;
         let (once_summary, lost, exits, strings, samples) =
             (need("once_summary")?, need("lost")?, need("exits")?, need("strings")?, need("samples")?);
         // libbpf names the global data's maps after the object: "syscount.bss".
@@ -105,6 +108,7 @@ impl Tables {
             first_calls,
             io_hists,
             errno_stats,
+            syscall_spill,
             once_summary,
             lost,
             exits,
