@@ -246,8 +246,9 @@ fn attach_ends_when_the_process_exits() {
     let (doc, err) = attach_to_gated(1, 1000, &[]);
     let pid = doc["run"]["root_pids"][0].as_u64().unwrap();
     assert!(err.starts_with(&format!("sysdiet: attached to pid {pid} (2 threads): tracing until it exits, or Ctrl-C\n")), "{err}");
-    // Every call made after the attach, exactly.
-    assert_eq!(counts_of(&doc)["newfstatat"].0, 1000, "{doc}");
+    // Every call made after the attach, exactly (or as many fewer as the
+    // kernel said it ran no hook for: 7.x).
+    assert!(exact_but_missed(counts_of(&doc)["newfstatat"].0, 1000, hook_runs_missed(&doc)), "{doc}");
     assert_eq!(doc["run"]["interrupted"], false);
 }
 
@@ -424,7 +425,9 @@ fn attach_covers_every_running_thread() {
         .iter()
         .filter_map(|t| t["syscalls"].as_array().unwrap().iter().find(|s| s["name"] == "newfstatat")?["calls"].as_u64())
         .collect();
-    assert_eq!(stats, [500, 500, 500], "each worker thread counted exactly: {doc}");
+    assert_eq!(stats.len(), 3, "{doc}");
+    let short: u64 = stats.iter().map(|&n| 500u64.saturating_sub(n)).sum();
+    assert!(stats.iter().all(|&n| n <= 500) && short <= hook_runs_missed(&doc), "each worker thread counted exactly: {doc}");
 }
 
 /// The SigIgn mask of `grep` run under sysdiet, sysdiet itself started with

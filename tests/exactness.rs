@@ -27,8 +27,7 @@ fn check_env(name: &str, args: &[&str], skip: &[&str], env: &[(&str, &str)]) {
 /// Asserts the run's counts equal strace's; a failure says what else the
 /// run saw.
 fn assert_counts_as_strace(what: &str, oracle: &Counts, doc: &serde_json::Value, skip: &[&str]) {
-    let missed = doc["lost"]["hook_runs_missed"].as_u64().unwrap_or(0);
-    if let Err(e) = same_counts_but_missed(what, oracle, &counts_of(doc), skip, missed) {
+    if let Err(e) = same_counts_but_missed(what, oracle, &counts_of(doc), skip, hook_runs_missed(doc)) {
         panic!("{e}\nwhat sysdiet saw: {}", seen(doc));
     }
 }
@@ -207,8 +206,7 @@ fn threads_calling_localtime() {
     let compared = |c: &Counts| -> Counts {
         c.iter().filter(|(k, _)| ["newfstatat", "clone3", "execve", "openat", "read"].contains(&k.as_str())).map(|(k, v)| (k.clone(), *v)).collect()
     };
-    let missed = doc["lost"]["hook_runs_missed"].as_u64().unwrap_or(0);
-    same_counts_but_missed("threads", &compared(&oracle), &compared(&ours), &[], missed).unwrap();
+    same_counts_but_missed("threads", &compared(&oracle), &compared(&ours), &[], hook_runs_missed(&doc)).unwrap();
     assert!(ours["newfstatat"].0 > 0);
     assert_eq!(doc["processes"][0]["threads"].as_array().unwrap().len(), 5, "main + 4 threads");
 }
@@ -320,11 +318,19 @@ fn kept_programs_count_as_strace_run_after_run() {
     assert_counts_as_strace("manypaths, programs loaded", &oracle, &first, &[]);
     let second = until_borrowed(|| run(&keep, &argv));
     assert_counts_as_strace("manypaths, programs kept", &oracle, &second, &[]);
-    assert_eq!(argument_counts(&second), argument_counts(&first), "per-path counts after a reset");
-    // Stack samples dropped depend on how fast the reader keeps up.
+    // A call the kernel ran no hook for (7.x) leaves a path seen twice
+    // seen once: its row then differs, as the LOST line says.
+    if hook_runs_missed(&first) + hook_runs_missed(&second) == 0 {
+        assert_eq!(argument_counts(&second), argument_counts(&first), "per-path counts after a reset");
+    }
+    // Stack samples dropped depend on how fast the reader keeps up, and
+    // the hook's runs the kernel skipped on when other tasks ran.
     let counted_lost = |doc: &serde_json::Value| {
         let mut lost = doc["lost"].clone();
-        lost.as_object_mut().map(|l| l.remove("samples_dropped"));
+        lost.as_object_mut().map(|l| {
+            l.remove("samples_dropped");
+            l.remove("hook_runs_missed")
+        });
         lost
     };
     assert_eq!(counted_lost(&second), counted_lost(&first));

@@ -194,7 +194,8 @@ pub fn same_counts_but_missed(what: &str, strace: &Counts, sysdiet: &Counts, ski
             let (s, o) = (a.get(k).copied().unwrap_or_default(), b.get(k).copied().unwrap_or_default());
             (o.0 <= s.0 && o.1 <= s.1).then_some(s.0 - o.0)
         };
-        let shortfalls: Option<Vec<u64>> = a.keys().chain(b.keys()).map(short).collect();
+        let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+        let shortfalls: Option<Vec<u64>> = keys.into_iter().map(short).collect();
         if shortfalls.is_some_and(|s| s.iter().sum::<u64>() <= missed) {
             return Ok(());
         }
@@ -212,6 +213,17 @@ pub fn same_counts_but_missed(what: &str, strace: &Counts, sysdiet: &Counts, ski
     } else {
         Err(format!("{what}: counts differ from strace -f -c (hook runs missed: {missed}):\n  {}", diff.join("\n  ")))
     }
+}
+
+/// The syscall ends the kernel ran no sysdiet hook for during a run
+/// (`lost.hook_runs_missed`): how far short of exact its counts may be.
+pub fn hook_runs_missed(doc: &serde_json::Value) -> u64 {
+    doc["lost"]["hook_runs_missed"].as_u64().unwrap_or(0)
+}
+
+/// Whether `counted` is `exact`, or short of it by no more than `missed`.
+pub fn exact_but_missed(counted: u64, exact: u64, missed: u64) -> bool {
+    counted <= exact && exact - counted <= missed
 }
 
 /// A target process killed when the test ends, even by a failed assert.
