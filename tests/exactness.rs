@@ -267,6 +267,23 @@ fn the_legacy_programs_count_as_strace_does() {
     check_env("manykinds", &["50"], &[], LEGACY);
 }
 
+/// The backup hook that preemptible kernels load (sys_exit_backup, after
+/// sys_exit) counts only the syscall ends the kernel skipped sys_exit for:
+/// forced on here, where none is skipped, it counts nothing twice.
+#[test]
+fn the_backup_hook_counts_nothing_twice() {
+    if skip_without_bpf() {
+        return;
+    }
+    const BACKUP: &[(&str, &str)] = &[("SYSDIET_BACKUP_HOOK", "1")];
+    let out = sysdiet().arg("__programs").envs(BACKUP.iter().copied()).output().unwrap();
+    let loaded = String::from_utf8_lossy(&out.stdout);
+    assert!(loaded.contains("sys_exit ") && loaded.contains("sys_exit_backup "), "{loaded}");
+    check_env("timeloop", &["localtime", "2000"], &[], BACKUP);
+    check_env("manykinds", &["50"], &[], BACKUP);
+    check_env("pipeline", &["500"], &[], BACKUP);
+}
+
 /// Runs beside strace tracing other programs, all at once: each still
 /// counts exactly. (Debian 12's arm64 kernel under TCG lost every call of
 /// whole rounds of such runs: docs/kernels.md.)

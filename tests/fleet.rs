@@ -6,7 +6,7 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{skip_without_bpf, stderr_of, sysdiet, sysdiet_json, victim, which};
+use crate::common::{hook_runs_missed, skip_without_bpf, stderr_of, sysdiet, sysdiet_json, victim, which};
 
 /// Kills and reaps a child when dropped: a failed assertion leaves nothing running.
 struct Running(Child);
@@ -166,7 +166,14 @@ fn top_once_json_sees_a_victim_started_after_it_exactly() {
     for exe in &exes {
         let row = rows.iter().find(|r| r["executable"].as_str() == exe.to_str()).unwrap_or_else(|| panic!("no row for {}: {out}", exe.display()));
         let pid = row["pid"].as_u64().unwrap();
-        assert_eq!(calls(&doc, Some(pid)), calls(&run, None), "newfstatat of the {} row", exe.display());
+        // Either may be short by the syscall ends the kernel ran no hook of
+        // sysdiet's for (7.x), and says so.
+        let (watched, counted) = (calls(&doc, Some(pid)), calls(&run, None));
+        assert!(
+            watched.abs_diff(counted) <= hook_runs_missed(&doc) + hook_runs_missed(&run),
+            "newfstatat of the {} row: {watched} against {counted}",
+            exe.display()
+        );
         // Charged to its own row (other tests' timeloops have theirs).
         let tz = doc["findings"].as_array().unwrap().iter().filter(|f| f["id"] == "tz-unset");
         assert!(tz.clone().any(|f| f["pid"].as_u64() == Some(pid)), "no tz-unset for the {} row: {out}", exe.display());

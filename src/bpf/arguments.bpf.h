@@ -45,6 +45,7 @@ struct call {
 	__u8 failed;
 	__u8 req_bucket;
 	__u8 ret_bucket;
+	__u8 scratch; /* its path's slot of path_scratch: 1 in sys_exit_backup */
 	__s64 fd;
 	__u64 path_hash;
 	__u64 ns;
@@ -218,17 +219,18 @@ static __always_inline void summarise_once(struct call *c, __s64 keys, __s64 err
 	}
 }
 
-/* The path this call read is in this CPU's path_scratch (sys_exit read it
- * there; nothing else on this CPU runs in between). */
-static __always_inline void send_path(__u64 hash)
+/* The path this call read is in this CPU's path_scratch, in the slot of the
+ * hook that read it (sys_exit_backup runs while a preempted sys_exit may
+ * be between its read and this). */
+static __always_inline void send_path(const struct call *c)
 {
-	__u32 zero = 0, len;
-	struct path_record *r = bpf_map_lookup_elem(&path_scratch, &zero);
+	__u32 slot = c->scratch & 1, len;
+	struct path_record *r = bpf_map_lookup_elem(&path_scratch, &slot);
 
 	if (!r)
 		return;
 	r->kind = RECORD_PATH;
-	r->path_hash = hash;
+	r->path_hash = c->path_hash;
 	len = r->len; /* PATH_LEN + 1: cut (see sys_exit) */
 	if (len > PATH_LEN)
 		len = PATH_LEN;
@@ -587,7 +589,7 @@ static __always_inline void promote(struct task_state *ts, struct call *c, struc
 		}
 	}
 	if (c->kind == ARG_PATH && c->path_hash != PATH_HASH_UNREADABLE && c->path_hash != PATH_HASH_NULL)
-		send_path(c->path_hash);
+		send_path(c);
 }
 
 /* A hash of a call's key, for the thread's cache: its slot is picked by

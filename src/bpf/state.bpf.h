@@ -66,9 +66,27 @@ const volatile __u64 exits_wakeup_bytes = 0;
 /* The same for path strings and exec records: an eighth of theirs. */
 const volatile __u64 strings_wakeup_bytes = 0;
 
+/* sys_exit_backup is loaded: sys_exit marks this CPU's hook_busy while it
+ * runs. */
+const volatile __u8 backup_hook = 0;
+
 /* Set by sysdiet when it reads out: counts freeze, so that what it reads
  * from a live thread is all there is. */
 volatile __u32 stopped = 0;
+
+/* Whether sys_exit is running on this CPU (with backup_hook): a task's
+ * syscall end that finds it so was skipped by the kernel, whose hook runs
+ * one at a time on a CPU, and is counted by sys_exit_backup instead. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} hook_busy SEC(".maps");
+
+/* Syscall ends sys_exit_backup took over (sys_exit's recursion_misses less
+ * these were counted by neither). */
+__u64 backup_runs = 0;
 
 /* Targets' tasks made by fork, and targets' tasks that ended. With the
  * targets user space added, they bound how many may be alive: when none
@@ -255,10 +273,11 @@ struct {
 	__type(value, struct exit_record);
 } exit_scratch SEC(".maps");
 
-/* Where a path record is put together before it is sent, cut to size. */
+/* Where a path record is put together before it is sent, cut to size: a
+ * slot for sys_exit, one for sys_exit_backup. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, struct path_record);
 } path_scratch SEC(".maps");

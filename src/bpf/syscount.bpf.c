@@ -46,7 +46,7 @@ static __noinline int spill_call(struct task_state *ts, const struct call *c)
 
 /* sys_exit, of either variant: `legacy` is a constant, so each keeps only
  * its own code. */
-static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool legacy)
+static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool legacy, const bool backup)
 {
 	struct task_struct *t = current_task(legacy);
 	__u32 tid = legacy_tid(legacy);
@@ -102,6 +102,7 @@ static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool
 	if (!spec.traced)
 		return 0;
 	c.nr = id;
+	c.scratch = backup;
 	c.kind = spec.kind;
 	c.failed = is_error_return(ret);
 	if (latency) {
@@ -138,9 +139,9 @@ static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool
 		/* Read into this CPU's record, not the thread's storage: a
 		 * per-CPU map value costs the kernel's hardened-usercopy check
 		 * less than a slab object does. */
-		__u32 zero = 0;
+		__u32 slot = backup;
 		void *p = (void *)syscall_arg(regs, spec.arg);
-		struct path_record *r = p ? bpf_map_lookup_elem(&path_scratch, &zero) : NULL;
+		struct path_record *r = p ? bpf_map_lookup_elem(&path_scratch, &slot) : NULL;
 		long n = r ? bpf_probe_read_user_str(r->path, PATH_LEN, p) : -1;
 
 		/* Older kernels (6.1 and 5.10, seen) read the empty path (fstat's "") as 0
@@ -205,13 +206,36 @@ static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
-	return count_exit(regs, ret, false);
+	__u32 zero = 0, *busy = backup_hook ? bpf_map_lookup_elem(&hook_busy, &zero) : NULL;
+
+	if (busy)
+		*busy = 1;
+	count_exit(regs, ret, false, false);
+	if (busy)
+		*busy = 0;
+	return 0;
+}
+
+/* Where a syscall's hook can be preempted (7.x's lazy preemption, or full),
+ * another task's syscall end on that CPU finds it still running, and the
+ * kernel skips it there (its recursion_misses). This second hook, attached
+ * after sys_exit, counts such a call: sys_exit marked the CPU busy. Else
+ * it returns at once. */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sys_exit_backup, struct pt_regs *regs, long ret)
+{
+	__u32 zero = 0, *busy = bpf_map_lookup_elem(&hook_busy, &zero);
+
+	if (!busy || !*busy)
+		return 0;
+	__sync_fetch_and_add(&backup_runs, 1);
+	return count_exit(regs, ret, false, true);
 }
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit_legacy, struct pt_regs *regs, long ret)
 {
-	return count_exit(regs, ret, true);
+	return count_exit(regs, ret, true, false);
 }
 
 /* --latency only: stamps the call's start. */

@@ -131,3 +131,70 @@ mod tests {
         assert_eq!(read_kept(&path), None, "others may write it");
     }
 }
+
+/// Whether a syscall's hook may be preempted on this kernel, the kernel
+/// then skipping it for every other task's syscall end on that CPU until it
+/// resumes: so under the full, lazy (7.x's default) or real-time
+/// preemption models, not under none or voluntary. SYSDIET_BACKUP_HOOK=1
+/// (or 0) says so instead. Where it may, sys_exit_backup loads too.
+pub fn syscall_hooks_preemptible() -> bool {
+    match std::env::var("SYSDIET_BACKUP_HOOK").as_deref() {
+        Ok("1") => return true,
+        Ok("0") => return false,
+        _ => {}
+    }
+    let release = release();
+    let model = running_preemption(std::fs::read_to_string("/sys/kernel/debug/sched/preempt").ok().as_deref())
+        .or_else(|| booted_preemption(&std::fs::read_to_string("/proc/cmdline").unwrap_or_default()))
+        .or_else(|| built_preemption(&std::fs::read_to_string(format!("/boot/config-{release}")).unwrap_or_default()));
+    match model {
+        Some(m) => matches!(m, "full" | "lazy" | "rt"),
+        // 7.0 dropped none and voluntary where lazy is built (x86-64, arm64).
+        None => release.split('.').next().and_then(|major| major.parse::<u32>().ok()).is_some_and(|major| major >= 7),
+    }
+}
+
+/// The model debugfs says runs: "none voluntary (full) lazy".
+fn running_preemption(text: Option<&str>) -> Option<&'static str> {
+    let chosen = text?.split_whitespace().find(|w| w.starts_with('('))?.trim_matches(|c| c == '(' || c == ')');
+    model_named(chosen)
+}
+
+/// The model the kernel's command line asks for (`preempt=`).
+fn booted_preemption(cmdline: &str) -> Option<&'static str> {
+    cmdline.split_whitespace().find_map(|w| w.strip_prefix("preempt=")).and_then(model_named)
+}
+
+/// The model the kernel was built with, from its config.
+fn built_preemption(config: &str) -> Option<&'static str> {
+    let set = |name: &str| config.lines().any(|l| l == format!("CONFIG_{name}=y"));
+    [("PREEMPT_RT", "rt"), ("PREEMPT_LAZY", "lazy"), ("PREEMPT", "full"), ("PREEMPT_VOLUNTARY", "voluntary"), ("PREEMPT_NONE", "none")]
+        .into_iter()
+        .find(|(name, _)| set(name))
+        .map(|(_, model)| model)
+}
+
+fn model_named(name: &str) -> Option<&'static str> {
+    ["none", "voluntary", "full", "lazy", "rt"].into_iter().find(|m| *m == name)
+}
+
+#[cfg(test)]
+mod preemption_tests {
+    use super::*;
+
+    #[test]
+    fn the_preemption_model_is_read_from_debugfs_the_command_line_or_the_config() {
+        assert_eq!(running_preemption(Some("none voluntary (full) lazy\n")), Some("full"));
+        assert_eq!(running_preemption(Some("(none) voluntary full lazy")), Some("none"));
+        assert_eq!(running_preemption(None), None);
+        assert_eq!(booted_preemption("BOOT_IMAGE=/vmlinuz root=/dev/vda preempt=lazy quiet"), Some("lazy"));
+        assert_eq!(booted_preemption("root=/dev/vda quiet"), None);
+        // Debian 13's backports kernel (7.3) and this project's host (6.18).
+        assert_eq!(
+            built_preemption("CONFIG_PREEMPT_BUILD=y\n# CONFIG_PREEMPT is not set\nCONFIG_PREEMPT_LAZY=y\nCONFIG_PREEMPT_DYNAMIC=y\n"),
+            Some("lazy")
+        );
+        assert_eq!(built_preemption("CONFIG_PREEMPT_BUILD=y\nCONFIG_PREEMPT_NONE=y\nCONFIG_PREEMPTION=y\n"), Some("none"));
+        assert_eq!(built_preemption("CONFIG_PREEMPT_VOLUNTARY=y\nCONFIG_PREEMPT_DYNAMIC=y\n"), Some("voluntary"));
+    }
+}

@@ -392,7 +392,7 @@ impl BpfTracer {
                 return Err(e);
             }
         };
-        let misses_at_attach = hook_runs_missed(&programs);
+        let misses_at_attach = sys_exit_skipped(&programs).saturating_sub(backup_runs(&tables));
         Ok(BpfTracer {
             tables,
             options,
@@ -538,11 +538,12 @@ impl BpfTracer {
         Ok(lost)
     }
 
-    /// Syscall ends since the hooks were attached at which the kernel ran
-    /// no hook of ours: on any task of the host, so at most this many of
-    /// the targets' calls went uncounted.
+    /// Syscall ends since the hooks were attached that the kernel ran no
+    /// sys_exit for and sys_exit_backup did not count either: on any task
+    /// of the host, so at most this many of the targets' calls went
+    /// uncounted.
     fn hook_runs_missed(&self) -> u64 {
-        hook_runs_missed(&self.programs).saturating_sub(self.misses_at_attach)
+        sys_exit_skipped(&self.programs).saturating_sub(backup_runs(&self.tables)).saturating_sub(self.misses_at_attach)
     }
 
     /// Freezes the counts and the sampling, and lets programs already
@@ -678,18 +679,34 @@ fn program_infos(programs: &[(String, OwnedFd)]) -> Vec<(String, libbpf_sys::bpf
         .collect()
 }
 
-/// The runs of the syscall hooks (sys_exit, and sys_enter with --latency)
-/// the kernel skipped so far, because a run of the same program was under
-/// way on that CPU: since 7.x a syscall's hook can be preempted, and then
-/// another task's syscall end on that CPU finds it busy (5.12 and newer
-/// count them; 0 before).
-fn hook_runs_missed(programs: &[(String, OwnedFd)]) -> u64 {
-    program_infos(programs).iter().filter(|(name, _)| name.starts_with("sys_")).map(|(_, info)| info.recursion_misses).sum()
+/// The syscall ends sys_exit_backup counted so far.
+fn backup_runs(tables: &Tables) -> u64 {
+    // SAFETY: a field of the mapped .bss, which the programs add to.
+    unsafe { std::ptr::read_volatile(&tables.bss().backup_runs) }
+}
+
+/// The program that counts the syscall ends the kernel skipped sys_exit
+/// for (syscount.bpf.c), where hooks can be preempted.
+const BACKUP_HOOK: &str = "sys_exit_backup";
+
+/// The runs of sys_exit the kernel skipped so far, because a run of it was
+/// under way on that CPU (a syscall's hook can be preempted under full or
+/// lazy preemption, 7.x's default; 5.12 and newer count them, 0 before).
+fn sys_exit_skipped(programs: &[(String, OwnedFd)]) -> u64 {
+    program_infos(programs)
+        .iter()
+        .filter(|(name, _)| name.starts_with("sys_exit") && name != BACKUP_HOOK)
+        .map(|(_, info)| info.recursion_misses)
+        .sum()
 }
 
 fn attach_hooks(programs: &[(String, OwnedFd)], mut lent: Vec<(String, OwnedFd)>) -> Result<Vec<(String, OwnedFd)>> {
-    programs
-        .iter()
+    // A tracepoint runs its hooks in the order attached: the backup after
+    // the sys_exit whose skipped runs it takes over.
+    let mut ordered: Vec<_> = programs.iter().collect();
+    ordered.sort_by_key(|(name, _)| name == BACKUP_HOOK);
+    ordered
+        .into_iter()
         .filter(|(name, _)| !ticks::attaches(name))
         .map(|(name, fd)| {
             if let Some(at) = lent.iter().position(|(n, _)| n == name) {

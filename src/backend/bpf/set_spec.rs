@@ -131,6 +131,9 @@ impl SetSpec {
         // left 0 otherwise, so that a command's runs have the same set.
         rodata.self_tgid = if options.system_wide { std::process::id() } else { 0 };
         rodata.tick_ns = TICK_NS;
+        // The legacy programs' kernels (before 5.17) run a syscall's hooks
+        // with preemption off.
+        rodata.backup_hook = (variant == Variant::Current && super::features::syscall_hooks_preemptible()) as u8;
         rodata.sample_stacks = options.stacks as u8;
         rodata.sample_first_gap = SAMPLE_FIRST_GAP;
         rodata.sample_interval_ns = SAMPLE_INTERVAL_NS;
@@ -174,12 +177,13 @@ impl SetSpec {
             sample_wakeup_bytes,
             exits_wakeup_bytes,
             strings_wakeup_bytes,
+            backup_hook,
         } = rodata;
         // The specs as bytes: formatting 512 of them is a kept run's cost.
         let mut bytes: Vec<u8> = specs.iter().flat_map(|s| [s.traced, s.kind, s.arg, s.size_arg]).collect();
         let rest = (
             (variant, sys_enter, on_tick, samples_bytes, exits_bytes, strings_bytes, first_sightings),
-            (latency, keep_every_key, system_wide, self_tgid, tick_ns, sample_stacks),
+            (latency, keep_every_key, system_wide, self_tgid, tick_ns, sample_stacks, backup_hook),
             (sample_first_gap, sample_interval_ns, sample_wakeup_bytes, exits_wakeup_bytes, strings_wakeup_bytes),
         );
         bytes.extend_from_slice(format!("{:016x} {rest:?}", OBJECT_HASH).as_bytes());
@@ -236,6 +240,7 @@ impl SetSpec {
         }
         // The kernel's own tick, which takes over from the CPU clock
         // (ticks.rs): not in the legacy programs, which keep the clock.
+        p.sys_exit_backup.set_autoload(self.rodata.backup_hook != 0 && others && !legacy);
         let kernel_ticks = self.on_tick && others && !legacy;
         p.kernel_tick.set_autoload(kernel_ticks);
         p.find_tick_fn.set_autoload(kernel_ticks);
