@@ -30,11 +30,17 @@ fn escape_sequences_in_names_are_escaped_in_every_text_report() {
     assert_no_control_bytes(&text);
     assert!(text.contains("\\x1b]0;PWN\\x07"), "shown escaped: {text}");
 
-    // check lists it by its comm while it runs.
-    let mut running = std::process::Command::new(&evil).args(["/etc/hostname", "100000000"]).env_remove("TZ").spawn().unwrap();
-    let out = sysdiet().arg("check").output().unwrap();
-    let _ = running.kill();
-    let _ = running.wait();
+    // check lists it by its comm while it runs: in a PID namespace of their
+    // own, so that no other process without TZ (a busy host has dozens,
+    // and check shows 25) pushes it off the list.
+    let script = r#""$1" /etc/hostname 100000000 & sleep 0.3; "$2" check; kill $!"#;
+    let out = std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "sh", "-c", script, "sh"])
+        .arg(&evil)
+        .arg(env!("CARGO_BIN_EXE_sysdiet"))
+        .env_remove("TZ")
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("\\x1b]0;PWN"), "the process is listed, escaped: {text}");
     assert_no_control_bytes(&text);
