@@ -337,9 +337,12 @@ fn kept_programs_count_as_strace_run_after_run() {
     assert_counts_as_strace("manypaths, programs kept", &oracle, &second, &[]);
     // A call the kernel ran no hook for (7.x) leaves a path seen twice
     // seen once: its row then differs, as the LOST line says.
-    if hook_runs_missed(&first) + hook_runs_missed(&second) == 0 {
-        assert_eq!(argument_counts(&second), argument_counts(&first), "per-path counts after a reset");
-    }
+    let same_rows = |a: &serde_json::Value, b: &serde_json::Value, what: &str| {
+        if hook_runs_missed(a) + hook_runs_missed(b) == 0 {
+            assert_eq!(argument_counts(a), argument_counts(b), "{what}");
+        }
+    };
+    same_rows(&second, &first, "per-path counts after a reset");
     // Stack samples dropped depend on how fast the reader keeps up, and
     // the hook's runs the kernel skipped on when other tasks ran.
     let counted_lost = |doc: &serde_json::Value| {
@@ -354,7 +357,7 @@ fn kept_programs_count_as_strace_run_after_run() {
     let (third, kept) = run(&keep, &argv);
     assert!(kept, "given back clean, lent again");
     assert_counts_as_strace("manypaths, programs kept twice", &oracle, &third, &[]);
-    assert_eq!(argument_counts(&third), argument_counts(&first));
+    same_rows(&third, &first, "per-path counts, kept twice");
 
     // 100 paths twice: keys few enough for the programs to log them all, so
     // the read-out looks them up and the keeper deletes them by key (after
@@ -370,16 +373,16 @@ fn kept_programs_count_as_strace_run_after_run() {
             .count()
     };
     let (fresh, _) = run(&[("SYSDIET_KEEP", "0")], &small);
-    assert_eq!(paths(&fresh), 100, "every logged key read: {:?}", argument_counts(&fresh));
+    assert!(exact_but_missed(paths(&fresh) as u64, 100, hook_runs_missed(&fresh)), "every logged key read: {:?}", argument_counts(&fresh));
     for after in ["a run of 2,000 keys", "a run of 100"] {
         let (doc, kept) = run(&keep, &small);
         assert!(kept, "lent after {after}");
         assert_counts_as_strace("manypaths 100, programs kept", &small_oracle, &doc, &[]);
-        assert_eq!(argument_counts(&doc), argument_counts(&fresh), "per-path counts after {after}");
+        same_rows(&doc, &fresh, &format!("per-path counts after {after}"));
     }
     let (doc, kept) = run(&keep, &argv);
     assert!(kept);
-    assert_eq!(argument_counts(&doc), argument_counts(&first), "2,000 keys after a reset by key");
+    same_rows(&doc, &first, "2,000 keys after a reset by key");
 
     let (_, kept) = run(&[("SYSDIET_KEEP", "0")], &argv);
     assert!(!kept, "SYSDIET_KEEP=0 borrows nothing");

@@ -67,8 +67,10 @@ const volatile __u64 exits_wakeup_bytes = 0;
 const volatile __u64 strings_wakeup_bytes = 0;
 
 /* sys_exit_backup is loaded: sys_exit marks this CPU's hook_busy while it
- * runs. */
-const volatile __u8 backup_hook = 0;
+ * runs. A word, so that the section's own constants after the variables
+ * (find_tick_fn's names) start past the end of the struct user space
+ * writes, not in its padding. */
+const volatile __u64 backup_hook = 0;
 
 /* Set by sysdiet when it reads out: counts freeze, so that what it reads
  * from a live thread is all there is. */

@@ -133,7 +133,7 @@ impl SetSpec {
         rodata.tick_ns = TICK_NS;
         // The legacy programs' kernels (before 5.17) run a syscall's hooks
         // with preemption off.
-        rodata.backup_hook = (variant == Variant::Current && super::features::syscall_hooks_preemptible()) as u8;
+        rodata.backup_hook = (variant == Variant::Current && super::features::syscall_hooks_preemptible()) as u64;
         rodata.sample_stacks = options.stacks as u8;
         rodata.sample_first_gap = SAMPLE_FIRST_GAP;
         rodata.sample_interval_ns = SAMPLE_INTERVAL_NS;
