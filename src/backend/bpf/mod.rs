@@ -91,8 +91,8 @@ pub struct BpfTracer {
     syscall_ns: u64,
     /// Set by `stop`: whether a target was alive when counting stopped.
     live_at_stop: Option<bool>,
-    /// The syscall hooks' runs the kernel had skipped when they were
-    /// attached (`hook_runs_missed`).
+    /// sys_exit's runs the kernel had skipped, less those sys_exit_backup
+    /// took, when the hooks were attached (`hook_runs_missed`).
     misses_at_attach: u64,
 }
 
@@ -662,9 +662,6 @@ impl Tracer for BpfTracer {
     }
 }
 
-/// Attaches each program but the CPU time's (ticks.rs) to the tracepoint it was
-/// loaded for, but those `lent` attached already; each returned
-/// descriptor holds one attached.
 /// Each program's name and what the kernel says of it.
 fn program_infos(programs: &[(String, OwnedFd)]) -> Vec<(String, libbpf_sys::bpf_prog_info)> {
     programs
@@ -700,6 +697,9 @@ fn sys_exit_skipped(programs: &[(String, OwnedFd)]) -> u64 {
         .sum()
 }
 
+/// Attaches each program but the CPU time's (ticks.rs) to the tracepoint it was
+/// loaded for, but those `lent` attached already; each returned
+/// descriptor holds one attached.
 fn attach_hooks(programs: &[(String, OwnedFd)], mut lent: Vec<(String, OwnedFd)>) -> Result<Vec<(String, OwnedFd)>> {
     // A tracepoint runs its hooks in the order attached: the backup after
     // the sys_exit whose skipped runs it takes over.

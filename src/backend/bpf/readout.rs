@@ -187,7 +187,8 @@ pub fn file_into(
         out.add_errno(row(tgid).unwrap_or(tgid), nr, &crate::linux::errno::name(err), n);
     }
     // Syscalls made past a thread's own THREAD_SYSCALLS kinds, by process:
-    // each CPU's counts summed, their extremes kept.
+    // each CPU's counts summed, their extremes kept; a per-thread view
+    // shows them under the process's main thread.
     for (k, per_cpu) in read_all(&maps.syscall_spill)?.iter() {
         let [tgid, nr]: [u32; 2] = from_bytes(k);
         let pid = row(tgid).unwrap_or(tgid);
