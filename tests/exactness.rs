@@ -278,7 +278,10 @@ fn the_backup_hook_counts_nothing_twice() {
     const BACKUP: &[(&str, &str)] = &[("SYSDIET_BACKUP_HOOK", "1")];
     let out = sysdiet().arg("__programs").envs(BACKUP.iter().copied()).output().unwrap();
     let loaded = String::from_utf8_lossy(&out.stdout);
-    assert!(loaded.contains("sys_exit ") && loaded.contains("sys_exit_backup "), "{loaded}");
+    // The legacy programs' kernels (before 5.17) hook syscalls with
+    // preemption off: no backup there.
+    let legacy = loaded.contains("sys_exit_legacy ");
+    assert_eq!(loaded.contains("sys_exit_backup "), !legacy, "{loaded}");
     check_env("timeloop", &["localtime", "2000"], &[], BACKUP);
     check_env("manykinds", &["50"], &[], BACKUP);
     check_env("pipeline", &["500"], &[], BACKUP);
