@@ -167,7 +167,10 @@ fn booted_preemption(cmdline: &str) -> Option<&'static str> {
 
 /// The model the kernel was built with, from its config.
 fn built_preemption(config: &str) -> Option<&'static str> {
-    let set = |name: &str| config.lines().any(|l| l == format!("CONFIG_{name}=y"));
+    let set = |name: &str| {
+        let line = format!("CONFIG_{name}=y");
+        config.lines().any(|l| l == line)
+    };
     [("PREEMPT_RT", "rt"), ("PREEMPT_LAZY", "lazy"), ("PREEMPT", "full"), ("PREEMPT_VOLUNTARY", "voluntary"), ("PREEMPT_NONE", "none")]
         .into_iter()
         .find(|(name, _)| set(name))
