@@ -8,14 +8,14 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::os::fd::AsRawFd;
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 
 use super::fold::{Exited, KeyBudget};
 use super::maps::{from_bytes, read_all};
-use super::records::{ExeNames, PathOf, Record};
+use super::records::{errno_entries, spill_entries, ExeNames, PathOf, Record};
 use super::ring::Rings;
 use super::skel::types::{arg_key, arg_val, io_hist};
 use super::word_counts::WordCounts;
@@ -58,6 +58,9 @@ pub struct SweepMaps {
     pub hists: MapHandle,
     /// first_calls: the calls some entries count in their word.
     pub first_calls: MapHandle,
+    /// errno_stats and syscall_spill: what threads' own slots did not hold.
+    pub errnos: MapHandle,
+    pub spill: MapHandle,
 }
 
 /// pid -> fold row, published for the stack collector.
@@ -78,6 +81,9 @@ pub struct ExitReader {
     /// it said.
     ready: mpsc::Receiver<std::result::Result<(), String>>,
     started: std::sync::OnceLock<std::result::Result<(), String>>,
+    /// Held by a read-out of the live tables, which must not see a sweep
+    /// halfway: an entry moved meanwhile would be in neither place.
+    sweeps: Arc<Mutex<()>>,
 }
 
 impl ExitReader {
@@ -94,9 +100,16 @@ impl ExitReader {
         let (snap_tx, snap_rx) = mpsc::channel();
         let (done_tx, done) = mpsc::sync_channel(1);
         let reader_stop = stop.clone();
-        let asked = Requests { checkpoints: cp_rx, snapshots: snap_rx, done: done_tx };
+        let sweeps = Arc::new(Mutex::new(()));
+        let asked = Requests { checkpoints: cp_rx, snapshots: snap_rx, done: done_tx, sweeps: sweeps.clone() };
         std::thread::Builder::new().name("sysdiet-exits".into()).spawn(move || read(rings, sweep, folded, budget, &reader_stop, asked, ready_tx))?;
-        Ok(ExitReader { stop, checkpoint: cp_tx, snapshots: snap_tx, done, ready, started: Default::default() })
+        Ok(ExitReader { stop, checkpoint: cp_tx, snapshots: snap_tx, done, ready, started: Default::default(), sweeps })
+    }
+
+    /// No sweep until the guard is dropped: for a snapshot and the read of
+    /// the tables that goes with it.
+    pub fn hold_sweeps(&self) -> MutexGuard<'_, ()> {
+        self.sweeps.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Waits until the rings are mapped; an error if they could not be
@@ -184,6 +197,8 @@ struct Requests {
     /// unmapped (milliseconds, as mapping them was), which the thread then
     /// does on its own while the run reports.
     done: mpsc::SyncSender<Collected>,
+    /// Taken by each sweep; held by a read-out meanwhile (hold_sweeps).
+    sweeps: Arc<Mutex<()>>,
 }
 
 fn read(
@@ -249,6 +264,8 @@ fn read(
             break;
         }
         if !late && last_sweep.elapsed() >= SWEEP {
+            // Not while the tables are being read: the next turn.
+            let Ok(_sweeping) = asked.sweeps.try_lock() else { continue };
             if !to_sweep.is_empty() {
                 sweep_ended(&sweep, &mut out.exited, &mut to_sweep);
             }
@@ -271,15 +288,42 @@ fn read(
     std::mem::forget(rings);
 }
 
-/// Takes the argument entries of processes that ended (and whose pid is
-/// not in use again) out of the kernel's table, so that a long run never
-/// fills it: repeated ones into their row, one-shot ones (already in the
-/// summary) just deleted.
+/// Takes the entries of processes that ended (and whose pid is not in use
+/// again) out of the kernel's tables, so that a long run never fills
+/// them: repeated argument keys, spilled syscalls and errnos into their
+/// row, one-shot keys (already in the summary) just deleted.
 fn sweep_ended(maps: &SweepMaps, exited: &mut Exited, to_sweep: &mut HashSet<u32>) {
     let dead: HashSet<u32> = to_sweep.iter().copied().filter(|p| !std::path::Path::new(&format!("/proc/{p}")).exists()).collect();
     if dead.is_empty() {
         return;
     }
+    sweep_spilled(maps, exited, &dead);
+    sweep_arguments(maps, exited, &dead);
+    to_sweep.retain(|p| !dead.contains(p));
+}
+
+/// The spilled syscalls and errnos of `dead` processes, into their rows.
+fn sweep_spilled(maps: &SweepMaps, exited: &mut Exited, dead: &HashSet<u32>) {
+    if let Ok(entries) = read_all(&maps.spill) {
+        let mut gone = Vec::new();
+        for (k, tgid, stats) in spill_entries(&entries).filter(|(_, tgid, _)| dead.contains(tgid)) {
+            gone.extend_from_slice(k);
+            exited.add_swept_syscall(tgid, stats);
+        }
+        delete_all(&maps.spill, &gone);
+    }
+    if let Ok(entries) = read_all(&maps.errnos) {
+        let mut gone = Vec::new();
+        for (k, (tgid, nr, err, n)) in errno_entries(&entries).filter(|(_, (tgid, ..))| dead.contains(tgid)) {
+            gone.extend_from_slice(k);
+            exited.add_swept_errno(tgid, nr, err, n);
+        }
+        delete_all(&maps.errnos, &gone);
+    }
+}
+
+/// The argument entries of `dead` processes: repeated ones into their row.
+fn sweep_arguments(maps: &SweepMaps, exited: &mut Exited, dead: &HashSet<u32>) {
     let Ok(entries) = read_all(&maps.args) else { return };
     // Deleted in batches: one syscall per entry was most of the reader's
     // CPU on a host starting hundreds of processes a second.
@@ -305,7 +349,6 @@ fn sweep_ended(maps: &SweepMaps, exited: &mut Exited, to_sweep: &mut HashSet<u32
     }
     delete_all(&maps.hists, &gone_hists);
     delete_all(&maps.args, &gone);
-    to_sweep.retain(|p| !dead.contains(p));
 }
 
 /// Deletes `keys` (packed one after another) from `map`, in batches; one

@@ -93,6 +93,12 @@ pub struct Exited {
     /// Repeated argument entries of ended detailed processes, taken out of
     /// the kernel's table.
     pub swept: Vec<(arg_key, arg_val, Option<io_hist>)>,
+    /// Syscalls past a thread's own kinds (syscall_spill) of ended
+    /// detailed processes, taken out of the kernel's table: (tgid, counts).
+    pub swept_syscalls: Vec<(u32, SyscallStats)>,
+    /// Errnos past a thread's own slots (errno_stats) of ended detailed
+    /// processes, taken out of the kernel's table: (tgid, syscall, errno, calls).
+    pub swept_errnos: Vec<(u32, u32, u32, u64)>,
     /// By (program name, cgroup, executable): one program in two services
     /// is two rows, and so are two programs of one name.
     pub folds: HashMap<(String, u64, ExeId), Fold>,
@@ -181,6 +187,29 @@ impl Exited {
         self.add_folded(k.tgid, (k.nr, k.fd, k.path_hash), ArgSum { calls: v.calls, errors: v.errors, ns: v.ns, hist });
     }
 
+    /// A spilled syscall's counts of an ended process, taken out of the
+    /// kernel's table.
+    pub fn add_swept_syscall(&mut self, tgid: u32, stats: SyscallStats) {
+        match self.fold_of(tgid) {
+            Some(fold) => fold.stats.entry(stats.nr).or_insert_with(|| SyscallStats::new(stats.nr)).merge(&stats),
+            None => self.swept_syscalls.push((tgid, stats)),
+        }
+    }
+
+    /// A spilled errno's calls of an ended process, taken out of the
+    /// kernel's table.
+    pub fn add_swept_errno(&mut self, tgid: u32, nr: u32, err: u32, calls: u64) {
+        match self.fold_of(tgid) {
+            Some(fold) => *fold.errnos.entry((nr, err)).or_default() += calls,
+            None => self.swept_errnos.push((tgid, nr, err, calls)),
+        }
+    }
+
+    fn fold_of(&mut self, tgid: u32) -> Option<&mut Fold> {
+        let row = self.row_of(tgid)?;
+        self.folds.values_mut().find(|f| f.row == row)
+    }
+
     /// An argument key's calls, to `tgid`'s fold row, within the budget.
     fn add_folded(&mut self, tgid: u32, key: ArgKey, sum: ArgSum) {
         let Some(row) = self.row_of(tgid) else { return };
@@ -263,6 +292,24 @@ mod tests {
         assert_eq!(fold("a").args[&(4, 0, 1)].calls, 9);
         assert_eq!(fold("b").args.len(), 1);
         assert_eq!(e.over_budget, 2 * 2 + 5, "a's 4th and 5th keys, b's 2nd");
+    }
+
+    #[test]
+    fn swept_spills_go_to_a_folded_process_row_or_stay_by_pid() {
+        let mut e = Exited::default();
+        for pid in 100..100 + DETAILED as u32 + 1 {
+            e.add_thread(thread(pid, pid, "mk", 1));
+        }
+        let folded = 100 + DETAILED as u32;
+        let spilled = |calls| SyscallStats { calls, ..SyscallStats::new(39) };
+        e.add_swept_syscall(folded, spilled(4));
+        e.add_swept_errno(folded, 2, 2, 5);
+        e.add_swept_syscall(100, spilled(6));
+        e.add_swept_errno(100, 2, 13, 7);
+        let fold = &e.folds[&("mk".to_string(), 0, (7, 1))];
+        assert_eq!((fold.stats[&39].calls, fold.errnos[&(2, 2)]), (1 + 4, 1 + 5), "added to what its thread brought");
+        assert_eq!(e.swept_syscalls.iter().map(|(p, s)| (*p, s.calls)).collect::<Vec<_>>(), vec![(100, 6)]);
+        assert_eq!(e.swept_errnos, vec![(100, 2, 13, 7)]);
     }
 
     #[test]

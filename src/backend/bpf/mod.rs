@@ -367,7 +367,13 @@ impl BpfTracer {
         let handle = |m| libbpf_rs::MapHandle::try_from(m).map_err(bpf_error);
         let exits = ExitReader::spawn(
             vec![handle(&tables.exits)?, handle(&tables.strings)?],
-            SweepMaps { args: handle(&tables.arg_stats)?, hists: handle(&tables.io_hists)?, first_calls: handle(&tables.first_calls)? },
+            SweepMaps {
+                args: handle(&tables.arg_stats)?,
+                hists: handle(&tables.io_hists)?,
+                first_calls: handle(&tables.first_calls)?,
+                errnos: handle(&tables.errno_stats)?,
+                spill: handle(&tables.syscall_spill)?,
+            },
             std::sync::Arc::clone(&folded),
             // A host watched for hours: ended programs' keys are bounded.
             if options.system_wide { fold::KeyBudget::host() } else { fold::KeyBudget::UNBOUNDED },
@@ -613,6 +619,7 @@ impl BpfTracer {
         if let Some(e) = &self.exits {
             e.started()?;
         }
+        let _no_sweep = self.exits.as_ref().map(|e| e.hold_sweeps());
         let collected = self.exits.as_ref().map(|e| e.snapshot()).unwrap_or_default();
         collected.whole()?;
         let live = readout::live_threads(&self.tables, self.variant);

@@ -14,10 +14,10 @@ use super::features::Variant;
 use super::fold::Fold;
 use super::maps::{bpf_error, bytes_of, c_string, from_bytes, percpu_stride, read_all, read_keys};
 use super::records::{
-    brk_change_of, errnos_of, exe_id_of, mask_change_of, syscall_stats, timeout_of, used, ExeNames, PathOf, PathText, Record, ThreadCounts,
-    NULL_PATH, UNREADABLE_PATH,
+    brk_change_of, errno_entries, errnos_of, exe_id_of, mask_change_of, spill_entries, timeout_of, used, ExeNames, PathOf, PathText, Record,
+    ThreadCounts, NULL_PATH, UNREADABLE_PATH,
 };
-use super::skel::types::{arg_key, arg_slot, arg_val, io_hist, lost_counter, once_summary, sys_val, target_state, task_state};
+use super::skel::types::{arg_key, arg_slot, arg_val, io_hist, lost_counter, once_summary, target_state, task_state};
 use super::tables::Tables;
 use super::word_counts::WordCounts;
 use crate::error::Result;
@@ -74,8 +74,8 @@ impl Paths {
     }
 
     /// Ends a read: strings that none of the last `keep` reads used are
-    /// forgotten. More than one: a key swept out of the kernel's table
-    /// during a read is in neither place for that one read.
+    /// forgotten. More than one: a key one read misses keeps its string.
+    /// (No sweep runs during a read: ExitReader::hold_sweeps.)
     pub fn forget_unused(&mut self, keep: u64) {
         let read = self.read;
         let Some(last) = &mut self.last else { return };
@@ -145,6 +145,12 @@ pub fn file_into(
     for (k, v, h) in &exited.swept {
         out.add_argument(arg_entry(k, v, h.as_ref(), k.tgid, path_of));
     }
+    for (tgid, stats) in &exited.swept_syscalls {
+        out.add_syscall(*tgid, *tgid, stats.clone());
+    }
+    for &(tgid, nr, err, n) in &exited.swept_errnos {
+        out.add_errno(tgid, nr, &crate::linux::errno::name(err), n);
+    }
     for f in exited.folds.values() {
         add_fold(out, f, names, tick_ns, path_of, &mut lost);
     }
@@ -181,21 +187,15 @@ pub fn file_into(
         out.add_argument(arg_entry(&key, &v, hist.as_ref(), row(key.tgid).unwrap_or(key.tgid), path_of));
     }
     // Per-CPU maps in one batch read each, not a syscall per key and CPU.
-    for (k, per_cpu) in read_all(&maps.errno_stats)?.iter() {
-        let [tgid, nr, err, _]: [u32; 4] = from_bytes(k);
-        let n: u64 = per_cpu.chunks_exact(percpu_stride(8)).map(from_bytes::<u64>).sum();
+    for (_, (tgid, nr, err, n)) in errno_entries(&read_all(&maps.errno_stats)?) {
         out.add_errno(row(tgid).unwrap_or(tgid), nr, &crate::linux::errno::name(err), n);
     }
-    // Syscalls made past a thread's own THREAD_SYSCALLS kinds, by process:
-    // each CPU's counts summed, their extremes kept; a per-thread view
-    // shows them under the process's main thread.
-    for (k, per_cpu) in read_all(&maps.syscall_spill)?.iter() {
-        let [tgid, nr]: [u32; 2] = from_bytes(k);
+    // Syscalls made past a thread's own THREAD_SYSCALLS kinds, by process;
+    // a per-thread view shows them under the process's main thread.
+    for (_, tgid, stats) in spill_entries(&read_all(&maps.syscall_spill)?) {
         let pid = row(tgid).unwrap_or(tgid);
-        for v in per_cpu.chunks_exact(percpu_stride(std::mem::size_of::<sys_val>())).map(from_bytes::<sys_val>) {
-            if v.calls > 0 {
-                out.add_syscall(pid, pid, syscall_stats(nr, &v));
-            }
+        if stats.calls > 0 {
+            out.add_syscall(pid, pid, stats);
         }
     }
     for (k, per_cpu) in read_all(&maps.once_summary)?.iter() {

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::mem::offset_of;
 
-use super::maps::{c_string, from_bytes};
+use super::maps::{c_string, from_bytes, percpu_stride, MapEntries};
 use super::skel::array_len;
 use super::skel::types::{
     arg_slot, errno_slot, exec_record, exit_entry, exit_record, path_record, record_kind, slot_record, stack_sample, sys_val, task_state,
@@ -187,6 +187,28 @@ impl Record {
 pub fn used(ts: &task_state) -> Vec<SyscallStats> {
     let n = (ts.syscalls_used as usize).min(ts.stats.len());
     ts.stat_nr[..n].iter().zip(&ts.stats[..n]).filter(|(_, s)| s.calls > 0).map(|(&nr, s)| syscall_stats(u32::from(nr), s)).collect()
+}
+
+/// errno_stats' entries (per-CPU): each key's bytes, and its (tgid,
+/// syscall, errno, calls), every CPU's part summed.
+pub fn errno_entries(map: &MapEntries) -> impl Iterator<Item = (&[u8], (u32, u32, u32, u64))> {
+    map.iter().map(|(k, per_cpu)| {
+        let [tgid, nr, err, _]: [u32; 4] = from_bytes(k);
+        (k, (tgid, nr, err, per_cpu.chunks_exact(percpu_stride(8)).map(from_bytes::<u64>).sum()))
+    })
+}
+
+/// syscall_spill's entries (per-CPU): each key's bytes, its process, and
+/// its syscall's counts, every CPU's part merged.
+pub fn spill_entries(map: &MapEntries) -> impl Iterator<Item = (&[u8], u32, SyscallStats)> {
+    map.iter().map(|(k, per_cpu)| {
+        let [tgid, nr]: [u32; 2] = from_bytes(k);
+        let mut stats = SyscallStats::new(nr);
+        for v in per_cpu.chunks_exact(percpu_stride(std::mem::size_of::<sys_val>())).map(from_bytes::<sys_val>) {
+            stats.merge(&syscall_stats(nr, &v));
+        }
+        (k, tgid, stats)
+    })
 }
 
 /// One syscall's counts, as the kernel side keeps them, in the model's terms.
