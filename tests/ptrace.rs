@@ -9,9 +9,14 @@ use std::time::Duration;
 
 /// `sysdiet run --backend ptrace --json` on `argv`: the counts.
 fn ptrace_counts(args: &[&str], argv: &[&str]) -> (serde_json::Value, Counts) {
+    ptrace_counts_env(args, argv, &[])
+}
+
+/// The same, with these variables set for sysdiet.
+fn ptrace_counts_env(args: &[&str], argv: &[&str], env: &[(&str, &str)]) -> (serde_json::Value, Counts) {
     let mut all = vec!["--backend", "ptrace"];
     all.extend_from_slice(args);
-    let (doc, out) = sysdiet_json(&all, argv);
+    let (doc, out) = sysdiet_json_env(&all, argv, env);
     assert!(out.status.success(), "{argv:?}: {}", stderr_of(&out));
     assert_eq!(doc["run"]["backend"], "ptrace");
     assert!(doc["run"].get("bpf_programs").is_none(), "ptrace names no BPF programs");
@@ -51,6 +56,52 @@ fn counts_equal_strace_c_on_the_victims() {
     for expr in ["trace=%file", "trace=!close,ioctl"] {
         assert_same_counts(expr, &strace_counts(&["-e", expr], &argv), &ptrace_counts(&["-e", expr], &argv).1, &[]);
     }
+}
+
+/// Before Linux 5.3 (Debian 10's 4.19, RHEL 8's 4.18) the kernel has no
+/// PTRACE_GET_SYSCALL_INFO: a stop is read from the registers, its entry
+/// and exit told apart by turns. That way forced, on any kernel: the counts
+/// strace makes, and the argument keys the kernel's own report gives,
+/// through threads, forks, execs, signals and failing calls.
+#[test]
+fn counts_equal_strace_c_through_the_registers() {
+    const REGISTERS: &[(&str, &str)] = &[("SYSDIET_PTRACE_SYSCALL_INFO", "0")];
+    let victims: &[(&str, &[&str])] = &[
+        ("timeloop", &["localtime", "500"]),
+        ("sigprocmask", &["1000"]),
+        ("failing", &["100"]),
+        ("pipeline", &["50"]),
+        ("manykinds", &["3"]),
+        ("openclose", &["/etc/passwd", "300"]),
+    ];
+    // What each report says of its argument keys, but their time and sites.
+    let keys = |doc: &serde_json::Value| -> Vec<String> {
+        let mut keys: Vec<String> = doc["arguments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| format!("{} {} {} {}", a["syscall"], a["argument"], a["calls"], a["errors"]))
+            .collect();
+        keys.sort();
+        keys
+    };
+    for (name, args) in victims {
+        let exe = victim(name);
+        let mut argv = vec![exe.to_str().unwrap()];
+        argv.extend_from_slice(args);
+        let (doc, ours) = ptrace_counts_env(&[], &argv, REGISTERS);
+        assert_same_counts(name, &strace_counts(&[], &argv), &ours, &[]);
+        assert_eq!(doc["lost"]["compat_syscalls"], 0);
+        let (told, _) = ptrace_counts(&[], &argv);
+        assert_eq!(keys(&doc), keys(&told), "{name}'s argument keys");
+    }
+    // Threads: how often they wait on each other, and glibc's stacks they
+    // unmap, are each run's own; their stat calls are not.
+    let exe = victim("threads");
+    let argv = [exe.to_str().unwrap(), "4", "100"];
+    let (doc, ours) = ptrace_counts_env(&[], &argv, REGISTERS);
+    assert_eq!(doc["processes"][0]["threads"].as_array().unwrap().len(), 5, "main + 4 threads");
+    assert_eq!(ours["newfstatat"].0, strace_counts(&[], &argv)["newfstatat"].0);
 }
 
 /// Thread counts and the processes of a fork/exec tree are followed.

@@ -28,6 +28,7 @@ use crate::error::{Error, Result};
 use crate::linux::syscalls;
 use crate::model::builder::{TaskRecord, TraceBuilder};
 use crate::model::{Argument, Exit, Lost, TimeKind};
+use ::syscalls::Sysno;
 use sys::SyscallStop;
 
 /// A stack sample per thread at most this often (the BPF side's budget).
@@ -38,9 +39,11 @@ pub const NAME: &str = "ptrace";
 /// Bytes of stack copied above the stack pointer per sample.
 const STACK_BYTES: usize = 16 * 1024;
 
-const NR_EXECVE: u32 = 59;
-const NR_EXIT: u32 = 60;
-const NR_EXIT_GROUP: u32 = 231;
+const NR_EXECVE: u32 = Sysno::execve.id() as u32;
+const NR_EXIT: u32 = Sysno::exit.id() as u32;
+const NR_EXIT_GROUP: u32 = Sysno::exit_group.id() as u32;
+/// The calls after which a process's mappings are read again.
+const MAPPING_CHANGES: [Sysno; 5] = [Sysno::mmap, Sysno::mprotect, Sysno::munmap, Sysno::mremap, Sysno::remap_file_pages];
 
 /// Where stack samples and the mappings they need go (stacks/ unwinds them).
 pub trait SampleSink {
@@ -69,6 +72,11 @@ struct Tracee {
     exec_exit: bool,
     /// A new task's first stop is its attach stop, not a group-stop.
     fresh: bool,
+    /// Its last syscall stop was an entry: the next is that call's exit
+    /// (what tells them apart where the kernel does not say, before 5.3).
+    /// A new task's first is an entry: the kernel stops syscall tracing in
+    /// a child, and an attached task's call in progress is restarted.
+    in_syscall: bool,
     mask: MaskState,
     brk: BrkState,
     /// What rules read of its environment at its exec.
@@ -273,6 +281,8 @@ impl Ptracer {
                 let comm = std::fs::read_to_string(format!("/proc/{tid}/comm")).map(|c| c.trim_end().to_string()).unwrap_or_default();
                 let environment = std::fs::read(format!("/proc/{tid}/environ")).ok().map(|b| crate::target::environment_of_block(&b));
                 let t = self.tasks.entry(tid).or_default();
+                // Its next syscall stop is execve's exit.
+                t.in_syscall = true;
                 t.tgid = tid;
                 t.comm = comm;
                 t.environment = environment;
@@ -328,8 +338,13 @@ impl Ptracer {
     }
 
     fn syscall_stop(&mut self, tid: u32, sink: Option<&mut dyn SampleSink>) {
-        let Ok(stop) = sys::syscall_stop(tid) else { return };
         let Some(t) = self.tasks.get_mut(&tid) else { return };
+        let Ok(stop) = sys::syscall_stop(tid, t.in_syscall) else { return };
+        match stop {
+            SyscallStop::Entry { .. } => t.in_syscall = true,
+            SyscallStop::Exit { .. } => t.in_syscall = false,
+            SyscallStop::Unknown => {}
+        }
         match stop {
             SyscallStop::Entry { nr, args, compat } => {
                 if compat {
@@ -379,8 +394,7 @@ impl Ptracer {
             call.argument =
                 keys::argument(spec.arg, tid, &entry.args, entry.timeout, rval, failed, &mut t.mask, &mut t.brk, &mut call, &mut self.lost);
         }
-        if matches!(nr, 9 | 10 | 11 | 25 | 216) {
-            // mmap, mprotect, munmap, mremap, remap_file_pages
+        if MAPPING_CHANGES.iter().any(|s| s.id() as u32 == nr) {
             self.dirty_maps.insert(tgid, true);
         }
         t.since_sample += 1;

@@ -1,9 +1,11 @@
 //! The few raw calls the ptrace tracer makes that nix does not wrap:
 //! PTRACE_GET_SYSCALL_INFO (one call for a stop's syscall, its arguments
-//! or its result), the user registers, and reads of the tracee's memory
+//! or its result; the registers before Linux 5.3), the user registers, and reads of the tracee's memory
 //! with process_vm_readv (no stop needed, a page at a time).
 
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Once;
 
 use crate::linux::arch;
 pub use crate::linux::arch::UserRegs;
@@ -32,7 +34,37 @@ pub enum SyscallStop {
     Unknown,
 }
 
-pub fn syscall_stop(tid: u32) -> io::Result<SyscallStop> {
+/// Whether syscall stops are read with PTRACE_GET_SYSCALL_INFO: until a
+/// kernel before 5.3 refuses it (EIO), or SYSDIET_PTRACE_SYSCALL_INFO=0
+/// says not to (tests of the other way, on any kernel).
+static SYSCALL_INFO: AtomicBool = AtomicBool::new(true);
+static SYSCALL_INFO_ASKED: Once = Once::new();
+
+/// What stop `tid` is at. `in_syscall`: whether its last syscall stop was
+/// an entry, which tells an exit from an entry where the kernel cannot.
+pub fn syscall_stop(tid: u32, in_syscall: bool) -> io::Result<SyscallStop> {
+    SYSCALL_INFO_ASKED.call_once(|| {
+        if std::env::var_os("SYSDIET_PTRACE_SYSCALL_INFO").is_some_and(|v| v == "0") {
+            SYSCALL_INFO.store(false, Ordering::Relaxed);
+        }
+    });
+    if SYSCALL_INFO.load(Ordering::Relaxed) {
+        match syscall_info(tid) {
+            Err(e) if e.raw_os_error() == Some(libc::EIO) => SYSCALL_INFO.store(false, Ordering::Relaxed),
+            said => return said,
+        }
+    }
+    let regs = nix::sys::ptrace::getregs(nix::unistd::Pid::from_raw(tid as i32)).map_err(io::Error::from)?;
+    Ok(if in_syscall {
+        let rval = arch::syscall_return(&regs);
+        SyscallStop::Exit { rval, is_error: (-4095..0).contains(&rval) }
+    } else {
+        let (nr, args, compat) = arch::syscall_entry(&regs);
+        SyscallStop::Entry { nr, args, compat }
+    })
+}
+
+fn syscall_info(tid: u32) -> io::Result<SyscallStop> {
     let mut info = RawInfo::default();
     // SAFETY: the kernel writes at most `size` bytes into `info`.
     let n = unsafe { libc::ptrace(PTRACE_GET_SYSCALL_INFO, tid as libc::pid_t, std::mem::size_of::<RawInfo>(), &mut info as *mut RawInfo) };

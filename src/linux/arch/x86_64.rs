@@ -19,6 +19,19 @@ pub fn user_regs(r: &libc::user_regs_struct) -> UserRegs {
     UserRegs { ip: r.rip, sp: r.rsp, fp: r.rbp, lr: 0 }
 }
 
+/// A syscall-entry stop read from the registers (kernels before
+/// PTRACE_GET_SYSCALL_INFO, 5.3): its number, its arguments, and whether
+/// it came through the 32-bit entry (a 32-bit code segment; an `int 0x80`
+/// from 64-bit code is not told apart, as strace could not before 5.3).
+pub fn syscall_entry(r: &libc::user_regs_struct) -> (u64, [u64; 6], bool) {
+    (r.orig_rax, [r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9], r.cs == 0x23)
+}
+
+/// A syscall-exit stop's return value, read from the registers.
+pub fn syscall_return(r: &libc::user_regs_struct) -> i64 {
+    r.rax as i64
+}
+
 /// The syscalls only x86-64 has (the legacy calls asm-generic left out,
 /// and its own), with strace's classes and what sysdiet fingerprints.
 pub static SYSCALLS: &[SyscallInfo] = &[
