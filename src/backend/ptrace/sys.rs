@@ -5,7 +5,6 @@
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Once;
 
 use crate::linux::arch;
 pub use crate::linux::arch::UserRegs;
@@ -35,19 +34,12 @@ pub enum SyscallStop {
 }
 
 /// Whether syscall stops are read with PTRACE_GET_SYSCALL_INFO: until a
-/// kernel before 5.3 refuses it (EIO), or SYSDIET_PTRACE_SYSCALL_INFO=0
-/// says not to (tests of the other way, on any kernel).
+/// kernel before 5.3 refuses it (EIO).
 static SYSCALL_INFO: AtomicBool = AtomicBool::new(true);
-static SYSCALL_INFO_ASKED: Once = Once::new();
 
 /// What stop `tid` is at. `in_syscall`: whether its last syscall stop was
 /// an entry, which tells an exit from an entry where the kernel cannot.
 pub fn syscall_stop(tid: u32, in_syscall: bool) -> io::Result<SyscallStop> {
-    SYSCALL_INFO_ASKED.call_once(|| {
-        if std::env::var_os("SYSDIET_PTRACE_SYSCALL_INFO").is_some_and(|v| v == "0") {
-            SYSCALL_INFO.store(false, Ordering::Relaxed);
-        }
-    });
     if SYSCALL_INFO.load(Ordering::Relaxed) {
         match syscall_info(tid) {
             Err(e) if e.raw_os_error() == Some(libc::EIO) => SYSCALL_INFO.store(false, Ordering::Relaxed),
