@@ -206,10 +206,11 @@ fn attach_lets_the_target_go() {
     let target = Running(Command::new(&exe).args(["/etc/passwd", "1000000000"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
     let pid = target.0.id();
     std::thread::sleep(Duration::from_millis(100));
-    let out = sysdiet().args(["attach", "--backend", "ptrace", "--json", "-o", "-", "-p", &pid.to_string(), "--duration", "300ms"]).output().unwrap();
+    let out = sysdiet().args(["attach", "--backend", "ptrace", "--json", "-o", "-", "-p", &pid.to_string(), "--duration", "1s"]).output().unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(counts_of(&doc)["newfstatat"].0 > 100);
+    // Any number: under TCG (ci/kernels) a stat takes milliseconds.
+    assert!(counts_of(&doc).get("newfstatat").is_some_and(|c| c.0 > 0 && c.1 == 0), "{:?}", counts_of(&doc));
     assert_eq!(doc["run"]["interrupted"], false, "--duration ran out: not an interruption");
     std::thread::sleep(Duration::from_millis(100));
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -233,6 +234,11 @@ fn exit_status_and_a_killed_tracer() {
     std::thread::sleep(Duration::from_millis(200));
     tracer.kill().unwrap();
     tracer.wait().unwrap();
-    std::thread::sleep(Duration::from_millis(900));
+    // However slow the machine (a guest under TCG): it gets there, or it
+    // was left stopped.
+    let t0 = std::time::Instant::now();
+    while !marker.exists() && t0.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert!(marker.exists(), "the command ran on after sysdiet died");
 }
