@@ -228,17 +228,20 @@ fn exit_status_and_a_killed_tracer() {
     assert_eq!(status("kill -TERM $$"), Some(143));
 
     let dir = tempfile::tempdir().unwrap();
-    let marker = dir.path().join("ran");
-    let script = format!("sleep 0.6; touch {}", marker.display());
+    let (started, marker) = (dir.path().join("started"), dir.path().join("ran"));
+    let script = format!("touch {}; sleep 1; touch {}", started.display(), marker.display());
     let mut tracer = sysdiet().args(["run", "--backend", "ptrace", "--", "sh", "-c", &script]).stderr(Stdio::null()).spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(200));
+    // However slow the machine (a guest under TCG): killed while the
+    // command runs traced, which then gets to its end, or was left stopped.
+    let waited = |path: &std::path::Path| {
+        let t0 = std::time::Instant::now();
+        while !path.exists() && t0.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        path.exists()
+    };
+    assert!(waited(&started), "the command started");
     tracer.kill().unwrap();
     tracer.wait().unwrap();
-    // However slow the machine (a guest under TCG): it gets there, or it
-    // was left stopped.
-    let t0 = std::time::Instant::now();
-    while !marker.exists() && t0.elapsed() < Duration::from_secs(60) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(marker.exists(), "the command ran on after sysdiet died");
+    assert!(waited(&marker), "the command ran on after sysdiet died");
 }
