@@ -112,6 +112,29 @@ fn serve_feeds_a_real_prometheus_the_rate_and_the_finding() {
     drop(serve);
 }
 
+/// `sysdiet top --once --json` with a window longer than any test takes,
+/// even in a guest under TCG, to be ended by `interrupted`; returned once
+/// counting has started.
+fn top_window() -> Running {
+    let mut top =
+        Running(sysdiet().args(["top", "--once", "--json", "--interval", "1h"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
+    // Counting starts before this line.
+    let mut line = String::new();
+    BufReader::new(top.0.stderr.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.starts_with("sysdiet top: counting every task's syscalls"), "{line}");
+    top
+}
+
+/// Ctrl-C to a `top_window`: the window so far, as JSON and as printed.
+fn interrupted(mut top: Running) -> (serde_json::Value, String) {
+    // SAFETY: signals our own child.
+    unsafe { libc::kill(top.0.id() as i32, libc::SIGINT) };
+    let mut out = String::new();
+    top.0.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    assert_eq!(top.0.wait().unwrap().code(), Some(128 + libc::SIGINT), "Ctrl-C's status");
+    (serde_json::from_str(&out).unwrap(), out)
+}
+
 #[test]
 fn top_once_json_sees_a_victim_started_after_it_exactly() {
     if skip_without_bpf() {
@@ -128,14 +151,7 @@ fn top_once_json_sees_a_victim_started_after_it_exactly() {
     for exe in &exes {
         std::fs::copy(victim("timeloop"), exe).unwrap();
     }
-    // A window longer than the victims take even in a guest under TCG,
-    // ended by Ctrl-C once they are done: the window so far is printed.
-    let mut top =
-        Running(sysdiet().args(["top", "--once", "--json", "--interval", "1h"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
-    // Counting starts before this line.
-    let mut line = String::new();
-    BufReader::new(top.0.stderr.take().unwrap()).read_line(&mut line).unwrap();
-    assert!(line.starts_with("sysdiet top: counting every task's syscalls"), "{line}");
+    let top = top_window();
     // Without cargo's LD_LIBRARY_PATH, as `run` starts it: the loader
     // would probe its directories.
     for exe in &exes {
@@ -143,12 +159,7 @@ fn top_once_json_sees_a_victim_started_after_it_exactly() {
             Command::new(exe).args(["localtime", CALLS]).env_remove("TZ").env_remove("LD_LIBRARY_PATH").stdout(Stdio::null()).status().unwrap();
         assert!(status.success());
     }
-    // SAFETY: signals our own child.
-    unsafe { libc::kill(top.0.id() as i32, libc::SIGINT) };
-    let mut out = String::new();
-    top.0.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    assert_eq!(top.0.wait().unwrap().code(), Some(128 + libc::SIGINT), "Ctrl-C's status");
-    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let (doc, out) = interrupted(top);
     assert_eq!(doc["version"], 1);
     // The whole host ticks every CPU for as long as it is watched: at
     // 4 ms once past the fine start, a quarter of a command's rate.
@@ -236,20 +247,11 @@ fn ended_processes_spilled_syscalls_are_swept_out_and_still_counted() {
     let dir = tempfile::tempdir().unwrap();
     let exe = dir.path().join("mk-sweep");
     std::fs::copy(victim("manykinds"), &exe).unwrap();
-    let mut top =
-        Running(sysdiet().args(["top", "--once", "--json", "--interval", "1h"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
-    let mut line = String::new();
-    BufReader::new(top.0.stderr.take().unwrap()).read_line(&mut line).unwrap();
-    assert!(line.starts_with("sysdiet top: counting every task's syscalls"), "{line}");
+    let top = top_window();
     let script = format!("for i in $(seq 1 {PROCESSES}); do {} 1 2>/dev/null || exit 1; sleep 0.005; done", exe.display());
     let status = Command::new("bash").args(["-c", &script]).env_remove("LD_LIBRARY_PATH").stdout(Stdio::null()).status().unwrap();
     assert!(status.success());
-    // SAFETY: signals our own child.
-    unsafe { libc::kill(top.0.id() as i32, libc::SIGINT) };
-    let mut out = String::new();
-    top.0.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    assert_eq!(top.0.wait().unwrap().code(), Some(128 + libc::SIGINT), "Ctrl-C's status");
-    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let (doc, out) = interrupted(top);
     assert_eq!(doc["lost"]["syscall_spill_full"].as_u64().unwrap_or(0), 0, "{}", doc["lost"]);
     let pid =
         doc["programs"].as_array().unwrap().iter().find(|p| p["program"] == "mk-sweep").unwrap_or_else(|| panic!("no row: {out}"))["pid"].clone();
