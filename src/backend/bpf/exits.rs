@@ -8,7 +8,7 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::os::fd::AsRawFd;
-use std::sync::{mpsc, Arc, Mutex, MutexGuard};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
@@ -265,7 +265,11 @@ fn read(
         }
         if !late && last_sweep.elapsed() >= SWEEP {
             // Not while the tables are being read: the next turn.
-            let Ok(_sweeping) = asked.sweeps.try_lock() else { continue };
+            let _sweeping = match asked.sweeps.try_lock() {
+                Ok(guard) => guard,
+                Err(TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(TryLockError::WouldBlock) => continue,
+            };
             if !to_sweep.is_empty() {
                 sweep_ended(&sweep, &mut out.exited, &mut to_sweep);
             }
