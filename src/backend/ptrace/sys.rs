@@ -1,7 +1,8 @@
 //! The few raw calls the ptrace tracer makes that nix does not wrap:
 //! PTRACE_GET_SYSCALL_INFO (one call for a stop's syscall, its arguments
-//! or its result; the registers before Linux 5.3), the user registers, and reads of the tracee's memory
-//! with process_vm_readv (no stop needed, a page at a time).
+//! or its result; the registers before Linux 5.3), the user registers,
+//! and reads of the tracee's memory with process_vm_readv (no stop
+//! needed, a page at a time).
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
