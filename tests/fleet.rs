@@ -4,9 +4,9 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::common::{hook_runs_missed, skip_without_bpf, stderr_of, sysdiet, sysdiet_json, victim, which};
+use crate::common::{hook_runs_missed, skip_without_bpf, stderr_of, sysdiet, sysdiet_json, victim, wait_for, which};
 
 /// Kills and reaps a child when dropped: a failed assertion leaves nothing running.
 struct Running(Child);
@@ -30,18 +30,6 @@ fn get(port: u16, path: &str) -> Option<String> {
     let mut text = String::new();
     s.read_to_string(&mut text).ok()?;
     text.split_once("\r\n\r\n").map(|(_, body)| body.to_string())
-}
-
-/// Waits until `check` returns Some, for up to `limit`.
-fn wait_for<T>(limit: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
-    let t0 = Instant::now();
-    while t0.elapsed() < limit {
-        if let Some(v) = check() {
-            return Some(v);
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    None
 }
 
 /// A PromQL query's first sample value, through Prometheus's HTTP API.

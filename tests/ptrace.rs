@@ -233,13 +233,7 @@ fn exit_status_and_a_killed_tracer() {
     let mut tracer = sysdiet().args(["run", "--backend", "ptrace", "--", "sh", "-c", &script]).stderr(Stdio::null()).spawn().unwrap();
     // However slow the machine (a guest under TCG): killed while the
     // command runs traced, which then gets to its end, or was left stopped.
-    let waited = |path: &std::path::Path| {
-        let t0 = std::time::Instant::now();
-        while !path.exists() && t0.elapsed() < Duration::from_secs(60) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        path.exists()
-    };
+    let waited = |path: &std::path::Path| wait_for(Duration::from_secs(60), || path.exists().then_some(())).is_some();
     assert!(waited(&started), "the command started");
     tracer.kill().unwrap();
     tracer.wait().unwrap();

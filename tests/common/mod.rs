@@ -126,6 +126,18 @@ pub fn fixed_layout() {
     unsafe { libc::personality((persona | libc::ADDR_NO_RANDOMIZE) as libc::c_ulong) };
 }
 
+/// Waits until `check` returns Some, for up to `limit`.
+pub fn wait_for<T>(limit: std::time::Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < limit {
+        if let Some(v) = check() {
+            return Some(v);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    None
+}
+
 /// Whether an strace -f log (its text) has a process look up one path
 /// under `dir` in vain twice. The dynamic loader does so on some CPUs only
 /// (where the platform's directory name is also a hwcap's, x86_64 twice),
