@@ -232,9 +232,6 @@ fn a_log_with_environments_names_ld_library_path() {
     let script = "for i in $(seq 50); do LD_LIBRARY_PATH=/opt/a:/opt/b /bin/true; done";
     let out = strace(&["-f", "-v", "-o", log.to_str().unwrap()], &["sh", "-c", script]);
     assert!(out.status.success());
-    if !a_process_repeats_a_failed_lookup(&std::fs::read_to_string(&log).unwrap(), "/opt/") {
-        return skip_without_repeated_lookups();
-    }
     let doc = analyze_json(&[log.to_str().unwrap()]);
     let ids: Vec<&str> = doc["findings"].as_array().unwrap().iter().map(|f| f["id"].as_str().unwrap()).collect();
     assert_eq!(ids.iter().filter(|i| **i == "library-search").count(), 1, "{ids:?}");

@@ -719,9 +719,6 @@ fn library_search_names_ld_library_path() {
         return;
     }
     let llp = "/opt/a:/opt/b:/opt/c:/opt/d";
-    if !loader_repeats_a_failed_lookup(&["env", &format!("LD_LIBRARY_PATH={llp}"), "/bin/true"], "/opt/") {
-        return skip_without_repeated_lookups();
-    }
     let one = strace_counts(&[], &["env", &format!("LD_LIBRARY_PATH={llp}"), "/bin/true"]);
     let untouched = strace_counts(&[], &["env", "/bin/true"]);
     let misses = |c: &Counts| c.get("openat").map_or(0, |x| x.1) + c.get("newfstatat").map_or(0, |x| x.1);
@@ -773,9 +770,6 @@ fn library_search_names_a_runpath() {
         .status()
         .expect("patchelf runs (make deps installs it)");
     assert!(status.success());
-    if !loader_repeats_a_failed_lookup(&[xz.to_str().unwrap(), "--version"], "/opt/rp/") {
-        return skip_without_repeated_lookups();
-    }
     let misses = |exe: &std::path::Path| {
         let c = strace_counts(&[], &[exe.to_str().unwrap(), "--version"]);
         c.get("openat").map_or(0, |x| x.1) + c.get("newfstatat").map_or(0, |x| x.1)

@@ -116,6 +116,22 @@ fn threads_and_processes_are_followed() {
     assert_eq!(ours["newfstatat"].0, strace_counts(&[], &[exe.to_str().unwrap(), "4", "200"])["newfstatat"].0);
 }
 
+/// The loader's search of LD_LIBRARY_PATH tries each path once: ptrace
+/// names a sample of those failed lookups, in every directory searched,
+/// and library-search finds the variable from them, as with BPF.
+#[test]
+fn failed_lookups_made_once_are_named() {
+    let (doc, _) = ptrace_counts(&["--all"], &["env", "LD_LIBRARY_PATH=/opt/pa:/opt/pb", "/bin/true"]);
+    let named: Vec<&str> =
+        doc["failed_once"].as_array().expect("failed lookups named").iter().map(|a| a["argument"]["path"].as_str().unwrap()).collect();
+    for dir in ["/opt/pa/", "/opt/pb/"] {
+        assert!(named.iter().any(|p| p.starts_with(dir)), "none in {dir}: {named:?}");
+    }
+    assert!(doc["failed_once"].as_array().unwrap().iter().all(|a| a["calls"] == 1 && a["errors"] == 1));
+    let f = doc["findings"].as_array().unwrap().iter().find(|f| f["id"] == "library-search").expect("a library-search finding");
+    assert!(f["what"].as_str().unwrap().ends_with("LD_LIBRARY_PATH=\"/opt/pa:/opt/pb\""), "{f}");
+}
+
 /// Each process's file, as BPF names it: the one it exec'd, or its
 /// parent's for a child that never ran another (a shell's subshell). The
 /// rules that tell a spawner's work in a child from the child's own read it.

@@ -31,6 +31,9 @@ pub struct Call {
 
 #[derive(Debug, Default)]
 struct KeyStats {
+    /// Which key this was to be seen, in the whole run: failed lookups of
+    /// paths seen once are named in the order they were made.
+    first: u64,
     calls: u64,
     errors: u64,
     ns: u64,
@@ -86,7 +89,8 @@ impl Calls {
             *o = (o.0 + 1, o.1 + u64::from(failed), o.2 + call.ns);
             return;
         }
-        let k = self.keys.entry(key).or_default();
+        let made = self.keys.len() as u64;
+        let k = self.keys.entry(key).or_insert_with(|| KeyStats { first: made, ..KeyStats::default() });
         k.calls += 1;
         k.errors += u64::from(failed);
         k.ns += call.ns;
@@ -128,7 +132,8 @@ impl Calls {
         }
         let mut merged: HashMap<(u32, u32, Argument), KeyStats> = HashMap::new();
         for ((tid, nr, arg), k) in self.keys {
-            let m = merged.entry((tgid_of(tid), nr, arg)).or_default();
+            let m = merged.entry((tgid_of(tid), nr, arg)).or_insert_with(|| KeyStats { first: k.first, ..KeyStats::default() });
+            m.first = m.first.min(k.first);
             m.calls += k.calls;
             m.errors += k.errors;
             m.ns += k.ns;
@@ -139,24 +144,26 @@ impl Calls {
                 into.iter_mut().zip(from).for_each(|(a, b)| *a += b);
             }
         }
+        let mut failed_once = Vec::new();
         for ((pid, nr, argument), k) in merged {
             if k.calls == 1 {
                 out.add_one_shot(nr, 1, k.errors, k.ns);
+                if k.errors > 0 && matches!(argument, Argument::Path { path: Some(_), .. }) {
+                    failed_once.push((k.first, argument_row(pid, nr, argument, k)));
+                }
                 continue;
             }
-            let hist = |b: Vec<u64>| (!b.is_empty()).then(|| Histogram::from_buckets(b));
-            out.add_argument(ArgumentStats {
-                pid,
-                syscall: syscalls::name(nr),
-                nr,
-                argument,
-                calls: k.calls,
-                errors: k.errors,
-                total_ns: k.ns,
-                requested: hist(k.requested),
-                returned: hist(k.returned),
-                sites: Vec::new(),
-            });
+            out.add_argument(argument_row(pid, nr, argument, k));
+        }
+        // A sample of each process's, as the BPF side picks it.
+        failed_once.sort_by_key(|(first, _)| *first);
+        let mut made: HashMap<u32, usize> = HashMap::new();
+        for (_, a) in failed_once {
+            let index = made.entry(a.pid).or_default();
+            if crate::model::named_failure(*index) {
+                out.add_failed_once(a);
+            }
+            *index += 1;
         }
         for (nr, (calls, errors, ns)) in self.overflow {
             out.add_one_shot(nr, calls, errors, ns);
@@ -164,6 +171,23 @@ impl Calls {
         for ((tid, nr, argument, site), (calls, ns)) in self.sites {
             out.add_sample(SampleRecord { tgid: tgid_of(tid), nr, argument, site, period: calls, ns: ns / calls.max(1), samples: calls });
         }
+    }
+}
+
+/// A key's calls, as an argument row.
+fn argument_row(pid: u32, nr: u32, argument: Argument, k: KeyStats) -> ArgumentStats {
+    let hist = |b: Vec<u64>| (!b.is_empty()).then(|| Histogram::from_buckets(b));
+    ArgumentStats {
+        pid,
+        syscall: syscalls::name(nr),
+        nr,
+        argument,
+        calls: k.calls,
+        errors: k.errors,
+        total_ns: k.ns,
+        requested: hist(k.requested),
+        returned: hist(k.returned),
+        sites: Vec::new(),
     }
 }
 
@@ -280,5 +304,34 @@ mod tests {
         assert_eq!((t.arguments[0].calls, t.arguments[0].sites[0].calls), (2, 2));
         let once: u64 = t.one_shot.iter().map(|o| o.calls).sum();
         assert_eq!(once, 3);
+    }
+
+    #[test]
+    fn failed_lookups_of_paths_seen_once_are_named_in_their_order() {
+        let mut c = Calls::default();
+        let enoent = || Some("ENOENT".to_string());
+        for (tid, p, errno) in
+            [(1, "/opt/b/libm.so.6", enoent()), (2, "/opt/a/libm.so.6", enoent()), (1, "/ok", None), (1, "/twice", enoent()), (2, "/twice", enoent())]
+        {
+            c.add(Call { tid, nr: 257, errno, argument: path(p), ..Default::default() });
+        }
+        let mut b = TraceBuilder::default();
+        c.finish(|_| 1, Vec::new(), &mut b);
+        let t = b.finish(RunInfo::default(), Lost::default());
+        let named: Vec<_> = t.failed_once.iter().map(|a| (a.pid, &a.argument, a.calls, a.errors)).collect();
+        assert_eq!(named, vec![(1, &path("/opt/b/libm.so.6").unwrap(), 1, 1), (1, &path("/opt/a/libm.so.6").unwrap(), 1, 1)]);
+        assert_eq!(t.one_shot.iter().map(|o| o.calls).sum::<u64>(), 3, "still counted as seen once");
+
+        // A long search: the first ones, then one in seven.
+        let mut c = Calls::default();
+        for i in 0..100 {
+            c.add(Call { tid: 1, nr: 257, errno: enoent(), argument: path(&format!("/d/{i}")), ..Default::default() });
+        }
+        let mut b = TraceBuilder::default();
+        c.finish(|_| 1, Vec::new(), &mut b);
+        let t = b.finish(RunInfo::default(), Lost::default());
+        let expected: Vec<Argument> = (0..100).filter(|&i| crate::model::named_failure(i)).map(|i| path(&format!("/d/{i}")).unwrap()).collect();
+        assert_eq!(t.failed_once.iter().map(|a| a.argument.clone()).collect::<Vec<_>>(), expected);
+        assert_eq!(expected.len(), 16 + 12);
     }
 }

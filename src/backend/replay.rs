@@ -65,6 +65,9 @@ impl Tracer for Replay {
         for o in &t.one_shot {
             out.add_one_shot(o.nr, o.calls, o.errors, o.total_ns);
         }
+        for a in &t.failed_once {
+            out.add_failed_once(a.clone());
+        }
         out.add_user_cpu(t.run.user_cpu_ns);
         Ok(t.lost.clone())
     }
@@ -108,6 +111,18 @@ mod tests {
             sites: Vec::new(),
         });
         b.add_one_shot(crate::linux::syscalls::by_name("newfstatat").unwrap().nr, 2, 0, 200);
+        b.add_failed_once(ArgumentStats {
+            argument: Argument::Path { path: Some("/opt/lib/tls/libc.so.6".into()), dirfd: None, null: false, cut: false, raw: None },
+            calls: 1,
+            errors: 1,
+            total_ns: 100,
+            pid: 10,
+            syscall: "openat".into(),
+            nr: nr_openat,
+            requested: None,
+            returned: None,
+            sites: Vec::new(),
+        });
         b.add_user_cpu(1_000);
         b.set_folded(12, 4);
         let run = crate::model::RunInfo { backend: "bpf".into(), duration_ns: 1_000_000, ..Default::default() };

@@ -222,21 +222,40 @@ static __always_inline void summarise_once(struct call *c, __s64 keys, __s64 err
 /* The path this call read is in this CPU's path_scratch, in the slot of the
  * hook that read it (sys_exit_backup runs while a preempted sys_exit may
  * be between its read and this). */
-static __always_inline void send_path(const struct call *c)
+static __always_inline bool send_path(const struct call *c)
 {
 	__u32 slot = c->scratch & 1, len;
 	struct path_record *r = bpf_map_lookup_elem(&path_scratch, &slot);
 
 	if (!r)
-		return;
+		return false;
 	r->kind = RECORD_PATH;
 	r->path_hash = c->path_hash;
 	len = r->len; /* PATH_LEN + 1: cut (see sys_exit) */
 	if (len > PATH_LEN)
 		len = PATH_LEN;
-	if (bpf_ringbuf_output(&strings, r, offsetof(struct path_record, path) + len,
-			       wakeup_past(&strings, strings_wakeup_bytes)))
-		count_lost(LOST_PATH_STRING, 1);
+	return !bpf_ringbuf_output(&strings, r, offsetof(struct path_record, path) + len,
+				   wakeup_past(&strings, strings_wakeup_bytes));
+}
+
+/* A key's first call, summarised: if it is a failed path call, the
+ * thread's first few since its exec and a sample of the rest go out by
+ * name too (syscount.h, FAILURES_NAMED_ALL). */
+static __always_inline void name_failure(struct task_state *ts, const struct call *c)
+{
+	struct failure_record r;
+	__u32 seen = ts->failures_seen;
+
+	if (!c->failed || c->kind != ARG_PATH || c->path_hash == PATH_HASH_UNREADABLE ||
+	    c->path_hash == PATH_HASH_NULL || seen >= FAILURES_SEEN_MAX)
+		return;
+	ts->failures_seen = seen + 1;
+	if (seen >= FAILURES_NAMED_ALL && (seen - FAILURES_NAMED_ALL) % FAILURES_NAMED_EVERY)
+		return;
+	r = (struct failure_record){ .kind = RECORD_FAILURE, .tgid = ts->tgid, .nr = c->nr,
+				     .fd = c->fd, .path_hash = c->path_hash, .ns = c->ns };
+	if (bpf_ringbuf_output(&strings, &r, sizeof(r), BPF_RB_NO_WAKEUP) || !send_path(c))
+		count_lost(LOST_FAILURE_NAME, 1);
 }
 
 /* A first call's word: its facts until the key is promoted; then, once
@@ -588,8 +607,9 @@ static __always_inline void promote(struct task_state *ts, struct call *c, struc
 			h->returned[returned & (HIST_BUCKETS - 1)]++;
 		}
 	}
-	if (c->kind == ARG_PATH && c->path_hash != PATH_HASH_UNREADABLE && c->path_hash != PATH_HASH_NULL)
-		send_path(c);
+	if (c->kind == ARG_PATH && c->path_hash != PATH_HASH_UNREADABLE && c->path_hash != PATH_HASH_NULL &&
+	    !send_path(c))
+		count_lost(LOST_PATH_STRING, 1);
 }
 
 /* A hash of a call's key, for the thread's cache: its slot is picked by
@@ -699,6 +719,7 @@ static __always_inline bool miss(struct task_state *ts, struct call *c, struct a
 		break;
 	case SIGHTING_FIRST:
 		summarise_once(c, 1, c->failed, c->ns);
+		name_failure(ts, c);
 		return false;
 	case SIGHTING_SECOND:
 		v = entry_or_make(&k, legacy);
@@ -734,6 +755,9 @@ static __always_inline bool miss(struct task_state *ts, struct call *c, struct a
 				made_key(&k, legacy);
 			if (err != -EEXIST) {
 				summarise_once(c, 1, c->failed, c->ns);
+				/* Every key kept: this one is promoted below. */
+				if (err || !keep_every_key)
+					name_failure(ts, c);
 				if (err)
 					count_lost(err == -ENOMEM ? LOST_ARG_NOMEM : LOST_ONCE_TABLE_FULL, 1);
 				/* Counted in its new entry; promoted at once when

@@ -74,6 +74,7 @@ static __always_inline int follow_exec(struct task_struct *p, struct linux_binpr
 		tc->ticks = tc->user_ticks = 0;
 	/* A held child counts from here: its execve is counted at its exit. */
 	ts->state = TARGET_ACTIVE;
+	ts->failures_seen = 0; /* the new program's own */
 	note_task(ts, p, BPF_CORE_READ(p, real_parent, tgid));
 	send_exec(p, ts, bprm);
 	return 0;

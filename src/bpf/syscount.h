@@ -104,6 +104,8 @@ enum lost_counter {
 				 thread was taking a slot of its wide line */
 	LOST_SYSCALL_SPILL_FULL, /* calls not counted: their thread had no room
 				    for another syscall, syscall_spill none */
+	LOST_FAILURE_NAME,    /* failed lookups seen once not sent by name
+				 (failure_record): ring full */
 	LOST__COUNT,
 };
 
@@ -233,7 +235,8 @@ struct task_state {
 	 * are stats[stat_of[nr] - 1] (0: not made yet, or spilled), whose
 	 * number is stat_nr[] there. */
 	__u32 syscalls_used;
-	__u32 _pad2;
+	__u32 failures_seen; /* failed calls of new path keys since its exec,
+				up to FAILURES_SEEN_MAX */
 	__u8 stat_of[MAX_SYSCALLS];
 	__u16 stat_nr[THREAD_SYSCALLS];
 	struct sys_val stats[THREAD_SYSCALLS];
@@ -272,7 +275,19 @@ enum record_kind {
 	RECORD_EXIT = 2,
 	RECORD_PATH = 3,
 	RECORD_EXEC = 4,
+	RECORD_FAILURE = 5,
 };
+
+/* Of a thread's failed path calls whose key is new, counted from its exec,
+ * those sent by name (failure_record): the first FAILURES_NAMED_ALL, then
+ * one in FAILURES_NAMED_EVERY until FAILURES_SEEN_MAX (64 in all), as
+ * model::named_failure picks them. Enough for a rule to see each place a
+ * search looked (the loader tries ~40 paths per directory), few enough
+ * that a process costs a handful of records. Odd: the loader's lookups
+ * alternate, a library then its directory, and each kind is sampled. */
+#define FAILURES_NAMED_ALL 16
+#define FAILURES_NAMED_EVERY 7
+#define FAILURES_SEEN_MAX (FAILURES_NAMED_ALL + 48 * FAILURES_NAMED_EVERY)
 
 /* The start of a process's environment at its exec, as the program got it:
  * the variables rules read (TZ, PYTHONUNBUFFERED, MALLOC_*...) are the
@@ -309,6 +324,20 @@ struct path_record {
 		       PATH_LEN + 1 when the path itself was cut */
 	__u64 path_hash;
 	char path[PATH_LEN];
+};
+
+/* A failed path call whose key was new, its path in the path_record sent
+ * just after: the paths a process tries once each (the dynamic loader's
+ * search of LD_LIBRARY_PATH) are otherwise only counted, in once_summary,
+ * where it stays counted too. */
+struct failure_record {
+	__u32 kind; /* RECORD_FAILURE */
+	__u32 tgid;
+	__u32 nr;
+	__u32 _pad;
+	__s64 fd;   /* the dirfd, as arg_key's */
+	__u64 path_hash;
+	__u64 ns;
 };
 
 /* An exiting thread's cached argument key with calls not yet flushed. */

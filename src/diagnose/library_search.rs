@@ -66,7 +66,7 @@ fn is_library(name: &str) -> bool {
 /// subdirectories: a RUNPATH's or an RPATH's, the program's or a library's.
 pub fn runpath_dirs(trace: &Trace) -> HashSet<(u32, &str)> {
     let mut dirs = HashSet::new();
-    for a in trace.arguments.iter().filter(|a| a.errors > 0 && SEARCH_CALLS.contains(&a.syscall.as_str())) {
+    for a in failed_lookups(trace.arguments.iter().chain(&trace.failed_once)) {
         let Argument::Path { path: Some(path), .. } = &a.argument else { continue };
         let Some((dir, true)) = path.rsplit_once('/').filter(|(_, name)| is_library(name)).and(searched_dir(path)) else { continue };
         if !is_default_dir(dir) && !search_path(trace, a.pid).is_some_and(|value| in_search_path(value, path)) {
@@ -82,6 +82,13 @@ pub fn runpath_dirs(trace: &Trace) -> HashSet<(u32, &str)> {
 pub fn searched(trace: &Trace, pid: u32, path: &str, runpath: &HashSet<(u32, &str)>) -> bool {
     search_path(trace, pid).is_some_and(|value| in_search_path(value, path))
         || searched_dir(path).is_some_and(|(dir, _)| runpath.contains(&(pid, dir)))
+}
+
+/// The search's failed lookups among `arguments`: repeated ones, and
+/// those a process made once (Trace::failed_once), which most of a
+/// loader's are where each directory is tried once per library.
+fn failed_lookups<'a>(arguments: impl Iterator<Item = &'a ArgumentStats>) -> impl Iterator<Item = &'a ArgumentStats> {
+    arguments.filter(|a| a.errors > 0 && SEARCH_CALLS.contains(&a.syscall.as_str()))
 }
 
 fn search_path(trace: &Trace, pid: u32) -> Option<&str> {
@@ -103,7 +110,10 @@ fn in_search_path(value: &str, path: &str) -> bool {
 pub fn check(trace: &Trace) -> Vec<Finding> {
     // Per process, its own rows: a filter of the whole list per process
     // is quadratic (see Trace::arguments_by_pid).
-    let by_pid = trace.arguments_by_pid();
+    let mut by_pid = trace.arguments_by_pid();
+    for a in &trace.failed_once {
+        by_pid.entry(a.pid).or_default().push(a);
+    }
     // Each process's RUNPATH directories, sorted.
     let mut runpaths: std::collections::HashMap<u32, Vec<&str>> = std::collections::HashMap::new();
     for (pid, dir) in runpath_dirs(trace) {
@@ -123,9 +133,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
 fn finding(trace: &Trace, p: &Process, arguments: &[&ArgumentStats], runpath: &[&str]) -> Option<Finding> {
     let value = search_path(trace, p.pid);
     // The failed lookups in those directories that were kept by name.
-    let named: Vec<(&str, u64)> = arguments
-        .iter()
-        .filter(|a| a.errors > 0 && SEARCH_CALLS.contains(&a.syscall.as_str()))
+    let named: Vec<(&str, u64)> = failed_lookups(arguments.iter().copied())
         .filter_map(|a| match &a.argument {
             Argument::Path { path: Some(path), .. }
                 if value.is_some_and(|v| in_search_path(v, path)) || searched_dir(path).is_some_and(|(dir, _)| runpath.contains(&dir)) =>
@@ -138,8 +146,8 @@ fn finding(trace: &Trace, p: &Process, arguments: &[&ArgumentStats], runpath: &[
     if named.is_empty() {
         return None;
     }
-    // A path seen once in a process is counted, not kept: most of the
-    // search's lookups are, so the process's failed lookups count them.
+    // Most of the search's lookups are of paths seen once, and only the
+    // first few of those are named: the process's failed lookups count them.
     let failed = |s: &crate::model::SyscallStats| s.errnos.get("ENOENT").copied().unwrap_or(0);
     let search: Vec<_> = SEARCH_CALLS.iter().filter_map(|name| p.syscalls.iter().find(|s| s.name == *name)).filter(|s| failed(s) > 0).collect();
     let calls: u64 = search.iter().map(|s| failed(s)).sum();
@@ -265,6 +273,23 @@ mod tests {
         assert!(f[0].why.contains("4 of these failed lookups were kept by name"), "{}", f[0].why);
         assert!(f[0].fixes[0].text.starts_with("unset LD_LIBRARY_PATH"));
         assert_eq!(f[0].prove.as_deref(), Some("sysdiet compare --unset-env LD_LIBRARY_PATH -- ./app"));
+    }
+
+    #[test]
+    fn lookups_each_made_once_are_read_from_the_named_ones() {
+        // A loader that tries each path once: no repeated row at all.
+        let mut t = searching(Some("/opt/a:/opt/d"));
+        let once: Vec<ArgumentStats> = t.arguments.drain(..).map(|a| ArgumentStats { calls: 1, errors: 1, ..a }).collect();
+        t.failed_once = once.clone();
+        let f = check(&t);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].what, "88 × openat/newfstatat failing with ENOENT: LD_LIBRARY_PATH=\"/opt/a:/opt/d\"");
+        assert!(f[0].why.contains("2 of these failed lookups were kept by name"), "{}", f[0].why);
+        // Named, but not in the variable's directories: nothing.
+        let mut t = searching(Some("/usr/local/lib"));
+        t.arguments.clear();
+        t.failed_once = once;
+        assert!(check(&t).iter().all(|f| !f.what.contains(VARIABLE)));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Assembles a Trace from per-thread records, whichever tracer made them.
 
 use super::*;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 #[derive(Debug, Default)]
 pub struct TraceBuilder {
@@ -12,6 +12,8 @@ pub struct TraceBuilder {
     /// tid -> what is known of the task
     tasks: BTreeMap<u32, TaskRecord>,
     arguments: Vec<ArgumentStats>,
+    /// Failed calls of paths seen once, by name, as they came.
+    failed_once: Vec<ArgumentStats>,
     /// nr -> calls whose argument was seen once
     one_shot: BTreeMap<u32, OneShot>,
     /// (tgid, nr) -> the stack samples of those calls
@@ -79,6 +81,12 @@ impl TraceBuilder {
 
     pub fn add_argument(&mut self, stats: ArgumentStats) {
         self.arguments.push(stats);
+    }
+
+    /// A failed call of a path its process tried once (counted by
+    /// add_one_shot too), in the order the process made them.
+    pub fn add_failed_once(&mut self, stats: ArgumentStats) {
+        self.failed_once.push(stats);
     }
 
     pub fn add_one_shot(&mut self, nr: u32, calls: u64, errors: u64, total_ns: u64) {
@@ -182,6 +190,7 @@ impl TraceBuilder {
             }
         }
         let one_shot = self.one_shot.into_values().filter(|o| o.calls > 0).collect();
+        let failed_once = named_failures(self.failed_once, &arguments);
 
         Trace {
             run,
@@ -190,6 +199,7 @@ impl TraceBuilder {
             processes: processes.into_values().collect(),
             arguments,
             one_shot,
+            failed_once,
             call_sites: self.call_sites,
             sampling: self.sampling,
         }
@@ -207,6 +217,26 @@ fn shares<'a>(calls: u64, total_ns: u64, samples: impl Iterator<Item = &'a Sampl
         })
         .collect();
     callsite::apportion(calls, total_ns, &weights)
+}
+
+/// Each process's first FAILED_ONCE_NAMED failed lookups that name a path
+/// tried only once: one that came to be repeated is in `arguments`.
+fn named_failures(failures: Vec<ArgumentStats>, arguments: &[ArgumentStats]) -> Vec<ArgumentStats> {
+    let repeated: HashSet<(u32, u32, &Argument)> = arguments.iter().map(|a| (a.pid, a.nr, &a.argument)).collect();
+    let mut seen: HashSet<(u32, u32, Argument)> = HashSet::new();
+    let mut per_pid: HashMap<u32, usize> = HashMap::new();
+    let mut out: Vec<ArgumentStats> = failures
+        .into_iter()
+        .filter(|a| matches!(&a.argument, Argument::Path { path: Some(_), .. }) && !repeated.contains(&(a.pid, a.nr, &a.argument)))
+        .filter(|a| seen.insert((a.pid, a.nr, a.argument.clone())))
+        .filter(|a| {
+            let n = per_pid.entry(a.pid).or_default();
+            *n += 1;
+            *n <= FAILED_ONCE_NAMED
+        })
+        .collect();
+    out.sort_by_key(|a| a.pid);
+    out
 }
 
 /// Merges entries with the same (pid, syscall, argument): a tracer may
@@ -346,5 +376,45 @@ mod tests {
         assert_eq!(total.sites.iter().map(|s| s.calls).sum::<u64>(), 1507);
         assert_eq!(total.sites.iter().find(|s| s.site == 2).unwrap().calls, 7);
         assert_eq!(t.arguments[0].sites, vec![SiteShare { site: 1, calls: 3, total_ns: 6, samples: 1 }]);
+    }
+
+    #[test]
+    fn failed_lookups_seen_once_are_named_a_few_per_process() {
+        let lookup = |pid, path: Option<String>, calls| ArgumentStats {
+            pid,
+            syscall: "openat".into(),
+            nr: 257,
+            argument: Argument::Path { path, dirfd: None, null: false, cut: false, raw: None },
+            calls,
+            errors: calls,
+            total_ns: 0,
+            requested: None,
+            returned: None,
+            sites: Vec::new(),
+        };
+        let mut b = TraceBuilder::default();
+        b.add_argument(lookup(20, Some("/again".into()), 2));
+        b.add_failed_once(lookup(20, Some("/again".into()), 1));
+        b.add_failed_once(lookup(20, None, 1));
+        for i in 0..FAILED_ONCE_NAMED + 4 {
+            b.add_failed_once(lookup(10, Some(format!("/d/{i}")), 1));
+        }
+        b.add_failed_once(lookup(10, Some("/d/0".into()), 1));
+        b.add_failed_once(lookup(20, Some("/once".into()), 1));
+        let t = b.finish(RunInfo::default(), Lost::default());
+        let named = |pid| {
+            t.failed_once
+                .iter()
+                .filter(|a| a.pid == pid)
+                .filter_map(|a| match &a.argument {
+                    Argument::Path { path, .. } => path.clone(),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        };
+        let first: Vec<String> = (0..FAILED_ONCE_NAMED).map(|i| format!("/d/{i}")).collect();
+        assert_eq!(named(10), first, "the first ones, each once, in their order");
+        assert_eq!(named(20), vec!["/once"], "not one that was repeated, nor one without its path");
+        assert_eq!((0..100_000).filter(|&i| named_failure(i)).count(), FAILED_ONCE_NAMED, "the sample fits the bound");
     }
 }

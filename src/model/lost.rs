@@ -65,6 +65,11 @@ pub struct Lost {
     /// targets' calls went uncounted.
     #[serde(default)]
     pub hook_runs_missed: u64,
+    /// Failed lookups of paths tried once that could not be sent by name
+    /// (ring buffer full): rules that read where a search looked
+    /// (library-search) see fewer. Their syscalls' counts have them (lookups).
+    #[serde(default)]
+    pub failure_names: u64,
 }
 
 /// One list of Lost's counters: a field left out of it does not compile
@@ -105,6 +110,7 @@ lost_counters!(
     first_sighting_races,
     syscall_spill_full,
     hook_runs_missed,
+    failure_names,
 );
 
 impl Lost {

@@ -3,6 +3,22 @@
 use super::{ArgumentStats, CallSite, Lost, OneShot, Process, ProcessShare, RunInfo, Sampling, SiteShare, SyscallStats};
 use serde::{Deserialize, Serialize};
 
+/// How many of a process's failed lookups of paths tried once are kept by
+/// name (Trace::failed_once), at most: those `named_failure` picks.
+pub const FAILED_ONCE_NAMED: usize = 64;
+
+/// Whether a process's `index`th failed lookup of a path tried once (from
+/// 0, in the order made) is one named: the first 16, then one in 7 (odd:
+/// the loader's lookups alternate between a library and its directory)
+/// until 64 are, so that each place a search looked shows (the dynamic
+/// loader tries ~40 paths per directory). The BPF side picks the same
+/// (FAILURES_NAMED_ALL in syscount.h).
+pub fn named_failure(index: usize) -> bool {
+    const ALL: usize = 16;
+    const EVERY: usize = 7;
+    index < ALL || (index < ALL + (FAILED_ONCE_NAMED - ALL) * EVERY && (index - ALL).is_multiple_of(EVERY))
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Trace {
     pub run: RunInfo,
@@ -20,6 +36,12 @@ pub struct Trace {
     /// syscall: a file-tree walk's paths, summarised, not listed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub one_shot: Vec<OneShot>,
+    /// Failed path calls whose path their process tried only once, by
+    /// name (counted in `one_shot` too): a sample of each process's
+    /// (`named_failure`), so that rules can tell where a search looked
+    /// (the loader's, each path once).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_once: Vec<ArgumentStats>,
     /// How stacks were sampled; `None` when they were not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampling: Option<Sampling>,

@@ -39,11 +39,18 @@ struct ProgramTotals {
     /// Baselines only: reads in a row that did not show an argument key.
     missed: HashMap<(u32, Argument), u32>,
     environment: Option<Environment>,
+    /// Its processes' failed lookups of paths tried once (Trace::failed_once);
+    /// in a baseline, those seen in its reads so far, the latest BASELINE_FAILURES.
+    failed_once: Vec<ArgumentStats>,
     /// Its processes alive at the read.
     live: Vec<u32>,
     /// Its cgroup id (the last process read's).
     cgroup: u64,
 }
+
+/// Named failed lookups a baseline remembers per program, so that a window
+/// shows those new in it: a few processes' worth.
+const BASELINE_FAILURES: usize = 4 * super::FAILED_ONCE_NAMED;
 
 /// Reads in a row that may miss a key still counted: one, while its entry
 /// moves from the kernel's table to its program's fold.
@@ -86,6 +93,10 @@ impl Totals {
                 sites: Vec::new(),
                 ..a.clone()
             });
+        }
+        for a in &trace.failed_once {
+            let Some(t) = key_of.get(&a.pid).and_then(|k| programs.get_mut(k)) else { continue };
+            t.failed_once.push(ArgumentStats { pid: 0, ..a.clone() });
         }
         let one_shot = trace.one_shot.iter().map(|o| (o.nr, o.clone())).collect();
         Totals { programs, one_shot, lost: trace.lost.clone() }
@@ -173,15 +184,26 @@ impl Window {
                 th.tid = p.pid;
             }
         }
-        t.arguments.retain(|a| renumber(a.pid) != 0);
-        for a in &mut t.arguments {
-            a.pid = renumber(a.pid);
+        for arguments in [&mut t.arguments, &mut t.failed_once] {
+            arguments.retain(|a| renumber(a.pid) != 0);
+            for a in arguments.iter_mut() {
+                a.pid = renumber(a.pid);
+            }
         }
         t.syscalls = syscall_totals(&t.processes);
         self.rows = kept(std::mem::take(&mut self.rows), keep);
         self.live = kept(std::mem::take(&mut self.live), keep);
         // The one-shot summary is the host's: it cannot be cut by program.
     }
+}
+
+/// One program's part of a window, before the rows are numbered.
+struct RowParts {
+    key: ProgramKey,
+    process: Process,
+    arguments: Vec<ArgumentStats>,
+    failed_once: Vec<ArgumentStats>,
+    live: Vec<u32>,
 }
 
 impl Windows {
@@ -212,7 +234,7 @@ impl Windows {
     fn since(&self, now: &Totals, run: RunInfo) -> Window {
         static EMPTY: std::sync::LazyLock<Totals> = std::sync::LazyLock::new(Totals::default);
         let baseline = self.baselines.front().unwrap_or(&EMPTY);
-        let mut rows: Vec<(ProgramKey, Process, Vec<ArgumentStats>, Vec<u32>)> = Vec::new();
+        let mut rows: Vec<RowParts> = Vec::new();
         for (key, t) in &now.programs {
             let before = baseline.programs.get(key);
             let syscalls: Vec<SyscallStats> =
@@ -222,6 +244,8 @@ impl Windows {
             }
             let arguments =
                 t.arguments.iter().map(|(k, a)| argument_since(a, before.and_then(|b| b.arguments.get(k)))).filter(|a| a.calls > 0).collect();
+            let seen = |a: &ArgumentStats| before.is_some_and(|b| b.failed_once.iter().any(|o| o.nr == a.nr && o.argument == a.argument));
+            let failed_once = t.failed_once.iter().filter(|a| !seen(a)).take(super::FAILED_ONCE_NAMED).cloned().collect();
             let process = Process {
                 comm: key.program.clone(),
                 cgroup: t.cgroup,
@@ -230,19 +254,20 @@ impl Windows {
                 syscalls,
                 ..Default::default()
             };
-            rows.push((key.clone(), process, arguments, t.live.clone()));
+            rows.push(RowParts { key: key.clone(), process, arguments, failed_once, live: t.live.clone() });
         }
-        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        rows.sort_by(|a, b| a.key.cmp(&b.key));
 
         let mut trace = Trace { run, lost: now.lost.since(&baseline.lost), ..Default::default() };
         let (mut keys, mut live) = (Vec::new(), Vec::new());
-        for (i, (key, mut process, arguments, pids)) in rows.into_iter().enumerate() {
+        for (i, RowParts { key, mut process, arguments, failed_once, live: pids }) in rows.into_iter().enumerate() {
             let pid = i as u32 + 1;
             process.pid = pid;
             sort_by_cost(&mut process.syscalls);
             process.threads = vec![Thread { tid: pid, comm: process.comm.clone(), syscalls: process.syscalls.clone() }];
             trace.processes.push(process);
             trace.arguments.extend(arguments.into_iter().map(|a| ArgumentStats { pid, ..a }));
+            trace.failed_once.extend(failed_once.into_iter().map(|a| ArgumentStats { pid, ..a }));
             keys.push(key);
             live.push(pids);
         }
@@ -292,6 +317,13 @@ impl Totals {
                     }
                 }
             }
+            for a in t.failed_once {
+                if !b.failed_once.iter().any(|o| o.nr == a.nr && o.argument == a.argument) {
+                    b.failed_once.push(a);
+                }
+            }
+            let over = b.failed_once.len().saturating_sub(BASELINE_FAILURES);
+            b.failed_once.drain(..over);
             b.environment = t.environment.or(b.environment.take());
             b.live = t.live;
             b.cgroup = t.cgroup;
@@ -414,6 +446,35 @@ mod tests {
         assert_eq!(win.trace.arguments[0].pid, 1);
         assert_eq!(win.live[0].len(), 3);
         assert_eq!(win.program(1).map(|k| k.unit.as_str()), Some("/"));
+    }
+
+    #[test]
+    fn a_window_names_the_failed_lookups_new_in_it() {
+        let failed = |pid, path: &str| ArgumentStats {
+            pid,
+            syscall: "openat".into(),
+            nr: 257,
+            argument: Argument::Path { path: Some(path.into()), dirfd: None, null: false, cut: false, raw: None },
+            calls: 1,
+            errors: 1,
+            total_ns: 0,
+            requested: None,
+            returned: None,
+            sites: vec![],
+        };
+        let mut w = Windows::start(Totals::default());
+        let mut t = trace(&[(10, "app", 0, 100), (12, "db", 7, 5)], 80);
+        t.failed_once = vec![failed(10, "/opt/a/tls/libm.so.6"), failed(12, "/opt/b/libz.so.1")];
+        let win = w.next(Totals::of(&t, &mut unit), RunInfo::default());
+        let named = |win: &Window| win.trace.failed_once.iter().map(|a| (a.pid, a.calls)).collect::<Vec<_>>();
+        assert_eq!(named(&win), vec![(1, 1), (2, 1)], "each under its program's row");
+        // The next read: app's process 11 starts and fails one lookup more.
+        let mut t = trace(&[(10, "app", 0, 200), (11, "app", 0, 10), (12, "db", 7, 10)], 80);
+        t.failed_once = vec![failed(10, "/opt/a/tls/libm.so.6"), failed(11, "/opt/a/x86_64/libm.so.6"), failed(12, "/opt/b/libz.so.1")];
+        let mut win = w.next(Totals::of(&t, &mut unit), RunInfo::default());
+        assert_eq!(named(&win), vec![(1, 1)], "only the new one");
+        win.retain_rows(&[false, true]);
+        assert!(win.trace.failed_once.is_empty(), "app's went with its row");
     }
 
     #[test]

@@ -59,6 +59,7 @@ pub fn lost_lines(lost: &Lost) -> Vec<(&'static str, u64)> {
             ),
             lost.hook_runs_missed,
         ),
+        (("failed lookup counted but not named: ring buffer full", "failed lookups counted but not named: ring buffer full"), lost.failure_names),
     ]
     .into_iter()
     .filter(|(_, n)| *n > 0)

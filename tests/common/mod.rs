@@ -138,36 +138,6 @@ pub fn wait_for<T>(limit: std::time::Duration, mut check: impl FnMut() -> Option
     None
 }
 
-/// Whether an strace -f log (its text) has a process look up one path
-/// under `dir` in vain twice. The dynamic loader does so on some CPUs only
-/// (where the platform's directory name is also a hwcap's, x86_64 twice),
-/// and sysdiet keeps a path a process looked up once as a count, not by name.
-pub fn a_process_repeats_a_failed_lookup(log: &str, dir: &str) -> bool {
-    let mut seen = std::collections::HashSet::new();
-    log.lines().filter(|l| l.contains("= -1 ENOENT")).any(|l| {
-        let (pid, call) = l.split_once(' ').unwrap_or(("", l));
-        let path = call.split('"').nth(1).unwrap_or_default();
-        path.starts_with(dir) && !seen.insert((pid.to_string(), path.to_string()))
-    })
-}
-
-/// The same, for `argv` run under strace -f here.
-pub fn loader_repeats_a_failed_lookup(argv: &[&str], dir: &str) -> bool {
-    let tmp = tempfile::tempdir().unwrap();
-    let log = tmp.path().join("strace.log");
-    let status = Command::new("strace").args(["-f", "-qq", "-o"]).arg(&log).arg("--").args(argv).env_remove("LD_LIBRARY_PATH").output().unwrap();
-    assert!(status.status.success(), "strace {argv:?}");
-    a_process_repeats_a_failed_lookup(&std::fs::read_to_string(&log).unwrap(), dir)
-}
-
-/// Says why a library-search test stops short on this machine.
-pub fn skip_without_repeated_lookups() {
-    eprintln!(
-        "skipped: on this machine the loader looks up each library path once per process, \
-         which sysdiet keeps as a count, not by name: library-search cannot see the search here"
-    );
-}
-
 /// `strace -f -c` on `argv` (TZ unset), parsed.
 pub fn strace_counts(args: &[&str], argv: &[&str]) -> Counts {
     fixed_layout();

@@ -15,13 +15,13 @@ use libbpf_rs::{MapCore, MapFlags, MapHandle};
 
 use super::fold::{Exited, KeyBudget};
 use super::maps::{from_bytes, read_all};
-use super::records::{errno_entries, spill_entries, ExeNames, PathOf, Record};
+use super::records::{errno_entries, spill_entries, ExeNames, Failure, PathOf, Record};
 use super::ring::Rings;
 use super::skel::types::{arg_key, arg_val, io_hist};
 use super::word_counts::WordCounts;
 use crate::backend::wake::Stop;
 use crate::error::{Error, Result};
-use crate::model::Environment;
+use crate::model::{Environment, FAILED_ONCE_NAMED};
 
 /// How often the reader looks, besides the kernel's batched wake-ups.
 const POLL: Duration = Duration::from_millis(50);
@@ -36,6 +36,9 @@ pub struct Collected {
     pub late: Vec<Record>,
     pub paths: PathOf,
     pub environments: HashMap<u32, Environment>,
+    /// Each process's failed lookups of new paths sent by name (since its
+    /// last exec), up to FAILED_ONCE_NAMED.
+    pub failures: HashMap<u32, Vec<Failure>>,
     pub executables: ExeNames,
     /// Why records were left unread in a ring (a chunk that could not be
     /// mapped): the read-out is then an error, not counts short.
@@ -163,8 +166,10 @@ fn file(raw: &RefCell<Vec<Vec<u8>>>, out: &mut Collected, late: bool, to_sweep: 
             Some(Record::Path(hash, path)) => {
                 out.paths.entry(hash).or_insert(path);
             }
-            // A process that execs again has the later environment.
+            // A process that execs again has the later environment, and
+            // the later program's failed lookups.
             Some(Record::Exec { tgid, exe, name, env }) => {
+                out.failures.remove(&tgid);
                 match env {
                     Some(env) => out.environments.insert(tgid, env),
                     None => out.environments.remove(&tgid),
@@ -172,6 +177,12 @@ fn file(raw: &RefCell<Vec<Vec<u8>>>, out: &mut Collected, late: bool, to_sweep: 
                 // While it runs, its /proc link names the file as ls would
                 // (no symlink, no script): the name exec got otherwise.
                 out.executables.entry(exe).or_insert_with(|| crate::linux::host::executable(tgid, exe).unwrap_or(name));
+            }
+            Some(Record::Failure(f)) => {
+                let named = out.failures.entry(f.tgid).or_default();
+                if named.len() < FAILED_ONCE_NAMED {
+                    named.push(f);
+                }
             }
             Some(r) if late => out.late.push(r),
             Some(Record::Thread(t)) => {
@@ -255,6 +266,7 @@ fn read(
                 late: Vec::new(),
                 paths: std::mem::take(&mut out.paths),
                 environments: out.environments.clone(),
+                failures: out.failures.clone(),
                 executables: std::mem::take(&mut out.executables),
                 unread: unread.borrow().clone(),
             };
@@ -276,10 +288,13 @@ fn read(
             if let Ok(mut shared) = folded.lock() {
                 shared.clone_from(&out.exited.remap);
             }
-            // A folded process's environment is dropped at the read-out
-            // (its row has none): once it is gone, not kept for hours.
+            // A folded process's environment and failed lookups are
+            // dropped at the read-out (its row has none): once it is gone,
+            // not kept for hours.
             let remap = &out.exited.remap;
-            out.environments.retain(|pid, _| !remap.contains_key(pid) || std::path::Path::new(&format!("/proc/{pid}")).exists());
+            let running = |pid: &u32| !remap.contains_key(pid) || std::path::Path::new(&format!("/proc/{pid}")).exists();
+            out.environments.retain(|pid, _| running(pid));
+            out.failures.retain(|pid, _| running(pid));
             last_sweep = Instant::now();
         }
     }

@@ -124,6 +124,11 @@ pub fn file_into(
             out.set_environment(pid, env);
         }
     }
+    // A folded process's failed lookups are its program row's: dropped,
+    // as its environment is.
+    for f in collected.failures.values().flatten().filter(|f| collected.exited.row_of(f.tgid).is_none()) {
+        out.add_failed_once(argument_stats(f.tgid, f.nr, f.fd, f.path_hash, 1, 1, f.ns, &names.paths));
+    }
     let detailed = std::mem::take(&mut collected.exited.detailed);
     let (path_of, exited) = (&names.paths, &collected.exited);
     let names = &names.executables;
@@ -165,7 +170,7 @@ pub fn file_into(
         match r {
             Record::Thread(t) => add_thread(out, placed(t), names, tick_ns, &mut lost),
             Record::Slot(tgid, _, s) => out.add_argument(slot_stats(row(tgid).unwrap_or(tgid), &s, path_of)),
-            Record::Path(..) | Record::Exec { .. } => {}
+            Record::Path(..) | Record::Exec { .. } | Record::Failure(_) => {}
         }
     }
 
@@ -355,6 +360,7 @@ fn read_lost(maps: &Tables) -> Result<Lost> {
         environments: get(lost_counter::LOST_EXEC)?,
         first_sighting_races: get(lost_counter::LOST_FIRST_RACE)?,
         syscall_spill_full: get(lost_counter::LOST_SYSCALL_SPILL_FULL)?,
+        failure_names: get(lost_counter::LOST_FAILURE_NAME)?,
         // Counted in user space (file_into, and the pipeline's finish).
         argument_keys_over_budget: 0,
         syscall_exits_unseen: 0,

@@ -8,7 +8,8 @@ use std::mem::offset_of;
 use super::maps::{c_string, from_bytes, percpu_stride, MapEntries};
 use super::skel::array_len;
 use super::skel::types::{
-    arg_slot, errno_slot, exec_record, exit_entry, exit_record, path_record, record_kind, slot_record, stack_sample, sys_val, task_state,
+    arg_slot, errno_slot, exec_record, exit_entry, exit_record, failure_record, path_record, record_kind, slot_record, stack_sample, sys_val,
+    task_state,
 };
 use super::skel::types::{brk_change, env_sent, mask_change, path_mark, timeout_class};
 use crate::backend::samples::{field, StackSample};
@@ -18,6 +19,7 @@ const RECORD_SLOT: u32 = record_kind::RECORD_SLOT.0;
 const RECORD_EXIT: u32 = record_kind::RECORD_EXIT.0;
 const RECORD_PATH: u32 = record_kind::RECORD_PATH.0;
 const RECORD_EXEC: u32 = record_kind::RECORD_EXEC.0;
+const RECORD_FAILURE: u32 = record_kind::RECORD_FAILURE.0;
 const ENV_UNREAD: u32 = env_sent::ENV_UNREAD.0;
 /// The path hash of a path the kernel side could not read.
 pub const UNREADABLE_PATH: u64 = path_mark::PATH_HASH_UNREADABLE.0 as u64;
@@ -95,6 +97,18 @@ pub type PathOf = HashMap<u64, PathText>;
 // SAFETY: a path record is plain integers and bytes; zero is valid.
 const PATH_BYTES: usize = array_len(&unsafe { std::mem::zeroed::<path_record>() }.path);
 
+/// A failed path call whose key was new in its process: summarised as
+/// one-shot, and sent by name as well (its path in the next record).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Failure {
+    pub tgid: u32,
+    pub nr: u32,
+    /// The dirfd, as an argument key's.
+    pub fd: i64,
+    pub path_hash: u64,
+    pub ns: u64,
+}
+
 /// A record off the ring.
 #[derive(Debug, Clone)]
 pub enum Record {
@@ -111,6 +125,7 @@ pub enum Record {
         name: String,
         env: Option<Environment>,
     },
+    Failure(Failure),
 }
 
 impl Record {
@@ -118,7 +133,7 @@ impl Record {
         match self {
             Record::Thread(t) => t.tid,
             Record::Slot(_, tid, _) => *tid,
-            Record::Path(..) | Record::Exec { .. } => 0,
+            Record::Path(..) | Record::Exec { .. } | Record::Failure(_) => 0,
         }
     }
 
@@ -129,6 +144,10 @@ impl Record {
             RECORD_SLOT if data.len() >= std::mem::size_of::<slot_record>() => {
                 let r: slot_record = from_bytes(data);
                 Some(Record::Slot(r.tgid, r.tid, Box::new(r.slot)))
+            }
+            RECORD_FAILURE if data.len() >= std::mem::size_of::<failure_record>() => {
+                let r: failure_record = from_bytes(data);
+                Some(Record::Failure(Failure { tgid: r.tgid, nr: r.nr, fd: r.fd, path_hash: r.path_hash, ns: r.ns }))
             }
             RECORD_PATH => {
                 // Cut after the path's NUL: read the header, then the bytes sent.
@@ -294,6 +313,21 @@ mod tests {
         assert_eq!(s.read_u64(0x1008), Some(0xdead));
         // Cut short: refused.
         assert!(stack_sample(&b[..b.len() - 1]).is_none());
+    }
+
+    #[test]
+    fn parses_a_failure() {
+        let mut b = vec![0u8; std::mem::size_of::<failure_record>()];
+        let put = |b: &mut Vec<u8>, at: usize, v: &[u8]| b[at..at + v.len()].copy_from_slice(v);
+        put(&mut b, offset_of!(failure_record, kind), &RECORD_FAILURE.to_ne_bytes());
+        put(&mut b, offset_of!(failure_record, tgid), &7u32.to_ne_bytes());
+        put(&mut b, offset_of!(failure_record, nr), &257u32.to_ne_bytes());
+        put(&mut b, offset_of!(failure_record, fd), &(-100i64).to_ne_bytes());
+        put(&mut b, offset_of!(failure_record, path_hash), &0x55u64.to_ne_bytes());
+        put(&mut b, offset_of!(failure_record, ns), &900u64.to_ne_bytes());
+        let Some(Record::Failure(f)) = Record::parse(&b) else { panic!("not a failure") };
+        assert_eq!(f, Failure { tgid: 7, nr: 257, fd: -100, path_hash: 0x55, ns: 900 });
+        assert!(Record::parse(&b[..b.len() - 1]).is_none(), "cut short: refused");
     }
 }
 
