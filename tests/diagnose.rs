@@ -725,10 +725,14 @@ fn library_search_names_ld_library_path() {
     // env's own lookups are the same either way: the difference is true's.
     let per_process = misses(&one) - misses(&untouched);
     assert!(per_process >= 8, "{one:?}");
-    let f = shell_findings(&[], &format!("for i in $(seq 200); do LD_LIBRARY_PATH={llp} /bin/true; done"), &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!("for i in $(seq 200); do LD_LIBRARY_PATH={llp} /bin/true; done");
+    let doc = doc_in_with(&[], dir.path(), &["sh", "-c", &script], &[]);
+    let f = doc["findings"].as_array().cloned().unwrap_or_default();
     let s = only(&f, "library-search");
     assert!(s["what"].as_str().unwrap().ends_with(&format!("× openat/newfstatat failing with ENOENT: LD_LIBRARY_PATH=\"{llp}\"")), "{s}");
-    assert_eq!(s["evidence"]["calls"].as_u64().unwrap(), 200 * per_process, "{s}");
+    // Short only by syscall ends the kernel ran no hook for (Linux 7.x).
+    assert!(exact_but_missed(s["evidence"]["calls"].as_u64().unwrap(), 200 * per_process, hook_runs_missed(&doc)), "{s}");
     assert_eq!((s["program"].as_str(), s["processes"].as_array().unwrap().len()), (Some("true"), 200));
     assert!(fixes(s).contains("unset LD_LIBRARY_PATH") && fixes(s).contains("RUNPATH"), "{s}");
     assert!(!ids(&f).contains(&"failing-calls"), "the search is one finding, not two: {:?}", ids(&f));
@@ -777,10 +781,12 @@ fn library_search_names_a_runpath() {
     let per_process = misses(&xz) - misses(&plain);
     assert!(per_process >= 12, "{per_process}");
     let script = |exe: &std::path::Path| format!("for i in $(seq 100); do {} --version; done > /dev/null", exe.display());
-    let f = findings_in(dir.path(), &["sh", "-c", &script(&xz)], &[]);
+    let doc = doc_in_with(&[], dir.path(), &["sh", "-c", &script(&xz)], &[]);
+    let f = doc["findings"].as_array().cloned().unwrap_or_default();
     let s = only(&f, "library-search");
     assert!(s["what"].as_str().unwrap().ends_with("failing with ENOENT: RUNPATH \"/opt/rp/a\", \"/opt/rp/b\", \"/opt/rp/c\""), "{s}");
-    assert_eq!(s["evidence"]["calls"].as_u64().unwrap(), 100 * (per_process + misses(&plain)), "{s}");
+    let calls = s["evidence"]["calls"].as_u64().unwrap();
+    assert!(exact_but_missed(calls, 100 * (per_process + misses(&plain)), hook_runs_missed(&doc)), "{s}");
     assert_eq!((s["program"].as_str(), s["processes"].as_array().unwrap().len()), (Some("xz"), 100));
     assert!(s["why"].as_str().unwrap().contains("RUNPATH (or RPATH)"), "{s}");
     assert!(fixes(s).contains("patchelf --set-rpath") && !fixes(s).contains("unset LD_LIBRARY_PATH"), "{s}");
@@ -942,6 +948,11 @@ fn findings_in(dir: &std::path::Path, argv: &[&str], env: &[(&str, &str)]) -> Ve
 
 /// The same, with more options for sysdiet (`--all`).
 fn findings_in_with(options: &[&str], dir: &std::path::Path, argv: &[&str], env: &[(&str, &str)]) -> Vec<Value> {
+    doc_in_with(options, dir, argv, env)["findings"].as_array().cloned().unwrap_or_default()
+}
+
+/// The same, the whole document: for a test that reads what was lost.
+fn doc_in_with(options: &[&str], dir: &std::path::Path, argv: &[&str], env: &[(&str, &str)]) -> Value {
     let json = dir.join("t.json");
     let out = sysdiet()
         .args(["run", "--json", "-o"])
@@ -956,8 +967,7 @@ fn findings_in_with(options: &[&str], dir: &std::path::Path, argv: &[&str], env:
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    doc["findings"].as_array().cloned().unwrap_or_default()
+    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
 }
 
 /// Debian's node, which the tests of real event loops and module search run.

@@ -106,7 +106,9 @@ fn byte_histograms_stay_exact_when_keys_take_turns_in_the_cache() {
     let exe = victim("manyfds");
     let (doc, _) = sysdiet_json(&[], &[exe.to_str().unwrap(), "100"]);
     let writes: Vec<_> = doc["arguments"].as_array().unwrap().iter().filter(|a| a["syscall"] == "write" && a["calls"] == 100).collect();
-    assert_eq!(writes.len(), 40, "one key per fd");
+    let keys: Vec<(&serde_json::Value, &serde_json::Value, &serde_json::Value)> =
+        doc["arguments"].as_array().unwrap().iter().filter(|a| a["syscall"] == "write").map(|a| (&a["pid"], &a["argument"], &a["calls"])).collect();
+    assert_eq!(writes.len(), 40, "one key per fd; write keys {keys:?}; lost {}; {}", doc["lost"], seen(&doc));
     for w in writes {
         let fd = w["argument"]["fd"].as_u64().unwrap();
         // 1 byte: bucket 1; 101: bucket 8, (64, 128]; 201: bucket 9, (128, 256].
