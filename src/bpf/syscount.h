@@ -283,10 +283,11 @@ enum record_kind {
  * one in FAILURES_NAMED_EVERY until FAILURES_SEEN_MAX (64 in all), as
  * model::named_failure picks them. Enough for a rule to see each place a
  * search looked (the loader tries ~40 paths per directory), few enough
- * that a process costs a handful of records. Odd: the loader's lookups
- * alternate, a library then its directory, and each kind is sampled. */
+ * that a process costs a handful of records. Odd and small: the loader's
+ * lookups alternate, a library then its directory, ~8 to ~40 a directory,
+ * and each kind is sampled in each. */
 #define FAILURES_NAMED_ALL 16
-#define FAILURES_NAMED_EVERY 7
+#define FAILURES_NAMED_EVERY 3
 #define FAILURES_SEEN_MAX (FAILURES_NAMED_ALL + 48 * FAILURES_NAMED_EVERY)
 
 /* The start of a process's environment at its exec, as the program got it:

@@ -8,14 +8,14 @@ use serde::{Deserialize, Serialize};
 pub const FAILED_ONCE_NAMED: usize = 64;
 
 /// Whether a process's `index`th failed lookup of a path tried once (from
-/// 0, in the order made) is one named: the first 16, then one in 7 (odd:
+/// 0, in the order made) is one named: the first 16, then one in 3 (odd:
 /// the loader's lookups alternate between a library and its directory)
 /// until 64 are, so that each place a search looked shows (the dynamic
-/// loader tries ~40 paths per directory). The BPF side picks the same
-/// (FAILURES_NAMED_ALL in syscount.h).
+/// loader tries ~8 paths per directory on arm64, ~40 on x86-64). The BPF
+/// side picks the same (FAILURES_NAMED_ALL in syscount.h).
 pub fn named_failure(index: usize) -> bool {
     const ALL: usize = 16;
-    const EVERY: usize = 7;
+    const EVERY: usize = 3;
     index < ALL || (index < ALL + (FAILED_ONCE_NAMED - ALL) * EVERY && (index - ALL).is_multiple_of(EVERY))
 }
 
