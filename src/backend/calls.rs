@@ -31,8 +31,8 @@ pub struct Call {
 
 #[derive(Debug, Default)]
 struct KeyStats {
-    /// Which key this was to be seen, in the whole run: failed lookups of
-    /// paths seen once are named in the order they were made.
+    /// How many keys were made before this one, in the whole run: failed
+    /// lookups of paths seen once are sampled in the order they were made.
     first: u64,
     calls: u64,
     errors: u64,

@@ -146,8 +146,8 @@ fn finding(trace: &Trace, p: &Process, arguments: &[&ArgumentStats], runpath: &[
     if named.is_empty() {
         return None;
     }
-    // Most of the search's lookups are of paths seen once, and only the
-    // first few of those are named: the process's failed lookups count them.
+    // Most of the search's lookups are of paths seen once, of which only a
+    // sample is named: the process's failed lookups count them all.
     let failed = |s: &crate::model::SyscallStats| s.errnos.get("ENOENT").copied().unwrap_or(0);
     let search: Vec<_> = SEARCH_CALLS.iter().filter_map(|name| p.syscalls.iter().find(|s| s.name == *name)).filter(|s| failed(s) > 0).collect();
     let calls: u64 = search.iter().map(|s| failed(s)).sum();

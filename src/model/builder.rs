@@ -219,8 +219,9 @@ fn shares<'a>(calls: u64, total_ns: u64, samples: impl Iterator<Item = &'a Sampl
     callsite::apportion(calls, total_ns, &weights)
 }
 
-/// Each process's first FAILED_ONCE_NAMED failed lookups that name a path
-/// tried only once: one that came to be repeated is in `arguments`.
+/// The named failed lookups of paths tried only once, at most
+/// FAILED_ONCE_NAMED a process, in the order they came: one whose key came
+/// to be repeated is in `arguments` instead.
 fn named_failures(failures: Vec<ArgumentStats>, arguments: &[ArgumentStats]) -> Vec<ArgumentStats> {
     let repeated: HashSet<(u32, u32, &Argument)> = arguments.iter().map(|a| (a.pid, a.nr, &a.argument)).collect();
     let mut seen: HashSet<(u32, u32, Argument)> = HashSet::new();
