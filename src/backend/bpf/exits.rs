@@ -292,9 +292,11 @@ fn read(
             // dropped at the read-out (its row has none): once it is gone,
             // not kept for hours.
             let remap = &out.exited.remap;
-            let running = |pid: &u32| !remap.contains_key(pid) || std::path::Path::new(&format!("/proc/{pid}")).exists();
-            out.environments.retain(|pid, _| running(pid));
-            out.failures.retain(|pid, _| running(pid));
+            // Each folded pid's /proc looked at once, for both tables.
+            let folded: HashSet<u32> = out.environments.keys().chain(out.failures.keys()).filter(|pid| remap.contains_key(pid)).copied().collect();
+            let gone: HashSet<u32> = folded.into_iter().filter(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists()).collect();
+            out.environments.retain(|pid, _| !gone.contains(pid));
+            out.failures.retain(|pid, _| !gone.contains(pid));
             last_sweep = Instant::now();
         }
     }
