@@ -46,6 +46,8 @@ struct call {
 	__u8 req_bucket;
 	__u8 ret_bucket;
 	__u8 scratch; /* its path's slot of path_scratch: 1 in sys_exit_backup */
+	__u8 stat_at;   /* its syscall's slot of the thread's counts (THREAD_SYSCALLS: none) */
+	__u8 last_slot; /* the key slot that syscall's last call counted in */
 	__s64 fd;
 	__u64 path_hash;
 	__u64 ns;
@@ -797,21 +799,39 @@ static __noinline bool argument_miss_legacy(struct task_state *ts, struct call *
 	return miss(ts, c, s, true);
 }
 
+/* Whether slot `s` counts the call's key. */
+static __always_inline bool holds(struct arg_slot *s, struct call *c)
+{
+	return s->used && s->nr == c->nr && s->fd == c->fd && s->path_hash == c->path_hash;
+}
+
+/* A key is only ever in the slot its hash picks. The slot its syscall's
+ * last call counted in is looked at first: its address was known before
+ * the path was read, so a call that repeats the last one (a loop's)
+ * compares it while the hash is still being made, and does not wait for
+ * the hash, then the slot's load, to find it. */
 static __always_inline void count_argument(struct task_state *ts, struct call *c, const bool legacy)
 {
-	__u64 h = forget(ts, key_hash(c));
-	__u32 index = (h ^ (h >> 32) ^ (h >> 17)) & (ARG_SLOTS - 1);
+	__u32 index = c->last_slot & (ARG_SLOTS - 1);
 	struct arg_slot *s = &ts->slots[index];
+	__u64 h;
 
-	if (!(s->used && s->nr == c->nr && s->fd == c->fd && s->path_hash == c->path_hash)) {
-		if (!(legacy ? argument_miss_legacy(ts, c, s) : argument_miss(ts, c, s)))
-			return;
-		/* A repeated key: it takes the slot, with this call. */
-		legacy ? flush_slot_legacy(ts->tgid, index) : flush_slot(ts->tgid, s);
-		s->used = 1;
-		s->nr = c->nr;
-		s->fd = c->fd;
-		s->path_hash = c->path_hash;
+	if (!holds(s, c)) {
+		h = forget(ts, key_hash(c));
+		index = (h ^ (h >> 32) ^ (h >> 17)) & (ARG_SLOTS - 1);
+		s = &ts->slots[index];
+		if (!holds(s, c)) {
+			if (!(legacy ? argument_miss_legacy(ts, c, s) : argument_miss(ts, c, s)))
+				return;
+			/* A repeated key: it takes the slot, with this call. */
+			legacy ? flush_slot_legacy(ts->tgid, index) : flush_slot(ts->tgid, s);
+			s->used = 1;
+			s->nr = c->nr;
+			s->fd = c->fd;
+			s->path_hash = c->path_hash;
+		}
+		if (c->stat_at < THREAD_SYSCALLS)
+			ts->last_slot[c->stat_at] = index;
 	}
 	s->calls++;
 	s->errors += c->failed;

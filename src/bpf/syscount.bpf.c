@@ -113,10 +113,14 @@ static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool
 	}
 	ts->seq++;
 	at = syscall_slot(ts, c.nr);
-	if (at < THREAD_SYSCALLS)
+	c.stat_at = at;
+	if (at < THREAD_SYSCALLS) {
+		/* Read now, before the path: see count_argument. */
+		c.last_slot = ts->last_slot[at];
 		add_call(&ts->stats[at], &c);
-	else
+	} else {
 		spill_call(ts, &c);
+	}
 	if (c.failed)
 		count_errno(ts, c.nr, -ret);
 	if (is_zero(c.nr ^ NR_RT_SIGRETURN)) {

@@ -239,6 +239,9 @@ struct task_state {
 				up to FAILURES_SEEN_MAX */
 	__u8 stat_of[MAX_SYSCALLS];
 	__u16 stat_nr[THREAD_SYSCALLS];
+	/* The slot of `slots` each of them last counted a key in: looked at
+	 * first by its next call (count_argument). */
+	__u8 last_slot[THREAD_SYSCALLS];
 	struct sys_val stats[THREAD_SYSCALLS];
 	/* rt_sigprocmask calls by enum mask_change: kept here, so that the
 	 * hot path makes no hash lookup for them. */
