@@ -10,6 +10,19 @@
  * read a word or two past it (the start is argc's address). */
 #define STACK_ABOVE_START 256
 
+/* Where a sample is put together, a slot for sys_exit, one for
+ * sys_exit_backup (as path_scratch), then sent cut to the stack it holds:
+ * a record reserved in the ring whole (16 KiB) would spread a loop's
+ * samples, most under 1 KiB, over a fresh part of the ring each, and
+ * writing into memory that far off costs more than copying twice. Made
+ * only with stack samples. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct stack_sample);
+} sample_scratch SEC(".maps");
+
 /* How much of the stack from `sp` up a sample needs: the main thread's
  * frames all lie below its stack's start (where exec left sp), so a
  * shallow stack (a short command's, a loop's) copies its frames, not
@@ -30,15 +43,13 @@ static __always_inline __u64 stack_wanted(struct task_struct *t, __u64 sp, const
 static __always_inline void take_sample(struct task_state *ts, struct task_struct *t, struct pt_regs *regs,
 					struct call *c, __u64 now, __u64 period, const bool legacy)
 {
-	struct stack_sample *e;
 	__u64 sp = REGS_SP(regs), off = 0, len, want = stack_wanted(t, sp, legacy);
+	__u32 slot = c->scratch & 1;
+	struct stack_sample *e = bpf_map_lookup_elem(&sample_scratch, &slot);
 	int i;
 
-	e = bpf_ringbuf_reserve(&samples, sizeof(*e), 0);
-	if (!e) {
-		count_lost(LOST_SAMPLES_DROPPED, 1);
+	if (!e)
 		return;
-	}
 	e->tgid = ts->tgid;
 	e->tid = (__u32)bpf_get_current_pid_tgid();
 	e->nr = c->nr;
@@ -67,8 +78,13 @@ static __always_inline void take_sample(struct task_state *ts, struct task_struc
 	}
 	e->stack_len = off;
 	e->_pad = 0;
+	/* (a bound the verifier can see: the loop copies at most this) */
+	if (off > STACK_BYTES)
+		off = STACK_BYTES;
 	/* Wake the reader in batches; it also polls on a timer. */
-	bpf_ringbuf_submit(e, wakeup_past(&samples, sample_wakeup_bytes));
+	if (bpf_ringbuf_output(&samples, e, offsetof(struct stack_sample, stack) + off,
+			       wakeup_past(&samples, sample_wakeup_bytes)))
+		count_lost(LOST_SAMPLES_DROPPED, 1);
 }
 
 /* A sample every `gap` calls of the thread on average (random gaps, so

@@ -245,6 +245,9 @@ impl SetSpec {
         p.kernel_tick.set_autoload(kernel_ticks);
         p.find_tick_fn.set_autoload(kernel_ticks);
         open.maps.states.set_autocreate(!legacy).map_err(bpf_error)?;
+        // Stack samples' scratch (33 KiB a CPU): only with samples; the
+        // code that would use it otherwise is dead, and libbpf poisons it.
+        open.maps.sample_scratch.set_autocreate(self.rodata.sample_stacks != 0).map_err(bpf_error)?;
         for m in [&mut open.maps.thread_states, &mut open.maps.thread_ticks, &mut open.maps.promoting] {
             m.set_autocreate(legacy).map_err(bpf_error)?;
         }
