@@ -18,7 +18,11 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         // The working directory is a fixed answer only where it stays put.
         let moves: u64 = p.syscalls.iter().filter(|s| s.name == "chdir" || s.name == "fchdir").map(|s| s.calls).sum();
         let fixed_cwd = |s: &&crate::model::SyscallStats| s.name == "getcwd" && moves * 10 < s.calls;
-        let ids: Vec<_> = p.syscalls.iter().filter(|s| IDENTITY.contains(&s.name.as_str()) || fixed_cwd(s)).collect();
+        let mut ids: Vec<_> = p.syscalls.iter().filter(|s| IDENTITY.contains(&s.name.as_str()) || fixed_cwd(s)).collect();
+        // The most asked first, and named by the evidence: the process's
+        // syscalls are in order of sampled time, where three calls that
+        // caught a tick can come before 5,000 that caught none.
+        ids.sort_by_key(|s| std::cmp::Reverse(s.calls));
         let calls: u64 = ids.iter().map(|s| s.calls).sum();
         if calls < 2 {
             continue;
@@ -118,6 +122,14 @@ mod tests {
         assert!(f[0].fixes[0].text.contains("os.path.abspath"));
         // A walk that changes directory for each: its answers change.
         assert!(check(&trace(1_000_000_000, &[("getcwd", 20_000, 10_000_000), ("chdir", 10_000, 1_000)])).is_empty());
+    }
+
+    #[test]
+    fn the_most_asked_leads_whatever_the_ticks() {
+        // Three getcwd caught a tick, 5,000 getpid none (sampled time).
+        let f = check(&trace(1_000_000_000, &[("getcwd", 3, 250_000), ("getpid", 5_000, 0), ("gettid", 2, 0)]));
+        assert_eq!(f[0].what, "5,000 × getpid, 3 × getcwd, 2 × gettid");
+        assert_eq!(f[0].evidence.syscall, "getpid");
     }
 
     #[test]
