@@ -1100,8 +1100,8 @@ fn a_pid_per_python_log_record() {
     std::fs::write(dir.path().join("on.py"), script("True")).unwrap();
     std::fs::write(dir.path().join("off.py"), script("False")).unwrap();
     // With --all: the 5,000 getpid and the 5,000 writes are each about 1%
-    // of the run's time by default, under it (a small finding) on a loaded
-    // machine, which this test is not about.
+    // of the run's time, under it on a loaded machine (a small finding,
+    // shown only with --all), which this test is not about.
     let f = findings_in_with(&["--all"], dir.path(), &["/usr/bin/python3", "on.py"], &[]);
     let i = only(&f, "identity-calls");
     assert!(i["what"].as_str().unwrap().starts_with("5,000 × getpid"), "{i}");
