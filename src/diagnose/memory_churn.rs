@@ -7,11 +7,11 @@
 //! request): its call sites then show no allocator frame, and malloc's
 //! knobs would change nothing.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::{called_through, prove, Evidence, Finding, Fix};
 use crate::human::thousands;
-use crate::model::{callsite, Argument, BrkChange, SiteShare, Trace};
+use crate::model::{callsite, Argument, BrkChange, Process, SiteShare, Trace};
 
 pub const ID: &str = "memory-churn";
 
@@ -94,9 +94,9 @@ fn mapped_by_a_spawn(trace: &Trace, shares: &[SiteShare]) -> bool {
 /// unmapped regions, as posix_spawn does with the stack it maps for each
 /// child (its call sites say so too, when samples reached them; a loaded
 /// host's run can leave them unsampled).
-fn a_child_per_item(trace: &Trace, p: &crate::model::Process, unmaps: u64) -> bool {
-    let children: u64 = trace.processes.iter().filter(|c| c.ppid == p.pid && c.pid != p.pid).map(|c| c.folded.max(1)).sum();
-    children >= MIN_PAIRS / 2 && children * 2 >= unmaps
+fn a_child_per_item(p: &Process, children: &BTreeMap<u32, Vec<&Process>>, unmaps: u64) -> bool {
+    let started: u64 = children.get(&p.pid).map_or(0, |c| c.iter().map(|c| c.folded.max(1)).sum());
+    started >= MIN_PAIRS / 2 && started * 2 >= unmaps
 }
 
 /// A thread per item: a process that started about as many threads as it
@@ -104,7 +104,7 @@ fn a_child_per_item(trace: &Trace, p: &crate::model::Process, unmaps: u64) -> bo
 /// mapping (8 MiB by default) and keeps up to 40 MiB of them for reuse;
 /// past that each ended thread's stack is unmapped, so a thread started per
 /// request maps and unmaps a stack each time.
-fn a_thread_per_item(p: &crate::model::Process, unmaps: u64) -> bool {
+fn a_thread_per_item(p: &Process, unmaps: u64) -> bool {
     let threads = p.threads.len() as u64;
     threads >= MIN_PAIRS / 2 && threads * 2 >= unmaps
 }
@@ -133,6 +133,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             callsite::merge_shares(&mut m.sites, &a.sites);
         }
     }
+    let children = super::spawner::children(trace);
     let mut out = Vec::new();
     for p in &trace.processes {
         let get = |name: &str| p.syscalls.iter().find(|s| s.name == name);
@@ -148,7 +149,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         let mut knobs = Vec::new();
         let mut fixes = Vec::new();
         let mut its_own = false;
-        let spawning = mmap.is_some_and(|s| mapped_by_a_spawn(trace, &s.sites)) || a_child_per_item(trace, p, unmaps);
+        let spawning = mmap.is_some_and(|s| mapped_by_a_spawn(trace, &s.sites)) || a_child_per_item(p, &children, unmaps);
         let threads = a_thread_per_item(p, unmaps);
         if pairs >= MIN_PAIRS && pairs * 10 >= maps.max(unmaps) * 8 && !spawning {
             what.push(format!("{} × mmap with {} × munmap", thousands(maps), thousands(unmaps)));
