@@ -28,9 +28,12 @@ struct {
  * shallow stack (a short command's, a loop's) copies its frames, not
  * STACK_BYTES of its arguments and environment. Another thread's stack,
  * or one a program switched to, is elsewhere: STACK_BYTES. */
-static __always_inline __u64 stack_wanted(struct task_struct *t, __u64 sp, const bool legacy)
+static __always_inline __u64 stack_wanted(struct task_struct *t, __u64 sp)
 {
-	__u64 start = legacy ? BPF_CORE_READ(t, mm, start_stack) : t->mm->start_stack;
+	/* Probed, not t->mm->start_stack: the verifier looks a BTF pointer
+	 * field's trust up by name, a walk of the kernel's whole BTF, at each
+	 * state it reaches the load in; a probe costs only the rare sample. */
+	__u64 start = BPF_CORE_READ(t, mm, start_stack);
 	/* Below the start, or just above it; else it wraps, past STACK_BYTES. */
 	__u64 want = start + STACK_ABOVE_START - sp;
 
@@ -43,7 +46,7 @@ static __always_inline __u64 stack_wanted(struct task_struct *t, __u64 sp, const
 static __always_inline void take_sample(struct task_state *ts, struct task_struct *t, struct pt_regs *regs,
 					struct call *c, __u64 now, __u64 period, const bool legacy)
 {
-	__u64 sp = REGS_SP(regs), off = 0, len, want = stack_wanted(t, sp, legacy);
+	__u64 sp = REGS_SP(regs), off = 0, len, want = stack_wanted(t, sp);
 	__u32 slot = c->scratch & 1;
 	struct stack_sample *e = bpf_map_lookup_elem(&sample_scratch, &slot);
 	int i;
