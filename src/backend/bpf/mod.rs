@@ -324,14 +324,14 @@ impl BpfTracer {
     ) -> Result<(SyscountSkel<'static>, Option<split::Loaded>)> {
         let legacy = variant == Variant::Legacy;
         let beside = !options.verifier_stats;
+        // Opened on its own thread while this one opens the first copy.
+        let others = beside.then(|| split::Others::open(spec, types)).transpose()?;
         let mut open = spec.open(object_storage()?, types, if beside { Part::SysExit } else { Part::All })?;
         let m = &open.maps;
         let premade = premade::Premade::start(
             &[&m.arg_stats, &m.first_calls, &m.first_tags, &m.exits, &m.strings, &m.samples],
             &[&m.io_hists, &m.once_summary, &m.errno_stats, &m.syscall_spill, &m.exit_scratch, &m.path_scratch, &m.exec_scratch, &m.lost],
         );
-        // Opened while the big maps are made.
-        let others = beside.then(|| split::Others::open(spec, types)).transpose()?;
         let print_before = options.verifier_stats.then(verifier_log::capture);
         if options.verifier_stats {
             for mut prog in open.open_object_mut().progs_mut() {

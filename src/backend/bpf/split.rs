@@ -1,15 +1,17 @@
 //! A cold start's load on two CPUs. The kernel verifies a set's programs
 //! one after another, sys_exit's most of the time, while a second CPU has
 //! nothing left to do once the maps are made. So the set is opened twice:
-//! sys_exit alone in the first copy, the other programs in the second; once
-//! the first has made its maps (libbpf's prepare), the second takes them
-//! and loads on another thread while the first loads sys_exit. That thread
-//! then attaches the lifecycle hooks too, which would otherwise wait for
-//! sys_exit's verifier: they see no target until one is added, and slow
-//! no syscall.
+//! sys_exit alone in the first copy, the other programs in the second. The
+//! second copy is opened on a thread of its own while the first opens and
+//! its maps are made; once the first has made its maps (libbpf's prepare),
+//! that thread takes them and loads its programs while the first loads
+//! sys_exit. It then attaches the lifecycle hooks too, which would
+//! otherwise wait for sys_exit's verifier: they see no target until one is
+//! added, and slow no syscall.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
+use std::sync::mpsc;
 use std::thread::JoinHandle;
 
 use libbpf_rs::skel::{OpenSkel, Skel};
@@ -20,8 +22,12 @@ use super::set_spec::{Part, SetSpec};
 use super::skel::{OpenSyscountSkel, SyscountSkel};
 use crate::error::{Error, Result};
 
-/// The copy of the object with the programs other than sys_exit, opened.
-pub struct Others(OpenSyscountSkel<'static>);
+/// The copy of the object with the programs other than sys_exit, being
+/// opened on its own thread, which waits there for the first copy's maps.
+pub struct Others {
+    maps: mpsc::Sender<Vec<(String, OwnedFd)>>,
+    thread: JoinHandle<Result<Moved<Loaded>>>,
+}
 
 /// The other programs loading on their thread.
 pub struct Loading(JoinHandle<Result<Moved<Loaded>>>);
@@ -49,14 +55,37 @@ impl<T> Moved<T> {
 }
 
 impl Others {
+    /// Starts opening the second copy on a thread of its own, off the
+    /// main thread's way to sys_exit's verifier.
     pub fn open(spec: &SetSpec, types: Option<&Path>) -> Result<Others> {
-        Ok(Others(spec.open(object_storage()?, types, Part::Others)?))
+        let (spec, types) = (spec.clone(), types.map(Path::to_path_buf));
+        let (maps, made) = mpsc::channel::<Vec<(String, OwnedFd)>>();
+        let thread = std::thread::Builder::new().name("sysdiet-load".into()).spawn(move || {
+            let mut open = spec.open(object_storage()?, types.as_deref(), Part::Others)?;
+            // None: the first copy failed before its maps were made.
+            let made = made.recv().map_err(|_| Error::Bpf("the other programs got no maps".into()))?;
+            for mut map in open.open_object_mut().maps_mut() {
+                if !map.autocreate() {
+                    continue;
+                }
+                let fd = made.iter().find(|(name, _)| map.name().to_str() == Some(name.as_str())).map(|(_, fd)| fd);
+                let fd = fd.ok_or_else(|| Error::Bpf(format!("map {} was not made for the other programs", map.name().to_string_lossy())))?;
+                map.reuse_fd(fd.as_fd()).map_err(bpf_error)?;
+            }
+            let verifying = crate::timings::span("load and verify the others");
+            let skel = open.load().map_err(bpf_error)?;
+            drop(verifying);
+            let _t = crate::timings::span("attach the lifecycle hooks");
+            let links = attach_lifecycle(&skel);
+            Ok(Moved(Loaded { skel, links }))
+        });
+        Ok(Others { maps, thread: thread.map_err(Error::Io)? })
     }
 
     /// Has `first` make its maps, load its BTF and relocate (all but load
-    /// its programs), gives this copy the same maps, and starts loading it
-    /// on another thread.
-    pub fn load_beside(mut self, first: &mut OpenSyscountSkel<'static>) -> Result<Loading> {
+    /// its programs), and hands this copy's thread the same maps, which it
+    /// loads its programs with.
+    pub fn load_beside(self, first: &mut OpenSyscountSkel<'static>) -> Result<Loading> {
         let preparing = crate::timings::span("make the maps, load the BTF");
         let object = first.open_object_mut().as_libbpf_object();
         // SAFETY: an open object, not prepared or loaded yet.
@@ -65,30 +94,20 @@ impl Others {
             return Err(bpf_error(libbpf_rs::Error::from(std::io::Error::from_raw_os_error(-ret))));
         }
         drop(preparing);
-        for mut map in self.0.open_object_mut().maps_mut() {
-            if !map.autocreate() {
-                continue;
-            }
-            let made = first.open_object().maps().find(|m| m.name() == map.name());
+        let mut made = Vec::new();
+        for map in first.open_object().maps() {
             // SAFETY: a map of a prepared object; -1 if it was not made.
-            let fd = made.map_or(-1, |m| unsafe { libbpf_sys::bpf_map__fd(m.as_libbpf_object().as_ptr()) });
-            if fd < 0 {
-                return Err(Error::Bpf(format!("map {} was not made for the other programs", map.name().to_string_lossy())));
+            let fd = unsafe { libbpf_sys::bpf_map__fd(map.as_libbpf_object().as_ptr()) };
+            if fd >= 0 {
+                // SAFETY: the first copy keeps the descriptor open while it
+                // is duplicated for the other thread.
+                let fd = unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned().map_err(Error::Io)?;
+                made.push((map.name().to_string_lossy().into_owned(), fd));
             }
-            // SAFETY: the first copy keeps the descriptor open while this
-            // one duplicates it.
-            map.reuse_fd(unsafe { BorrowedFd::borrow_raw(fd) }).map_err(bpf_error)?;
         }
-        let others = Moved(self.0);
-        let thread = std::thread::Builder::new().name("sysdiet-load".into()).spawn(move || {
-            let verifying = crate::timings::span("load and verify the others");
-            let skel = others.into_inner().load().map_err(bpf_error)?;
-            drop(verifying);
-            let _t = crate::timings::span("attach the lifecycle hooks");
-            let links = attach_lifecycle(&skel);
-            Ok(Moved(Loaded { skel, links }))
-        });
-        Ok(Loading(thread.map_err(Error::Io)?))
+        // A thread that already failed says why when waited for.
+        let _ = self.maps.send(made);
+        Ok(Loading(self.thread))
     }
 }
 
