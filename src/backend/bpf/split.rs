@@ -39,16 +39,15 @@ pub struct Loaded {
     pub links: Vec<(String, OwnedFd)>,
 }
 
-/// An object on its way to or from the thread that loads it.
+/// An object on its way back from the thread that loaded it.
 pub struct Moved<T>(T);
 
 // SAFETY: a libbpf object is not tied to the thread that opened it; it is
-// moved whole, used by one thread at a time, and moved back.
+// moved whole, and used by one thread at a time.
 unsafe impl<T> Send for Moved<T> {}
 
 impl<T> Moved<T> {
-    /// Taken out whole (a closure that named the field would capture the
-    /// field alone, which is not Send).
+    /// Taken out whole, on the thread that waited for it.
     fn into_inner(self) -> T {
         self.0
     }
@@ -62,7 +61,7 @@ impl Others {
         let (maps, made) = mpsc::channel::<Vec<(String, OwnedFd)>>();
         let thread = std::thread::Builder::new().name("sysdiet-load".into()).spawn(move || {
             let mut open = spec.open(object_storage()?, types.as_deref(), Part::Others)?;
-            // None: the first copy failed before its maps were made.
+            // No maps: the first copy failed before it made them.
             let made = made.recv().map_err(|_| Error::Bpf("the other programs got no maps".into()))?;
             for mut map in open.open_object_mut().maps_mut() {
                 if !map.autocreate() {
