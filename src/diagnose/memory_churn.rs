@@ -95,7 +95,7 @@ fn mapped_by_a_spawn(trace: &Trace, shares: &[SiteShare]) -> bool {
 /// child (its call sites say so too, when samples reached them; a loaded
 /// host's run can leave them unsampled).
 fn a_child_per_item(p: &Process, children: &BTreeMap<u32, Vec<&Process>>, unmaps: u64) -> bool {
-    let started: u64 = children.get(&p.pid).map_or(0, |c| c.iter().map(|c| c.folded.max(1)).sum());
+    let started = super::spawner::started(p.pid, children);
     started >= MIN_PAIRS / 2 && started * 2 >= unmaps
 }
 

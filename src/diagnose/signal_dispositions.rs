@@ -31,7 +31,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
     for p in &trace.processes {
         let Some(s) = p.syscalls.iter().find(|s| s.name == "rt_sigaction") else { continue };
         // Counted once: a folded row stands for many.
-        let children = children.get(&p.pid).map_or(0, |kids| kids.iter().map(|c| c.folded.max(1)).sum());
+        let children = spawner::started(p.pid, &children);
         let per_child = s.calls.checked_div(children).unwrap_or(0);
         let churn = s.calls > SET_UP;
         let per_spawn = children >= 2 && per_child >= PER_CHILD;

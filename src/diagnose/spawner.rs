@@ -16,6 +16,12 @@ pub fn children(trace: &Trace) -> BTreeMap<u32, Vec<&Process>> {
     children
 }
 
+/// How many processes `pid` started: a folded row counts as the
+/// processes it stands for.
+pub fn started(pid: u32, children: &BTreeMap<u32, Vec<&Process>>) -> u64 {
+    children.get(&pid).map_or(0, |kids| kids.iter().map(|c| c.folded.max(1)).sum())
+}
+
 /// Calls a child made, with every process below it, beyond which it is
 /// a worker doing work of its own (a compiler and its assembler), not a
 /// process started per item to do a little (`/bin/true`: about 35).
