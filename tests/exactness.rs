@@ -312,6 +312,48 @@ fn counts_beside_straced_programs() {
     }
 }
 
+/// The read-out of a run whose keys the programs logged all (1,000 paths
+/// twice, under ARG_KEYS_LOGGED's 4,096) has copy_logged copy their entries
+/// in one run of it; one with more keys (5,000) walks the table. Both read
+/// each path's own entry: every third path is a file, whose calls succeed,
+/// so an entry read for a neighbour's key shows. The legacy programs log
+/// no keys: they always walk.
+#[test]
+fn logged_keys_are_copied_and_more_keys_walked() {
+    if skip_without_bpf() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for i in (0..5000).step_by(3) {
+        std::fs::write(dir.path().join(i.to_string()), "").unwrap();
+    }
+    let root = dir.path().to_str().unwrap();
+    let filter = ["-e", "trace=newfstatat,openat,close"];
+    let exe = victim("manypaths");
+    for (paths, read) in [(1000, "copy the logged entries"), (5000, "walk the argument table")] {
+        let n = paths.to_string();
+        let argv = [exe.to_str().unwrap(), n.as_str(), "5", "2", "1", "0", root];
+        let oracle = strace_counts(&filter, &argv);
+        let (doc, out) = sysdiet_json_env(&filter, &argv, &[("SYSDIET_KEEP", "0"), ("SYSDIET_TIMINGS", "1")]);
+        assert!(out.status.success(), "sysdiet failed: {}", stderr_of(&out));
+        assert_counts_as_strace(&format!("manypaths {paths}"), &oracle, &doc, &[]);
+        let own = argument_counts(&doc)
+            .iter()
+            .filter(|(syscall, argument, calls, errors)| {
+                let i = argument.split(&format!("{root}/")).nth(1).and_then(|rest| rest.split('"').next()?.parse::<u32>().ok());
+                let failed = if i.is_some_and(|i| i % 3 == 0) { 0 } else { 2 };
+                syscall == "\"newfstatat\"" && i.is_some() && (*calls, *errors) == (2, failed)
+            })
+            .count();
+        assert!(exact_but_missed(own as u64, paths, hook_runs_missed(&doc)), "{paths} paths read twice each, {own} rows of their own counts");
+        let read = if doc["run"]["bpf_programs"] == "legacy" { "walk the argument table" } else { read };
+        let steps = stderr_of(&out);
+        let ways = ["copy the logged entries", "look up the logged keys", "walk the argument table"];
+        let taken: Vec<&str> = ways.into_iter().filter(|way| steps.contains(way)).collect();
+        assert_eq!(taken, [read], "{paths} paths:\n{steps}");
+    }
+}
+
 /// Programs kept between runs (keeper.rs): a run borrows the previous
 /// run's, counts as strace does with them, and gives them back reset; a
 /// run that leaves a target alive does not give them back; SYSDIET_KEEP=0
@@ -324,8 +366,10 @@ fn kept_programs_count_as_strace_run_after_run() {
     // A filter no other test uses: a set of programs of this test's own.
     let filter = ["-e", "trace=newfstatat,openat,close,read,execve,exit_group"];
     let exe = victim("manypaths");
-    // 2,000 paths twice each: first sightings, then promotions.
-    let argv = [exe.to_str().unwrap(), "2000", "50", "2"];
+    // 5,000 paths twice each: first sightings, then promotions; more keys
+    // than the programs log (ARG_KEYS_LOGGED, 4,096), so the read-out walks
+    // the table and the keeper empties it whole.
+    let argv = [exe.to_str().unwrap(), "5000", "50", "2"];
     // Long enough for a run between two borrowers to load its own in a
     // guest under TCG (tens of seconds there).
     let keep = [("SYSDIET_KEEP", "300")];
@@ -365,8 +409,9 @@ fn kept_programs_count_as_strace_run_after_run() {
     same_rows(&third, &first, "per-path counts, kept twice");
 
     // 100 paths twice: keys few enough for the programs to log them all, so
-    // the read-out looks them up and the keeper deletes them by key (after
-    // a run that made too many to log, it walks the table).
+    // the read-out has copy_logged copy their entries and the keeper deletes
+    // them by key (after a run that made too many to log, it walks the
+    // table).
     let small = [exe.to_str().unwrap(), "100", "5", "2"];
     let small_oracle = strace_counts(&filter, &small);
     let paths = |doc: &serde_json::Value| {
@@ -379,7 +424,7 @@ fn kept_programs_count_as_strace_run_after_run() {
     };
     let (fresh, _) = run(&[("SYSDIET_KEEP", "0")], &small);
     assert!(exact_but_missed(paths(&fresh) as u64, 100, hook_runs_missed(&fresh)), "every logged key read: {:?}", argument_counts(&fresh));
-    for after in ["a run of 2,000 keys", "a run of 100"] {
+    for after in ["a run of 5,000 keys", "a run of 100"] {
         let (doc, kept) = run(&keep, &small);
         assert!(kept, "lent after {after}");
         assert_counts_as_strace("manypaths 100, programs kept", &small_oracle, &doc, &[]);
@@ -387,7 +432,7 @@ fn kept_programs_count_as_strace_run_after_run() {
     }
     let (doc, kept) = run(&keep, &argv);
     assert!(kept);
-    same_rows(&doc, &first, "2,000 keys after a reset by key");
+    same_rows(&doc, &first, "5,000 keys after a reset by key");
 
     let (_, kept) = run(&[("SYSDIET_KEEP", "0")], &argv);
     assert!(!kept, "SYSDIET_KEEP=0 borrows nothing");

@@ -149,12 +149,20 @@ struct {
 } arg_stats SEC(".maps");
 
 /* The first ARG_KEYS_LOGGED keys made in arg_stats, in the order made,
- * and how many were made in all: a short run's read-out, and its keeper's
- * reset, find its few entries by key instead of walking every bucket of
- * the table. A count over ARG_KEYS_LOGGED says to walk it. */
-#define ARG_KEYS_LOGGED 256
+ * and how many were made in all: a run's read-out, and its keeper's reset,
+ * find their entries by key instead of walking every bucket of the table
+ * (262,144, a millisecond or more). A count over ARG_KEYS_LOGGED says to
+ * walk it. */
+#define ARG_KEYS_LOGGED 4096
 struct arg_key arg_keys_logged[ARG_KEYS_LOGGED] = {};
 __u64 arg_keys_made = 0;
+
+/* The logged keys' entries, copied here by copy_logged (syscount.bpf.c)
+ * for the read-out, which reads them where user space maps the globals:
+ * one run of a program, not a lookup syscall per key. Found: 1 where the
+ * key had an entry (one swept out since has none). */
+struct arg_val logged_vals[ARG_KEYS_LOGGED] = {};
+__u8 logged_found[ARG_KEYS_LOGGED] = {};
 
 /* The first sighting of each argument key, a slot per key. A
  * file-tree walk's paths, each seen once, cost a slot of this array (one

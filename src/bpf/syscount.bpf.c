@@ -375,6 +375,35 @@ int find_tick_fn(struct kernel_tick_answer *answer)
 	return 0;
 }
 
+/* The logged keys' entries (state.bpf.h), one a turn. */
+static long copy_one_logged(__u32 i, void *unused)
+{
+	struct arg_val *v;
+
+	i &= ARG_KEYS_LOGGED - 1; /* bpf_loop stops at the log's count */
+	v = bpf_map_lookup_elem(&arg_stats, &arg_keys_logged[i]);
+	logged_found[i] = !!v;
+	if (v)
+		logged_vals[i] = *v;
+	return 0;
+}
+
+/* Run by user space once counting has stopped (BPF_PROG_TEST_RUN), never
+ * attached: copies the entries of the keys the programs logged into
+ * logged_vals. 1 when the log does not hold every key made: the read-out
+ * walks the table then. A raw tracepoint's, so that it runs where
+ * sleepable programs could not use the table (before 6.1). */
+SEC("raw_tp")
+int copy_logged(void *ctx)
+{
+	__u64 n = arg_keys_made;
+
+	if (n > ARG_KEYS_LOGGED)
+		return 1;
+	bpf_loop(n, copy_one_logged, NULL, 0);
+	return 0;
+}
+
 /* Following the targets' lives (lifecycle.bpf.h). */
 
 SEC("tp_btf/sched_process_fork")

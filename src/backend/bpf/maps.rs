@@ -66,6 +66,17 @@ pub struct MapEntries {
 }
 
 impl MapEntries {
+    /// None yet, of keys `ks` and values `vs` bytes long.
+    pub fn new(ks: usize, vs: usize) -> MapEntries {
+        MapEntries { keys: Vec::new(), values: Vec::new(), ks, vs }
+    }
+
+    /// One more (key, value), as bytes.
+    pub fn push(&mut self, key: &[u8], value: &[u8]) {
+        self.keys.extend_from_slice(key);
+        self.values.extend_from_slice(value);
+    }
+
     /// Each (key, value), as bytes.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
         self.keys.chunks_exact(self.ks).zip(self.values.chunks_exact(self.vs))
@@ -166,12 +177,10 @@ pub fn walk_batches(
 /// known keys, cheaper than a batch read, which walks every bucket. Keys
 /// not in the map are left out.
 pub fn read_keys<'k, M: MapCore>(map: &M, keys: impl Iterator<Item = &'k [u8]>) -> Result<MapEntries> {
-    let (ks, vs) = (map.key_size() as usize, map.value_size() as usize);
-    let mut out = MapEntries { keys: Vec::new(), values: Vec::new(), ks, vs };
+    let mut out = MapEntries::new(map.key_size() as usize, map.value_size() as usize);
     for key in keys {
         if let Some(value) = map.lookup(key, libbpf_rs::MapFlags::ANY).map_err(bpf_error)? {
-            out.keys.extend_from_slice(key);
-            out.values.extend_from_slice(&value);
+            out.push(key, &value);
         }
     }
     Ok(out)

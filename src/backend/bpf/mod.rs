@@ -538,8 +538,9 @@ impl BpfTracer {
         let collected = exits.map(|e| e.finish()).unwrap_or_default();
         collected.whole()?;
         let tick_ns = self.tick_ns();
-        let arg_keys = readout::logged_arg_keys(&self.tables);
-        let mut lost = readout::file_into(&self.tables, &mut self.names, tick_ns, out, collected, live, arg_keys)?;
+        let copy = self.programs.iter().find(|(name, _)| name == readout::COPY_LOGGED).map(|(_, fd)| fd.as_fd());
+        let logged = readout::logged_entries(&self.tables, copy)?;
+        let mut lost = readout::file_into(&self.tables, &mut self.names, tick_ns, out, collected, live, logged)?;
         lost.hook_runs_missed = self.hook_runs_missed();
         Ok(lost)
     }
@@ -714,7 +715,7 @@ fn attach_hooks(programs: &[(String, OwnedFd)], mut lent: Vec<(String, OwnedFd)>
     ordered.sort_by_key(|(name, _)| name == BACKUP_HOOK);
     ordered
         .into_iter()
-        .filter(|(name, _)| !ticks::attaches(name))
+        .filter(|(name, _)| !ticks::attaches(name) && name != readout::COPY_LOGGED)
         .map(|(name, fd)| {
             if let Some(at) = lent.iter().position(|(n, _)| n == name) {
                 return Ok(lent.swap_remove(at));

@@ -5,14 +5,14 @@
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, BorrowedFd};
 
 use libbpf_rs::{MapCore, MapFlags};
 
 use super::exits::Collected;
 use super::features::Variant;
 use super::fold::Fold;
-use super::maps::{bpf_error, bytes_of, c_string, from_bytes, percpu_stride, read_all, read_keys};
+use super::maps::{bpf_error, bytes_of, c_string, from_bytes, percpu_stride, read_all, read_keys, MapEntries};
 use super::records::{
     brk_change_of, errno_entries, errnos_of, exe_id_of, mask_change_of, spill_entries, timeout_of, used, ExeNames, PathOf, PathText, Record,
     ThreadCounts, NULL_PATH, UNREADABLE_PATH,
@@ -101,7 +101,7 @@ pub fn file_into(
     out: &mut TraceBuilder,
     mut collected: Collected,
     live: Vec<(ThreadCounts, Vec<arg_slot>)>,
-    arg_keys: Option<Vec<arg_key>>,
+    logged: Option<MapEntries>,
 ) -> Result<Lost> {
     let lost = read_lost(maps)?;
     let mut lost = Lost { argument_keys_over_budget: collected.exited.over_budget, ..lost };
@@ -174,9 +174,9 @@ pub fn file_into(
         }
     }
 
-    let arg_stats = match arg_keys {
-        Some(keys) => read_keys(&maps.arg_stats, keys.iter().map(bytes_of))?,
-        None => read_all(&maps.arg_stats)?,
+    let arg_stats = match logged {
+        Some(entries) => entries,
+        None => crate::timings::timed("walk the argument table", || read_all(&maps.arg_stats))?,
     };
     let entries: Vec<(&[u8], arg_key, arg_val)> = arg_stats.iter().map(|(k, v)| (k, from_bytes(k), from_bytes(v))).collect();
     let words = WordCounts::new(&maps.first_calls, entries.iter().map(|(_, _, v)| v));
@@ -219,15 +219,46 @@ pub fn file_into(
     Ok(lost)
 }
 
-/// arg_stats' keys, when the programs logged every key they made (a short
-/// run's few: ARG_KEYS_LOGGED in state.bpf.h), so that the read-out looks
-/// them up instead of walking the table's buckets; None: walk it. Only
-/// once counting has stopped: a key being logged may not be written yet.
-pub fn logged_arg_keys(maps: &Tables) -> Option<Vec<arg_key>> {
-    let logged = super::maps::logged_arg_keys(maps.bss())?;
-    // A key swept out and made again is logged twice.
+/// The program the read-out runs (syscount.bpf.c), never attached.
+pub const COPY_LOGGED: &str = "copy_logged";
+
+/// arg_stats' entries, found by the keys the programs logged when they
+/// logged every key they made (ARG_KEYS_LOGGED in state.bpf.h), so that
+/// the read-out does not walk the table's buckets; None: walk it. `copy`
+/// (copy_logged, loaded where the kernel has bpf_loop) copies them all in
+/// one run; without it, or if its run fails, each is looked up (a syscall
+/// each). Only once counting has stopped: a key being logged may not be
+/// written yet.
+pub fn logged_entries(maps: &Tables, copy: Option<BorrowedFd<'_>>) -> Result<Option<MapEntries>> {
+    let Some(logged) = super::maps::logged_arg_keys(maps.bss()) else {
+        return Ok(None);
+    };
+    // A key swept out and made again is logged twice: read once.
     let mut seen = HashSet::new();
-    Some(logged.iter().filter(|k| seen.insert((k.tgid, k.nr, k.fd, k.path_hash))).copied().collect())
+    let firsts = logged.iter().enumerate().filter(|(_, k)| seen.insert((k.tgid, k.nr, k.fd, k.path_hash)));
+    if !copy.is_some_and(copied) {
+        return crate::timings::timed("look up the logged keys", || read_keys(&maps.arg_stats, firsts.map(|(_, k)| bytes_of(k)))).map(Some);
+    }
+    let bss = maps.bss();
+    let mut out = MapEntries::new(std::mem::size_of::<arg_key>(), std::mem::size_of::<arg_val>());
+    for (i, k) in firsts {
+        // SAFETY: fields of the mapped .bss, written by copy_logged's run,
+        // which has returned; read once each.
+        let (found, v) = unsafe { (std::ptr::read_volatile(&bss.logged_found[i]), std::ptr::read_volatile(&bss.logged_vals[i])) };
+        if found != 0 {
+            out.push(bytes_of(k), bytes_of(&v));
+        }
+    }
+    Ok(Some(out))
+}
+
+/// Runs copy_logged once: whether it copied every logged key's entry.
+fn copied(program: BorrowedFd<'_>) -> bool {
+    let _t = crate::timings::span("copy the logged entries");
+    let mut opts = libbpf_sys::bpf_test_run_opts { sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _, ..Default::default() };
+    // SAFETY: a loaded program's descriptor; opts as long as it says.
+    let ret = unsafe { libbpf_sys::bpf_prog_test_run_opts(program.as_raw_fd(), &mut opts) };
+    ret == 0 && opts.retval == 0
 }
 
 /// Each traced thread still running, with its task storage, found as

@@ -244,6 +244,8 @@ impl SetSpec {
         let kernel_ticks = self.on_tick && others && !legacy;
         p.kernel_tick.set_autoload(kernel_ticks);
         p.find_tick_fn.set_autoload(kernel_ticks);
+        // Its loop is bpf_loop, which the current programs have.
+        p.copy_logged.set_autoload(others && !legacy);
         open.maps.states.set_autocreate(!legacy).map_err(bpf_error)?;
         // Stack samples' scratch (33 KiB a CPU): only with samples; the
         // code that would use it otherwise is dead, and libbpf poisons it.
