@@ -4,7 +4,7 @@
 //! bytes.
 
 use std::mem::MaybeUninit;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::path::Path;
 
 use libbpf_rs::MapCore;
@@ -22,6 +22,22 @@ pub fn object_storage() -> Result<&'static mut MaybeUninit<libbpf_rs::OpenObject
         libbpf_rs::set_print(None);
     }
     Ok(Box::leak(Box::new(MaybeUninit::uninit())))
+}
+
+/// Runs a loaded program once (BPF_PROG_TEST_RUN), never attached, with
+/// `ctx` as its context (a syscall program's is copied back into it): its
+/// return value, None if the run failed.
+pub fn run_once(program: BorrowedFd<'_>, ctx: &mut [u8]) -> Option<u32> {
+    let mut opts = libbpf_sys::bpf_test_run_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
+        ctx_in: if ctx.is_empty() { std::ptr::null_mut() } else { ctx.as_mut_ptr().cast() },
+        ctx_size_in: ctx.len() as u32,
+        ..Default::default()
+    };
+    // SAFETY: a loaded program's descriptor; the context is `ctx`, as long
+    // as it says, and written back no longer.
+    let err = unsafe { libbpf_sys::bpf_prog_test_run_opts(program.as_raw_fd(), &mut opts) };
+    (err == 0).then_some(opts.retval)
 }
 
 /// What the kernel says of map `fd`: its kind, sizes, flags and id.

@@ -12,7 +12,7 @@ use libbpf_rs::{MapCore, MapFlags};
 use super::exits::Collected;
 use super::features::Variant;
 use super::fold::Fold;
-use super::maps::{bpf_error, bytes_of, c_string, from_bytes, percpu_stride, read_all, read_keys, MapEntries};
+use super::maps::{bpf_error, bytes_of, c_string, from_bytes, percpu_stride, read_all, read_keys, run_once, MapEntries};
 use super::records::{
     brk_change_of, errno_entries, errnos_of, exe_id_of, mask_change_of, spill_entries, timeout_of, used, ExeNames, PathOf, PathText, Record,
     ThreadCounts, NULL_PATH, UNREADABLE_PATH,
@@ -255,10 +255,7 @@ pub fn logged_entries(maps: &Tables, copy: Option<BorrowedFd<'_>>) -> Result<Opt
 /// Runs copy_logged once: whether it copied every logged key's entry.
 fn copied(program: BorrowedFd<'_>) -> bool {
     let _t = crate::timings::span("copy the logged entries");
-    let mut opts = libbpf_sys::bpf_test_run_opts { sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _, ..Default::default() };
-    // SAFETY: a loaded program's descriptor; opts as long as it says.
-    let ret = unsafe { libbpf_sys::bpf_prog_test_run_opts(program.as_raw_fd(), &mut opts) };
-    ret == 0 && opts.retval == 0
+    run_once(program, &mut []) == Some(0)
 }
 
 /// Each traced thread still running, with its task storage, found as

@@ -14,7 +14,7 @@
 //! else the clock turns sixteen times coarser, as the kernel's tick would be.
 //! The programs weigh each tick by `tick_weight`, raised with the period.
 
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
@@ -305,17 +305,9 @@ fn resolution_ns(clock: libc::clockid_t) -> Option<u64> {
 
 /// The kernel's tick handler's address, from `find_tick_fn` run once.
 fn tick_handler(find: &OwnedFd) -> Option<u64> {
-    let mut answer = 0u64;
-    // A syscall program's context is copied back into ctx_in.
-    let mut opts = libbpf_sys::bpf_test_run_opts {
-        sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
-        ctx_in: (&raw mut answer).cast(),
-        ctx_size_in: 8,
-        ..Default::default()
-    };
-    // SAFETY: the context is `answer`, 8 bytes, written back.
-    let err = unsafe { libbpf_sys::bpf_prog_test_run_opts(find.as_raw_fd(), &mut opts) };
-    (err == 0 && opts.retval == 0 && answer != 0).then_some(answer)
+    let mut answer = [0u8; 8];
+    let answer = (super::maps::run_once(find.as_fd(), &mut answer) == Some(0)).then(|| u64::from_ne_bytes(answer))?;
+    (answer != 0).then_some(answer)
 }
 
 /// Makes every CPU's clock `coarse` times slower and the program
