@@ -40,8 +40,8 @@ pub enum Error {
     #[error("the kernel refused sysdiet's perf events ({what}): kernel.perf_event_paranoid is {level}, at which Debian's kernels open them for CAP_SYS_ADMIN only; run it as root with every capability, or `sysctl kernel.perf_event_paranoid=2`, or (run, attach) count with none: `--no-stacks --latency`")]
     PerfEventsRestricted { what: &'static str, level: i32 },
 
-    #[error("this kernel has no BTF ({0} is missing): sysdiet's BPF tracer needs a kernel built with CONFIG_DEBUG_INFO_BTF=y")]
-    NoBtf(PathBuf),
+    #[error("this kernel ({release}) has no BTF ({} is missing): sysdiet's BPF tracer needs a kernel built with CONFIG_DEBUG_INFO_BTF=y", path.display())]
+    NoBtf { release: String, path: PathBuf },
 
     #[error("this kernel ({release}) has no {feature}, which sysdiet's BPF tracer needs (Linux {since} has it)")]
     KernelLacks { release: String, feature: &'static str, since: &'static str },

@@ -310,13 +310,19 @@ fn without_kernel_btf_the_message_says_so() {
     let out = sysdiet().args(["run", "--backend", "bpf", "--", "true"]).env("SYSDIET_KERNEL_BTF", "/nonexistent/vmlinux").output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = stderr_of(&out);
-    assert!(err.contains("this kernel has no BTF") && err.contains("CONFIG_DEBUG_INFO_BTF"), "{err}");
+    let release = kernel_release();
+    assert!(
+        err.starts_with(&format!("sysdiet: this kernel ({release}) has no BTF (/nonexistent/vmlinux is missing): "))
+            && err.contains("CONFIG_DEBUG_INFO_BTF"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
     // By default, ptrace counts instead, and says why.
     let out = sysdiet().args(["run", "--", "true"]).env("SYSDIET_KERNEL_BTF", "/nonexistent/vmlinux").output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     let err = stderr_of(&out);
-    assert!(err.starts_with("sysdiet: counting with ptrace (slower than BPF): this kernel has no BTF\n"), "{err}");
-    assert!(err.contains("counted by ptrace: this kernel has no BTF"), "{err}");
+    assert!(err.starts_with(&format!("sysdiet: counting with ptrace (slower than BPF): this kernel ({release}) has no BTF\n")), "{err}");
+    assert!(err.contains(&format!("counted by ptrace: this kernel ({release}) has no BTF")), "{err}");
 }
 
 /// Starts `exitwith stubborn` under sysdiet; returns sysdiet, the command's

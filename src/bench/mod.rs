@@ -145,7 +145,7 @@ pub fn measure(opts: &BenchOptions, stop: &AtomicBool, progress: &mut dyn FnMut(
             m.syscalls_lost += tally.lost();
         }
         // Timings need no rights; the table says what is missing.
-        Err(e @ (Error::NoBpfRights | Error::PerfEventsRestricted { .. } | Error::NoBtf(_) | Error::KernelLacks { .. })) => {
+        Err(e @ (Error::NoBpfRights | Error::PerfEventsRestricted { .. } | Error::NoBtf { .. } | Error::KernelLacks { .. })) => {
             m.syscalls_not_counted = Some(e.to_string())
         }
         Err(e) => return Err(e),

@@ -152,7 +152,7 @@ fn bpf_unavailable(e: &crate::error::Error) -> Option<String> {
     match e {
         Error::NoBpfRights => Some("no rights to load BPF".to_string()),
         Error::PerfEventsRestricted { level, .. } => Some(format!("perf events need CAP_SYS_ADMIN here (kernel.perf_event_paranoid={level})")),
-        Error::NoBtf(_) => Some("this kernel has no BTF".to_string()),
+        Error::NoBtf { release, .. } => Some(format!("this kernel ({release}) has no BTF")),
         Error::KernelLacks { release, feature, since } => Some(format!("this kernel ({release}) has no {feature} (Linux {since})")),
         Error::Bpf(msg) => Some(format!("BPF did not load ({msg})")),
         _ => None,

@@ -307,6 +307,22 @@ pub fn first_child(pid: u32) -> Option<u32> {
     children.split_whitespace().next()?.parse().ok()
 }
 
+/// The running kernel's release (`uname -r`), as sysdiet's messages name it.
+pub fn kernel_release() -> String {
+    nix::sys::utsname::uname().map(|u| u.release().to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+/// Why `run` counts with ptrace when it has no capabilities: no rights,
+/// unless the kernel has no BTF, which rights would not mend (a kernel
+/// before Ubuntu's 5.4, say), and which is said first.
+pub fn no_capabilities_reason() -> String {
+    if Path::new("/sys/kernel/btf/vmlinux").exists() {
+        "no rights to load BPF".to_string()
+    } else {
+        format!("this kernel ({}) has no BTF", kernel_release())
+    }
+}
+
 /// Whether this test must be skipped because BPF cannot be loaded here (not
 /// root, or a kernel without BTF). Says so once per test binary, on the
 /// real stderr (the harness captures only the print macros).

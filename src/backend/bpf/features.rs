@@ -106,7 +106,8 @@ fn answer(ret: i32) -> Option<bool> {
 }
 
 /// The running kernel's release, as uname says.
-fn release() -> String {
+/// The running kernel's release, as errors name it.
+pub fn release() -> String {
     nix::sys::utsname::uname().map(|u| u.release().to_string_lossy().into_owned()).unwrap_or_else(|_| "unknown".into())
 }
 
