@@ -312,14 +312,19 @@ pub fn kernel_release() -> String {
     nix::sys::utsname::uname().map(|u| u.release().to_string_lossy().into_owned()).unwrap_or_default()
 }
 
-/// Why `run` counts with ptrace when it has no capabilities: no rights,
-/// unless the kernel has no BTF, which rights would not mend (a kernel
-/// before Ubuntu's 5.4, say), and which is said first.
-pub fn no_capabilities_reason() -> String {
-    if Path::new("/sys/kernel/btf/vmlinux").exists() {
-        "no rights to load BPF".to_string()
-    } else {
-        format!("this kernel ({}) has no BTF", kernel_release())
+/// Why `run` counts with ptrace when it has no capabilities, and how
+/// `--backend bpf` then starts its refusal: no rights, unless the kernel
+/// lacks what rights would not mend, which is said first: BTF (Ubuntu
+/// 18.04's 4.15), or its typed tracepoints (20.04's 5.4, whose BTF names no
+/// `btf_trace_sys_exit`).
+pub fn no_capabilities_reason() -> (String, String) {
+    let kernel = format!("this kernel ({})", kernel_release());
+    match std::fs::read("/sys/kernel/btf/vmlinux") {
+        Err(_) => (format!("{kernel} has no BTF"), format!("{kernel} has no BTF (")),
+        Ok(btf) if !btf.windows(19).any(|w| w == b"btf_trace_sys_exit\0") => {
+            (format!("{kernel} has no BTF-typed tracepoints (Linux 5.5)"), format!("{kernel} has no BTF-typed tracepoints, which"))
+        }
+        Ok(_) => ("no rights to load BPF".to_string(), "no rights to load BPF programs".to_string()),
     }
 }
 

@@ -39,13 +39,21 @@ impl Variant {
             Ok("current") => return Ok(Variant::Current),
             _ => {}
         }
-        let kept = crate::linux::host::cache_dir().zip(kernel).map(|(dir, id)| kept_in(&dir, id));
+        let kept = crate::linux::host::cache_dir().zip(kernel).filter(|_| !super::maps::kernel_btf_overridden()).map(|(dir, id)| kept_in(&dir, id));
         if let Some(v) = kept.as_deref().and_then(read_kept) {
             return Ok(v);
         }
         // Probes that cannot tell (no rights: libbpf then says "no" to
-        // everything) leave it to the load, whose error says why.
-        let Some(v) = probe()? else { return Ok(Variant::Current) };
+        // everything) leave it to the load, whose error says why; but a
+        // kernel whose BTF has no typed tracepoints (before 5.5: Ubuntu
+        // 20.04's 5.4) loads no tp_btf program with any rights, which is
+        // said instead (its BTF is readable without them).
+        let Some(v) = probe()? else {
+            if super::tracepoint_ids::typed("sys_exit") == Some(false) {
+                return Err(Error::KernelLacks { release: release(), feature: "BTF-typed tracepoints", since: "5.5" });
+            }
+            return Ok(Variant::Current);
+        };
         if let Some(path) = kept {
             crate::linux::host::replace_file(&path, |tmp| std::fs::write(tmp, v.name()).is_ok());
         }
@@ -105,8 +113,7 @@ fn answer(ret: i32) -> Option<bool> {
     (ret >= 0).then_some(ret == 1)
 }
 
-/// The running kernel's release, as uname says.
-/// The running kernel's release, as errors name it.
+/// The running kernel's release, as uname says and errors name it.
 pub fn release() -> String {
     nix::sys::utsname::uname().map(|u| u.release().to_string_lossy().into_owned()).unwrap_or_else(|_| "unknown".into())
 }

@@ -67,6 +67,13 @@ pub fn kernel_btf_path() -> std::path::PathBuf {
     std::env::var_os("SYSDIET_KERNEL_BTF").map(Into::into).unwrap_or_else(|| "/sys/kernel/btf/vmlinux".into())
 }
 
+/// Whether `SYSDIET_KERNEL_BTF` stands in for the kernel's BTF: what is
+/// kept for the running kernel (its features, its tracepoints' ids) is then
+/// not its answer.
+pub fn kernel_btf_overridden() -> bool {
+    std::env::var_os("SYSDIET_KERNEL_BTF").is_some()
+}
+
 /// The most entries a walk reads a call.
 const BATCH: u32 = 4096;
 /// A walk's first batch.

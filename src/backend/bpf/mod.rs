@@ -228,7 +228,7 @@ impl BpfTracer {
         }
         let cut = crate::timings::span("cut kernel types");
         let types = match kernel {
-            Some(kernel) if std::env::var_os("SYSDIET_KERNEL_BTF").is_none() => kernel_types::cut(OBJECT, object_hash, &kernel_btf_path(), kernel),
+            Some(kernel) if !maps::kernel_btf_overridden() => kernel_types::cut(OBJECT, object_hash, &kernel_btf_path(), kernel),
             _ => None,
         };
         // With the CO-RE types cut, the tracepoints' ids are all libbpf

@@ -100,27 +100,55 @@ fn to_text(ids: &HashMap<String, u32>) -> String {
     lines.concat()
 }
 
+/// Whether the kernel's BTF types `tracepoint` for `tp_btf` programs
+/// (Linux 5.5 and newer): yes if the ids kept for this kernel have it (not
+/// when SYSDIET_KERNEL_BTF names another BTF), else as its BTF, parsed
+/// now, says. None if that cannot be read.
+pub fn typed(tracepoint: &str) -> Option<bool> {
+    if !super::maps::kernel_btf_overridden() && kept().as_deref().and_then(read_kept).is_some_and(|ids| ids.contains_key(tracepoint)) {
+        return Some(true);
+    }
+    with_kernel_btf(|btf| id_in(btf, tracepoint).is_some())
+}
+
 /// The ids of `tracepoints` in the kernel's BTF (the typedef libbpf finds
 /// for `tp_btf`), parsed now; None if the BTF cannot be read or one is
 /// missing.
 fn look_up(tracepoints: &[&str]) -> Option<HashMap<String, u32>> {
-    // SAFETY: libbpf returns a BTF object or an error pointer.
-    let btf = unsafe { libbpf_sys::btf__load_vmlinux_btf() };
+    with_kernel_btf(|btf| tracepoints.iter().map(|t| Some((t.to_string(), id_in(btf, t)?))).collect()).flatten()
+}
+
+/// `f` of the kernel's BTF (SYSDIET_KERNEL_BTF's file when set, as
+/// maps::kernel_btf_path), parsed now; None if it cannot be read.
+fn with_kernel_btf<T>(f: impl FnOnce(*mut libbpf_sys::btf) -> T) -> Option<T> {
+    let path = super::maps::kernel_btf_overridden().then(super::maps::kernel_btf_path);
+    let path = match path.map(|p| CString::new(p.into_os_string().into_encoded_bytes())) {
+        Some(Ok(p)) => Some(p),
+        Some(Err(_)) => return None,
+        None => None,
+    };
+    // SAFETY: libbpf returns a BTF object or an error pointer; a C string.
+    let btf = unsafe {
+        match &path {
+            Some(p) => libbpf_sys::btf__parse(p.as_ptr(), std::ptr::null_mut()),
+            None => libbpf_sys::btf__load_vmlinux_btf(),
+        }
+    };
     if btf.is_null() || unsafe { libbpf_sys::libbpf_get_error(btf as *const _) } != 0 {
         return None;
     }
-    let ids = tracepoints
-        .iter()
-        .map(|t| {
-            let name = CString::new(format!("btf_trace_{t}")).ok()?;
-            // SAFETY: a live BTF object and a C string.
-            let id = unsafe { libbpf_sys::btf__find_by_name_kind(btf, name.as_ptr(), libbpf_sys::BTF_KIND_TYPEDEF) };
-            (id > 0).then(|| (t.to_string(), id as u32))
-        })
-        .collect();
+    let answer = f(btf);
     // SAFETY: ours, freed once.
     unsafe { libbpf_sys::btf__free(btf) };
-    ids
+    Some(answer)
+}
+
+/// The id of `tracepoint`'s typedef in `btf`, a live BTF object.
+fn id_in(btf: *mut libbpf_sys::btf, tracepoint: &str) -> Option<u32> {
+    let name = CString::new(format!("btf_trace_{tracepoint}")).ok()?;
+    // SAFETY: a live BTF object and a C string.
+    let id = unsafe { libbpf_sys::btf__find_by_name_kind(btf, name.as_ptr(), libbpf_sys::BTF_KIND_TYPEDEF) };
+    (id > 0).then_some(id as u32)
 }
 
 /// The id of `tracepoint`, looked up now if it is not among the ids.
