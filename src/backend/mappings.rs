@@ -9,9 +9,10 @@
 //! thousands of short processes cost more than the records
 //! (docs/overhead.md).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::perf::{self, online_cpus, page_size, PerfEventAttr, PERF_TYPE_SOFTWARE};
@@ -78,6 +79,8 @@ const RECORD_COMM: u32 = 3;
 const RECORD_FORK: u32 = 7;
 const RECORD_MMAP2: u32 = 10;
 const MISC_COMM_EXEC: u16 = 1 << 13;
+/// An mmap2 record that holds a build id where maj/min/ino would be.
+const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
 
 /// 2^7 data pages per CPU: about 4,000 mmap records between two reads.
 const DATA_PAGES: usize = 128;
@@ -89,6 +92,61 @@ pub struct MapEvents {
     /// the rings are the host's).
     pub lost: u64,
     targets: Targets,
+    paths: VisiblePaths,
+}
+
+/// The paths mmap records name, as the processes see them. Ubuntu's
+/// kernels (a patch of theirs to overlayfs, in 20.04's and 22.04's) name a
+/// file mapped from overlayfs by its path within its layer: a program in
+/// `/tmp/t/prog` on an overlay is `/t/prog`, which is no file here, or
+/// another file (a container's `/usr/bin/python3` is the host's); its
+/// /proc/PID/maps line names it as the process does. A recorded path is
+/// kept when it is a file of the record's inode; else the maps line's at
+/// the mapping's start is taken, when it is; else it is kept as it is.
+#[derive(Default)]
+struct VisiblePaths {
+    /// (recorded path, inode) -> the path that names it (None: the recorded
+    /// one does); only answers that the files gave, not a process gone.
+    known: HashMap<(String, u64), Option<String>>,
+}
+
+impl VisiblePaths {
+    fn visible(&mut self, pid: u32, start: u64, ino: u64, recorded: String) -> String {
+        if ino == 0 || !recorded.starts_with('/') {
+            return recorded;
+        }
+        let key = (recorded, ino);
+        if let Some(answer) = self.known.get(&key) {
+            return answer.clone().unwrap_or(key.0);
+        }
+        let answer = if names_inode(&key.0, ino) { Some(None) } else { maps_path(pid, start).filter(|p| names_inode(p, ino)).map(Some) };
+        match answer {
+            Some(found) => {
+                self.known.insert(key.clone(), found.clone());
+                found.unwrap_or(key.0)
+            }
+            None => key.0,
+        }
+    }
+}
+
+/// Whether `path` is a file of inode `ino`.
+fn names_inode(path: &str, ino: u64) -> bool {
+    fs::metadata(path).is_ok_and(|m| m.is_file() && m.ino() == ino)
+}
+
+/// The path /proc/PID/maps names for the mapping that starts at `start`.
+fn maps_path(pid: u32, start: u64) -> Option<String> {
+    let maps = fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    let prefix = format!("{start:x}-");
+    let line = maps.lines().find(|l| l.starts_with(&prefix))?;
+    // range perms offset dev inode, then the path (which may hold spaces).
+    let mut rest = line;
+    for _ in 0..5 {
+        rest = rest.trim_start().split_once(' ')?.1;
+    }
+    let path = rest.trim_start();
+    path.starts_with('/').then(|| path.to_string())
 }
 
 /// The processes whose records are kept: the watched ones and those they
@@ -181,14 +239,19 @@ impl MapEvents {
                 Err(e) => return Err(Error::Io(std::io::Error::other(format!("perf_event_open (mapping events): {e}")))),
             }
         }
-        Ok(MapEvents { rings, lost: 0, targets: Targets { pids: pids.iter().copied().collect(), ..Targets::default() } })
+        Ok(MapEvents {
+            rings,
+            lost: 0,
+            targets: Targets { pids: pids.iter().copied().collect(), ..Targets::default() },
+            paths: VisiblePaths::default(),
+        })
     }
 
     /// Takes the targets' records written so far, in time order.
     pub fn drain(&mut self) -> Vec<MapEvent> {
         let mut events = Vec::new();
         for r in &self.rings {
-            r.drain(&mut events, &mut self.lost, &mut self.targets.strangers);
+            r.drain(&mut events, &mut self.lost, &mut self.targets.strangers, &mut self.paths);
         }
         self.targets.select(events)
     }
@@ -218,7 +281,7 @@ impl Ring {
     }
 
     /// Reads the records written since the last read, but strangers'.
-    fn drain(&self, out: &mut Vec<MapEvent>, lost: &mut u64, strangers: &mut HashSet<u32>) {
+    fn drain(&self, out: &mut Vec<MapEvent>, lost: &mut u64, strangers: &mut HashSet<u32>, paths: &mut VisiblePaths) {
         let page = page_size();
         // SAFETY: data_head (offset 1024) and data_tail (1032) of the
         // perf_event_mmap_page at the start of our mapping; u64-aligned.
@@ -241,7 +304,7 @@ impl Ring {
             }
             record.clear();
             record.extend((0..size).map(at));
-            if let Some(e) = parse_record(&record, lost) {
+            if let Some(e) = parse_record(&record, lost, paths) {
                 out.push(e);
             }
             tail += size;
@@ -288,7 +351,7 @@ fn c_str(b: &[u8]) -> String {
 
 /// Parses one record. With sample_id_all and TID|TIME, every record ends
 /// with pid, tid and time: the time is its last 8 bytes.
-fn parse_record(r: &[u8], lost: &mut u64) -> Option<MapEvent> {
+fn parse_record(r: &[u8], lost: &mut u64, paths: &mut VisiblePaths) -> Option<MapEvent> {
     let kind = u32_at(r, 0)?;
     let misc = u16::from_ne_bytes([r[4], r[5]]);
     let time = u64_at(r, r.len() - 8)?;
@@ -296,14 +359,10 @@ fn parse_record(r: &[u8], lost: &mut u64) -> Option<MapEvent> {
         RECORD_MMAP2 => {
             // pid tid addr len pgoff (24 bytes of maj/min/ino or build id) prot flags filename
             let name_end = r.len() - 16;
-            Some(MapEvent::Mmap {
-                pid: u32_at(r, 8)?,
-                time,
-                start: u64_at(r, 16)?,
-                len: u64_at(r, 24)?,
-                pgoff: u64_at(r, 32)?,
-                path: c_str(r.get(72..name_end)?),
-            })
+            let (pid, start) = (u32_at(r, 8)?, u64_at(r, 16)?);
+            let ino = if misc & MISC_MMAP_BUILD_ID == 0 { u64_at(r, 48)? } else { 0 };
+            let path = paths.visible(pid, start, ino, c_str(r.get(72..name_end)?));
+            Some(MapEvent::Mmap { pid, time, start, len: u64_at(r, 24)?, pgoff: u64_at(r, 32)?, path })
         }
         RECORD_COMM if misc & MISC_COMM_EXEC != 0 => Some(MapEvent::Exec { pid: u32_at(r, 8)?, time }),
         RECORD_FORK => {
@@ -365,6 +424,69 @@ mod tests {
         assert!(of(child_pid).any(|e| matches!(e, MapEvent::Exec { .. })), "{events:?}");
         assert!(of(child_pid).any(|e| matches!(e, MapEvent::Mmap { path, .. } if path.contains("libc.so"))), "{events:?}");
         assert_eq!(of(stranger.id()).count(), 0, "{events:?}");
+    }
+
+    /// This test binary's first executable mapping: its start, inode and
+    /// path, as /proc/self/maps says.
+    fn own_text() -> (u64, u64, String) {
+        let exe = fs::read_link("/proc/self/exe").unwrap().to_string_lossy().into_owned();
+        let maps = fs::read_to_string("/proc/self/maps").unwrap();
+        let line = maps.lines().find(|l| l.ends_with(&exe) && l.split_whitespace().nth(1).is_some_and(|p| p.contains('x'))).unwrap();
+        let f: Vec<&str> = line.split_whitespace().collect();
+        (u64::from_str_radix(f[0].split_once('-').unwrap().0, 16).unwrap(), f[4].parse().unwrap(), exe)
+    }
+
+    #[test]
+    fn a_layers_path_is_named_as_the_process_sees_it() {
+        let (start, ino, exe) = own_text();
+        let pid = std::process::id();
+        let mut paths = VisiblePaths::default();
+        // As the file's own path: kept.
+        assert_eq!(paths.visible(pid, start, ino, exe.clone()), exe);
+        // As Ubuntu's overlayfs names it, a path within its layer: no file
+        // here, or another one (this one is /bin/sh).
+        assert_eq!(paths.visible(pid, start, ino, "/no/such/layer/path".into()), exe);
+        assert_eq!(paths.visible(pid, start, ino, "/bin/sh".into()), exe);
+        // Answered again from what is known, the process gone or not.
+        assert_eq!(paths.visible(0, start, ino, "/no/such/layer/path".into()), exe);
+        // No mapping there, nor a file of that inode: kept as recorded.
+        assert_eq!(paths.visible(pid, 0x1000, ino, "/no/such/other/path".into()), "/no/such/other/path");
+        // No inode (a build-id record), or no path: kept.
+        assert_eq!(paths.visible(pid, start, 0, "/bin/sh".into()), "/bin/sh");
+        assert_eq!(paths.visible(pid, start, ino, "[vdso]".into()), "[vdso]");
+    }
+
+    #[test]
+    fn a_maps_line_path_may_hold_spaces() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("a b");
+        fs::copy("/bin/sleep", &exe).unwrap();
+        // Another test's fork may hold the copy's descriptor open a moment
+        // (ETXTBSY): tried again.
+        let spawn = || std::process::Command::new(&exe).arg("5").spawn();
+        let mut child = (0..100)
+            .find_map(|_| match spawn() {
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                    None
+                }
+                other => Some(other.unwrap()),
+            })
+            .expect("the copy runs");
+        let pid = child.id();
+        let mut found = None;
+        for _ in 0..200 {
+            let maps = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+            if let Some(l) = maps.lines().find(|l| l.ends_with("/a b")) {
+                found = Some(u64::from_str_radix(l.split_once('-').unwrap().0, 16).unwrap());
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let start = found.expect("the copy's mapping");
+        assert_eq!(maps_path(pid, start).as_deref(), exe.to_str());
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 
     fn event_pid(e: &MapEvent) -> u32 {
