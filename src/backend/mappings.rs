@@ -106,7 +106,8 @@ pub struct MapEvents {
 #[derive(Default)]
 struct VisiblePaths {
     /// (recorded path, inode) -> the path that names it (None: the recorded
-    /// one does); only answers that the files gave, not a process gone.
+    /// one, which does or is no worse); only answers that the files gave,
+    /// not a process gone.
     known: HashMap<(String, u64), Option<String>>,
 }
 
@@ -119,7 +120,18 @@ impl VisiblePaths {
         if let Some(answer) = self.known.get(&key) {
             return answer.clone().unwrap_or(key.0);
         }
-        let answer = if names_inode(&key.0, ino) { Some(None) } else { maps_path(pid, start).filter(|p| names_inode(p, ino)).map(Some) };
+        let answer = if names_inode(&key.0, ino) {
+            Some(None)
+        } else {
+            match maps_path(pid, start) {
+                Some(path) if names_inode(&path, ino) => Some(Some(path)),
+                // The process's own name is no better (an overlay's own
+                // inode numbers, say): kept as recorded from now on.
+                Some(_) => Some(None),
+                // The process is gone: asked again at the next record.
+                None => None,
+            }
+        };
         match answer {
             Some(found) => {
                 self.known.insert(key.clone(), found.clone());
