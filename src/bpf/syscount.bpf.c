@@ -355,8 +355,10 @@ int BPF_PROG(kernel_tick, struct hrtimer *timer)
 
 /* The kernel's tick handler's address, for kernel_tick_fn: run once by
  * user space (its ctx is the answer); 0 when found. The high-resolution
- * tick's handler is tick_sched_timer before 6.9, when tick_nohz_handler
- * is the low-resolution one's (no hrtimer), and tick_nohz_handler since. */
+ * tick's handler is tick_sched_timer before 6.8, tick_nohz_highres_handler
+ * in 6.8 (Ubuntu 24.04's), and tick_nohz_handler since 6.9; before 6.9 a
+ * tick_nohz_handler is the low-resolution one's (no hrtimer), so it is
+ * looked up last. */
 struct kernel_tick_answer {
 	__u64 fn;
 };
@@ -364,11 +366,13 @@ struct kernel_tick_answer {
 SEC("syscall")
 int find_tick_fn(struct kernel_tick_answer *answer)
 {
-	static const char before_6_9[] = "tick_sched_timer";
+	static const char before_6_8[] = "tick_sched_timer";
+	static const char in_6_8[] = "tick_nohz_highres_handler";
 	static const char handler[] = "tick_nohz_handler";
 	__u64 fn = 0;
 
-	if (bpf_kallsyms_lookup_name(before_6_9, sizeof(before_6_9), 0, &fn) &&
+	if (bpf_kallsyms_lookup_name(before_6_8, sizeof(before_6_8), 0, &fn) &&
+	    bpf_kallsyms_lookup_name(in_6_8, sizeof(in_6_8), 0, &fn) &&
 	    bpf_kallsyms_lookup_name(handler, sizeof(handler), 0, &fn))
 		return 1;
 	answer->fn = fn;
