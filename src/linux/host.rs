@@ -178,6 +178,11 @@ pub fn cache_dir() -> Option<std::path::PathBuf> {
     Some(base.join("sysdiet"))
 }
 
+/// The running kernel's release, as uname says and errors name it.
+pub fn kernel_release() -> String {
+    nix::sys::utsname::uname().map(|u| u.release().to_string_lossy().into_owned()).unwrap_or_else(|_| "unknown".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -113,9 +113,8 @@ fn answer(ret: i32) -> Option<bool> {
     (ret >= 0).then_some(ret == 1)
 }
 
-/// The running kernel's release, as uname says and errors name it.
-pub fn release() -> String {
-    nix::sys::utsname::uname().map(|u| u.release().to_string_lossy().into_owned()).unwrap_or_else(|_| "unknown".into())
+fn release() -> String {
+    crate::linux::host::kernel_release()
 }
 
 #[cfg(test)]

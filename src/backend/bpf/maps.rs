@@ -57,7 +57,7 @@ pub fn require_btf() -> Result<()> {
     let btf = kernel_btf_path();
     match Path::new(&btf).exists() {
         true => Ok(()),
-        false => Err(Error::NoBtf { release: super::features::release(), path: btf }),
+        false => Err(Error::NoBtf { release: crate::linux::host::kernel_release(), path: btf }),
     }
 }
 
