@@ -99,7 +99,7 @@ pub struct MapEvents {
 /// kernels (a patch of theirs to overlayfs, in 20.04's and 22.04's) name a
 /// file mapped from overlayfs by its path within its layer: a program in
 /// `/tmp/t/prog` on an overlay is `/t/prog`, which is no file here, or
-/// another file (a container's `/usr/bin/python3` is the host's); its
+/// may be another file (a container's `/usr/bin/python3`, the host's); its
 /// /proc/PID/maps line names it as the process does. A recorded path is
 /// kept when it is a file of the record's inode; else the maps line's at
 /// the mapping's start is taken, when it is; else it is kept as it is.
