@@ -253,7 +253,7 @@ pub fn env_var_of(pid: u32, name: &str) -> Option<String> {
 mod tests {
     #[test]
     fn threads_have_pidfds_from_linux_6_9() {
-        let release = nix::sys::utsname::uname().unwrap().release().to_string_lossy().into_owned();
+        let release = crate::linux::host::kernel_release();
         let mut v = release.split(|c: char| !c.is_ascii_digit()).filter_map(|n| n.parse::<u32>().ok());
         let (major, minor) = (v.next().unwrap(), v.next().unwrap());
         assert_eq!(super::thread_pidfds(), (major, minor) >= (6, 9), "Linux {release}");

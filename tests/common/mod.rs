@@ -307,10 +307,7 @@ pub fn first_child(pid: u32) -> Option<u32> {
     children.split_whitespace().next()?.parse().ok()
 }
 
-/// The running kernel's release (`uname -r`), as sysdiet's messages name it.
-pub fn kernel_release() -> String {
-    nix::sys::utsname::uname().map(|u| u.release().to_string_lossy().into_owned()).unwrap_or_default()
-}
+pub use sysdiet::linux::host::kernel_release;
 
 /// Why `run` counts with ptrace when it has no capabilities, and how
 /// `--backend bpf` then starts its refusal: no rights, unless the kernel

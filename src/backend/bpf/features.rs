@@ -50,7 +50,7 @@ impl Variant {
         // said instead (its BTF is readable without them).
         let Some(v) = probe()? else {
             if super::tracepoint_ids::typed("sys_exit") == Some(false) {
-                return Err(Error::KernelLacks { release: release(), feature: "BTF-typed tracepoints", since: "5.5" });
+                return Err(Error::KernelLacks { release: crate::linux::host::kernel_release(), feature: "BTF-typed tracepoints", since: "5.5" });
             }
             return Ok(Variant::Current);
         };
@@ -77,7 +77,7 @@ fn probe() -> Result<Option<Variant>> {
     }
     let has = |probe: Option<bool>| probe.unwrap_or(true);
     if !has(map_type(libbpf_sys::BPF_MAP_TYPE_RINGBUF)) {
-        return Err(Error::KernelLacks { release: release(), feature: "BPF ring buffer", since: "5.8" });
+        return Err(Error::KernelLacks { release: crate::linux::host::kernel_release(), feature: "BPF ring buffer", since: "5.8" });
     }
     let current = has(map_type(libbpf_sys::BPF_MAP_TYPE_TASK_STORAGE))
         && has(helper(libbpf_sys::BPF_PROG_TYPE_PERF_EVENT, libbpf_sys::BPF_FUNC_loop))
@@ -113,10 +113,6 @@ fn answer(ret: i32) -> Option<bool> {
     (ret >= 0).then_some(ret == 1)
 }
 
-fn release() -> String {
-    crate::linux::host::kernel_release()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,7 +146,7 @@ pub fn syscall_hooks_preemptible() -> bool {
         Ok("0") => return false,
         _ => {}
     }
-    let release = release();
+    let release = crate::linux::host::kernel_release();
     let model = running_preemption(std::fs::read_to_string("/sys/kernel/debug/sched/preempt").ok().as_deref())
         .or_else(|| booted_preemption(&std::fs::read_to_string("/proc/cmdline").unwrap_or_default()))
         .or_else(|| built_preemption(&std::fs::read_to_string(format!("/boot/config-{release}")).unwrap_or_default()));
