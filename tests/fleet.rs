@@ -6,7 +6,7 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::common::{hook_runs_missed, skip_without_bpf, stderr_of, sysdiet, sysdiet_json, victim, wait_for, which};
+use crate::common::{hook_runs_missed, kernel_tick_ns, skip_without_bpf, stderr_of, sysdiet, sysdiet_json, victim, wait_for, which};
 
 /// Kills and reaps a child when dropped: a failed assertion leaves nothing running.
 struct Running(Child);
@@ -151,10 +151,16 @@ fn top_once_json_sees_a_victim_started_after_it_exactly() {
     }
     let (doc, out) = interrupted(top);
     assert_eq!(doc["version"], 1);
-    // The whole host ticks every CPU for as long as it is watched: at
-    // 4 ms once past the fine start, a quarter of a command's rate.
+    // The whole host ticks every CPU for as long as it is watched: once
+    // past the fine start, at the kernel's tick (4 ms at Debian's HZ 250,
+    // 1 ms at HZ 1000) where it is a whole number of fine ones and the
+    // programs are not the legacy ones, else at 4 ms, a quarter of a
+    // command's rate.
     let time = &doc["run"]["time"];
-    assert_eq!((&time["tick_ns"], &time["fine_tick_ns"], &time["fine_for_ns"]), (&4_000_000.into(), &250_000.into(), &25_000_000.into()), "{time}");
+    let kernel_tick = kernel_tick_ns();
+    let handed = kernel_tick > 0 && kernel_tick.is_multiple_of(250_000) && doc["run"]["bpf_programs"] != "legacy";
+    let tick = if handed { kernel_tick } else { 4_000_000 };
+    assert_eq!((&time["tick_ns"], &time["fine_tick_ns"], &time["fine_for_ns"]), (&tick.into(), &250_000.into(), &25_000_000.into()), "{time}");
     // Exactly what `run` counts for the same program (itself checked
     // against strace in exactness.rs): the processes ended inside the window.
     let (run, _) = sysdiet_json(&[], &[exes[0].to_str().unwrap(), "localtime", CALLS]);

@@ -367,3 +367,11 @@ pub fn null_paths_are_keys_not_losses(extra: &[&str]) {
     );
     assert!(key["argument"]["dirfd"].as_i64() > Some(2), "{key}");
 }
+
+/// The kernel's tick in ns: what its coarse clocks advance by.
+pub fn kernel_tick_ns() -> u64 {
+    let mut res = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: writes one timespec.
+    assert_eq!(unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC_COARSE, &mut res) }, 0);
+    res.tv_sec as u64 * 1_000_000_000 + res.tv_nsec as u64
+}

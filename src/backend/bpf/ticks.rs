@@ -6,7 +6,9 @@
 //! kernel's HZ): a busy CPU takes that interrupt anyway, while each of ours
 //! interrupts its CPU, idle or not, which in a VM is far dearer than the
 //! program it runs (docs/overhead.md). Not sooner: at Debian's 4 ms a
-//! finding of 1% of a sub-second run would rest on one or two ticks.
+//! finding of 1% of a sub-second run would rest on one or two ticks; but
+//! right after the fine start where the kernel ticks as often as the
+//! slowed clock would (HZ 1000: Ubuntu's, Fedora's, RHEL's).
 //! Where it cannot (legacy kernels, low-resolution timers, a tick that is
 //! no whole number of fine ones, kallsyms hidden, no tick seen), the clock
 //! stays four times coarser than at first. When the whole host is watched
@@ -106,11 +108,7 @@ impl Ticks {
             events.push(fd);
         }
         let weights = Arc::new(AtomicU64::new(Weights { tick: 1, clock: 0 }.packed()));
-        let schedule = if whole_host {
-            Schedule { coarse: HOST_COARSE_WEIGHT, kernel_from: None }
-        } else {
-            Schedule { coarse: COARSE_WEIGHT, kernel_from: Some(KERNEL_TICK_FROM) }
-        };
+        let schedule = schedule(whole_host, resolution_ns(libc::CLOCK_MONOTONIC_COARSE));
         let pacer = start_pacer(&events, kernel, data_ticks, &weights, schedule);
         Ok(Ticks { _events: events, weights, schedule, pacer })
     }
@@ -141,13 +139,27 @@ impl Weights {
 }
 
 /// When the clock turns coarser, and when the kernel's tick takes over.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 struct Schedule {
     /// Fine ticks each of the slowed clock's stands for.
     coarse: u64,
     /// The kernel's tick takes over at this point of the run, after the
     /// slowed clock; None: at FINE_FOR, instead of it.
     kernel_from: Option<Duration>,
+}
+
+/// When a run's clock turns coarser and the kernel's tick (`kernel_tick_ns`
+/// long, where known) takes over: at once after the fine start when the
+/// kernel's tick is no coarser than the slowed clock (HZ 1000), which then
+/// interrupts the target's CPU for nothing; else after KERNEL_TICK_FROM.
+fn schedule(whole_host: bool, kernel_tick_ns: Option<u64>) -> Schedule {
+    if whole_host {
+        Schedule { coarse: HOST_COARSE_WEIGHT, kernel_from: None }
+    } else if kernel_tick_ns.is_some_and(|ns| ns <= TICK_NS * COARSE_WEIGHT) {
+        Schedule { coarse: COARSE_WEIGHT, kernel_from: None }
+    } else {
+        Schedule { coarse: COARSE_WEIGHT, kernel_from: Some(KERNEL_TICK_FROM) }
+    }
 }
 
 /// The ticks a run had, from its weights, the kernel's tick taking over
@@ -379,6 +391,23 @@ mod tests {
         assert_eq!(time_kind(Weights { tick: 16, clock: 0 }, None), sampled(16 * TICK_NS, fine_for, 0, 0));
         for w in [Weights { tick: 16, clock: 4 }, Weights { tick: 1, clock: 0 }, Weights { tick: 40, clock: 16 }] {
             assert_eq!(Weights::unpacked(w.packed()), w);
+        }
+    }
+
+    #[test]
+    fn the_kernels_tick_takes_over_at_once_where_it_is_as_fine_as_the_slowed_clock() {
+        let (later, at_once) = (Some(KERNEL_TICK_FROM), None);
+        let run = |kernel_tick_ns| schedule(false, kernel_tick_ns).kernel_from;
+        // HZ 1000 (and finer): after the fine start; HZ 250, 300, 100, or
+        // no coarse clock: after the first second.
+        assert_eq!(run(Some(1_000_000)), at_once);
+        assert_eq!(run(Some(500_000)), at_once);
+        for coarser in [Some(4_000_000), Some(3_333_333), Some(10_000_000), None] {
+            assert_eq!(run(coarser), later, "{coarser:?}");
+        }
+        for tick in [Some(1_000_000), Some(4_000_000), None] {
+            assert_eq!(schedule(true, tick), Schedule { coarse: HOST_COARSE_WEIGHT, kernel_from: at_once });
+            assert_eq!(schedule(false, tick).coarse, COARSE_WEIGHT);
         }
     }
 
