@@ -8,8 +8,9 @@
 # interpreter whose start-up analyze must not call waste; bpftool cuts the kernel
 # types the tracer relocates against, once (a faster start-up after that);
 # patchelf gives a copy of a real program a RUNPATH (library-search's test);
-# rsync's dry run is a listing that must not be called waste.
-DEBS := build-essential clang llvm libelf-dev zlib1g-dev pkg-config strace util-linux procps libc6-dbg sqlite3 python3 xz-utils binutils prometheus tmux bpftool nodejs git zsh tcsh ruby patchelf rsync
+# rsync's dry run is a listing that must not be called waste; golang-go
+# builds a stripped Go victim whose inlined code must be named.
+DEBS := build-essential clang llvm libelf-dev zlib1g-dev pkg-config strace util-linux procps libc6-dbg sqlite3 python3 xz-utils binutils prometheus tmux bpftool nodejs git zsh tcsh ruby patchelf rsync golang-go
 # Only for bench/overhead and bench/workloads: the tools sysdiet is compared
 # against, and the workloads' programs.
 BENCH_DEBS := strace linux-perf bpftrace bpftool sqlite3 python3 make eatmydata php-cli golang-go

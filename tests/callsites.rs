@@ -69,6 +69,58 @@ fn localtime_is_traced_through_glibc_to_the_victims_line() {
     }
 }
 
+/// `tests/victims/gostat.go` built stripped (`-ldflags=-s -w`, as Go
+/// programs ship: no symbols, no DWARF) by the Go toolchain `go`, in `dir`.
+fn stripped_go_victim(go: &std::path::Path, dir: &std::path::Path) -> std::path::PathBuf {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/victims/gostat.go");
+    let exe = dir.join("gostat");
+    let out = std::process::Command::new(go)
+        .args(["build", "-ldflags=-s -w", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        // This toolchain, whatever the file asks; nothing fetched.
+        .env("GOTOOLCHAIN", "local")
+        .env("GOFLAGS", "-mod=mod")
+        .env("GOPROXY", "off")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{} build: {}", go.display(), String::from_utf8_lossy(&out.stderr));
+    exe
+}
+
+/// A stripped Go program's frames are named from its own line table, and
+/// code inlined into a function from its inline tree: the helper the
+/// compiler inlined, at its line, then its caller at the call's. With
+/// Debian's Go (1.19 on Debian 12: the table format of Go 1.18) and the
+/// one on PATH, where it is another (1.20's format and later).
+#[test]
+fn a_stripped_go_programs_inlined_helper_is_named_to_its_line() {
+    if skip_without_bpf() {
+        return;
+    }
+    let mut gos: Vec<std::path::PathBuf> =
+        [Some("/usr/lib/go/bin/go".into()), which("go")].into_iter().flatten().filter_map(|p| p.canonicalize().ok()).collect();
+    gos.dedup();
+    assert!(!gos.is_empty(), "no Go toolchain: make deps installs Debian's golang-go");
+    for go in gos {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = stripped_go_victim(&go, dir.path());
+        let (doc, out) = sysdiet_json(&[], &[exe.to_str().unwrap(), "20000"]);
+        assert!(out.status.success(), "{}", stderr_of(&out));
+        let root = path_argument(&doc, "/");
+        let s = shares(&doc, &root["sites"]);
+        let (top, calls, _) = s[0];
+        assert!(calls as f64 >= 0.9 * root["calls"].as_u64().unwrap() as f64, "{}: {top}", go.display());
+        let frames = top["frames"].as_array().unwrap();
+        let at = frames.iter().position(|f| f["function"] == "main.exists").unwrap_or_else(|| panic!("{}: no main.exists in {top}", go.display()));
+        let (helper, caller) = (&frames[at], &frames[at + 1]);
+        assert_eq!((helper["line"].as_u64(), helper["inlined"].as_bool()), (Some(12), Some(true)), "{}: {helper}", go.display());
+        assert_eq!((caller["function"].as_str(), caller["line"].as_u64()), (Some("main.main"), Some(20)), "{}: {caller}", go.display());
+        assert!(helper["file"].as_str().is_some_and(|f| f.ends_with("gostat.go")), "{helper}");
+        assert_eq!(blamed(top).as_deref(), Some("main.exists gostat.go:12"), "{}: {top}", go.display());
+    }
+}
+
 /// A main thread's sample is copied up to its stack's start, where its
 /// frames end, not through its environment above it; a thread's stack is
 /// elsewhere and copied whole (16 KiB). Both unwind to their roots.

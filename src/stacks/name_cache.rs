@@ -84,9 +84,9 @@ impl NameCache {
 }
 
 /// What the names kept were found with: raised when sysdiet names more
-/// than before (2: a Go binary's own line table), so that what an older
-/// sysdiet left unnamed is looked up anew.
-const NAMING: u64 = 2;
+/// than before (2: a Go binary's own line table; 3: its inline trees), so
+/// that what an older sysdiet left unnamed is looked up anew.
+const NAMING: u64 = 3;
 
 /// `BUILDID-STAMP.json`: the file's build id, and a stamp of how it was
 /// named (NAMING) and of everything

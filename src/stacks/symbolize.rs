@@ -119,9 +119,22 @@ impl Namer {
                         frames
                     }
                     _ => {
-                        let go = self.go_tables.entry(id).or_insert_with(|| GoTable::of(file)).as_ref().and_then(|t| t.name(a));
-                        let (function, source, line) = go.map_or((None, None, None), |g| (Some(g.function), g.file, g.line));
-                        vec![Frame { function, file: source, line, module: img.name.clone(), address: a, ..Default::default() }]
+                        let go = self.go_tables.entry(id).or_insert_with(|| GoTable::of(file)).as_ref().map(|t| t.frames(a)).unwrap_or_default();
+                        let named = go.into_iter().map(|g| Frame {
+                            function: Some(g.function),
+                            file: g.file,
+                            line: g.line,
+                            module: img.name.clone(),
+                            address: a,
+                            inlined: g.inlined,
+                            public: None,
+                        });
+                        let frames: Vec<Frame> = named.collect();
+                        if frames.is_empty() {
+                            vec![Frame { module: img.name.clone(), address: a, ..Default::default() }]
+                        } else {
+                            frames
+                        }
                     }
                 };
                 if cached {
