@@ -44,11 +44,9 @@ pub struct GoName {
     pub inlined: bool,
 }
 
-/// The inline trees' memory: `data` is the binary's from address `base`,
-/// where `gofunc` (what funcdata offsets count from) lies.
+/// The inline trees' memory: the binary's from the module's `gofunc`
+/// address (what funcdata offsets count from) to its section's end.
 struct InlineData {
-    gofunc: u64,
-    base: u64,
     data: Vec<u8>,
 }
 
@@ -108,7 +106,7 @@ impl GoTable {
         let holder = elf.sections().find(|s| s.address() <= gofunc && gofunc < s.address() + s.size())?;
         let data = holder.data().ok()?;
         let from = usize::try_from(gofunc - holder.address()).ok()?;
-        Some(InlineData { gofunc, base: gofunc, data: data.get(from..)?.to_vec() })
+        Some(InlineData { data: data.get(from..)?.to_vec() })
     }
 
     /// `data`: the `.gopclntab` section; `text`: `.text`'s address, where
@@ -267,8 +265,7 @@ impl InlineData {
         // Go 1.20's entry: funcID, 3 bytes, nameOff, parentPc, startLine;
         // 1.18's: parent, funcID, a byte, file, line, func_, parentPc.
         let (size, name_at, parent_pc_at) = if go_1_20 { (16, 4, 8) } else { (20, 12, 16) };
-        let at = self.gofunc.checked_add(u64::from(tree))?.checked_sub(self.base)?;
-        let at = usize::try_from(at).ok()?.checked_add(usize::try_from(index).ok()?.checked_mul(size)?)?;
+        let at = usize::try_from(tree).ok()?.checked_add(usize::try_from(index).ok()?.checked_mul(size)?)?;
         Some((u32_at(&self.data, at + name_at)?, u32_at(&self.data, at + parent_pc_at)?))
     }
 }
@@ -297,14 +294,11 @@ mod tests {
 
     const TEXT: u64 = 0x40_1000;
 
-    /// Where the synthetic binary's `gofunc` is.
-    const GOFUNC: u64 = 0x50_0000;
-
     /// A Go 1.20 table of two functions: main.main at .text's start, 0x40
     /// bytes (line 10, then 12 from +0x20; from +0x30 os.Stat's code,
     /// inlined by the call at +0x28, line 7), and os.Stat after it, 0x40
     /// bytes (line 7), both in file 0. main.main's inline tree is at
-    /// funcdata offset 0x10 from GOFUNC.
+    /// funcdata offset 0x10 from `gofunc`.
     fn table() -> Vec<u8> {
         let mut t = vec![0u8; 8 + 8 * 8];
         t[0..4].copy_from_slice(&GO_1_20.to_le_bytes());
@@ -350,12 +344,12 @@ mod tests {
         t
     }
 
-    /// The memory from GOFUNC: main.main's inline tree at 0x10, its one
+    /// The memory from `gofunc`: main.main's inline tree at 0x10, its one
     /// call: os.Stat (name offset 10), called at +0x28.
     fn inline_data() -> InlineData {
         let mut data = vec![0u8; 0x10];
         [0u32, 10, 0x28, 5].iter().for_each(|f| data.extend_from_slice(&f.to_le_bytes()));
-        InlineData { gofunc: GOFUNC, base: GOFUNC, data }
+        InlineData { data }
     }
 
     fn named(function: &str, line: Option<u32>, inlined: bool) -> GoName {
