@@ -70,12 +70,13 @@ fn localtime_is_traced_through_glibc_to_the_victims_line() {
 }
 
 /// `tests/victims/gostat.go` built stripped (`-ldflags=-s -w`, as Go
-/// programs ship: no symbols, no DWARF) by the Go toolchain `go`, in `dir`.
-fn stripped_go_victim(go: &std::path::Path, dir: &std::path::Path) -> std::path::PathBuf {
+/// programs ship: no symbols, no DWARF) by the Go toolchain `go` in
+/// `buildmode` (exe, or pie as distributions build), in `dir`.
+fn stripped_go_victim(go: &std::path::Path, buildmode: &str, dir: &std::path::Path) -> std::path::PathBuf {
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/victims/gostat.go");
-    let exe = dir.join("gostat");
+    let exe = dir.join(format!("gostat-{buildmode}"));
     let out = std::process::Command::new(go)
-        .args(["build", "-ldflags=-s -w", "-o"])
+        .args(["build", &format!("-buildmode={buildmode}"), "-ldflags=-s -w", "-o"])
         .arg(&exe)
         .arg(&src)
         // This toolchain, whatever the file asks; nothing fetched.
@@ -91,8 +92,10 @@ fn stripped_go_victim(go: &std::path::Path, dir: &std::path::Path) -> std::path:
 /// A stripped Go program's frames are named from its own line table, and
 /// code inlined into a function from its inline tree: the helper the
 /// compiler inlined, at its line, then its caller at the call's. With
-/// Debian's Go (1.19 on Debian 12: the table format of Go 1.18) and the
-/// one on PATH, where it is another (1.20's format and later).
+/// Debian's Go (1.19 on Debian 12: the table format of Go 1.18, and a
+/// position-independent binary's table in a section of another name) and
+/// the one on PATH, where it is another (1.20's format and later); built
+/// as a plain executable and position-independent.
 #[test]
 fn a_stripped_go_programs_inlined_helper_is_named_to_its_line() {
     if skip_without_bpf() {
@@ -102,22 +105,23 @@ fn a_stripped_go_programs_inlined_helper_is_named_to_its_line() {
         [Some("/usr/lib/go/bin/go".into()), which("go")].into_iter().flatten().filter_map(|p| p.canonicalize().ok()).collect();
     gos.dedup();
     assert!(!gos.is_empty(), "no Go toolchain: make deps installs Debian's golang-go");
-    for go in gos {
+    for (go, buildmode) in gos.iter().flat_map(|go| [(go, "exe"), (go, "pie")]) {
         let dir = tempfile::tempdir().unwrap();
-        let exe = stripped_go_victim(&go, dir.path());
+        let exe = stripped_go_victim(go, buildmode, dir.path());
+        let go = format!("{} {buildmode}", go.display());
         let (doc, out) = sysdiet_json(&[], &[exe.to_str().unwrap(), "20000"]);
         assert!(out.status.success(), "{}", stderr_of(&out));
         let root = path_argument(&doc, "/");
         let s = shares(&doc, &root["sites"]);
         let (top, calls, _) = s[0];
-        assert!(calls as f64 >= 0.9 * root["calls"].as_u64().unwrap() as f64, "{}: {top}", go.display());
+        assert!(calls as f64 >= 0.9 * root["calls"].as_u64().unwrap() as f64, "{go}: {top}");
         let frames = top["frames"].as_array().unwrap();
-        let at = frames.iter().position(|f| f["function"] == "main.exists").unwrap_or_else(|| panic!("{}: no main.exists in {top}", go.display()));
+        let at = frames.iter().position(|f| f["function"] == "main.exists").unwrap_or_else(|| panic!("{go}: no main.exists in {top}"));
         let (helper, caller) = (&frames[at], &frames[at + 1]);
-        assert_eq!((helper["line"].as_u64(), helper["inlined"].as_bool()), (Some(12), Some(true)), "{}: {helper}", go.display());
-        assert_eq!((caller["function"].as_str(), caller["line"].as_u64()), (Some("main.main"), Some(20)), "{}: {caller}", go.display());
+        assert_eq!((helper["line"].as_u64(), helper["inlined"].as_bool()), (Some(12), Some(true)), "{go}: {helper}");
+        assert_eq!((caller["function"].as_str(), caller["line"].as_u64()), (Some("main.main"), Some(20)), "{go}: {caller}");
         assert!(helper["file"].as_str().is_some_and(|f| f.ends_with("gostat.go")), "{helper}");
-        assert_eq!(blamed(top).as_deref(), Some("main.exists gostat.go:12"), "{}: {top}", go.display());
+        assert_eq!(blamed(top).as_deref(), Some("main.exists gostat.go:12"), "{go}: {top}");
     }
 }
 

@@ -76,9 +76,11 @@ pub struct GoTable {
 
 impl GoTable {
     /// The table of ELF file `path`, if it is a Go binary of 1.18 or later.
+    /// A position-independent one of an older Go (1.19, seen) keeps it in
+    /// a section of another name.
     pub fn of(path: &Path) -> Option<GoTable> {
         super::debug_cache::elf(path, |elf| {
-            let section = elf.section_by_name(".gopclntab")?;
+            let section = elf.section_by_name(".gopclntab").or_else(|| elf.section_by_name(".data.rel.ro.gopclntab"))?;
             let text = elf.section_by_name(".text")?.address();
             let mut table = GoTable::parse(section.data().ok()?.to_vec(), text)?;
             table.inline = table.inline_data(elf, section.address());
