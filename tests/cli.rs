@@ -507,8 +507,7 @@ fn time_is_sampled_cpu_by_default_and_wall_with_latency() {
     // kernel accounted to the victim, sampled by the same ticks once past
     // the first second (counted as the thread's own, it was three times it).
     // The kernel splits the thread's run time by its own ticks: n of them
-    // in the user time are some √n ticks off (on a loaded host, with HZ
-    // 250, a 100 ms user time can be 60 ms off).
+    // in the user time are some √n ticks off, which a loaded host shows.
     let stderr = String::from_utf8_lossy(&out.stderr);
     let kernels: u64 = stderr.lines().find_map(|l| l.strip_prefix("user_ns=")).and_then(|n| n.parse().ok()).expect("the victim's user_ns line");
     let user = doc["run"]["user_cpu_ns"].as_u64().unwrap();
