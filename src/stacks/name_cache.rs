@@ -84,7 +84,8 @@ impl NameCache {
 }
 
 /// What the names kept were found with: raised when sysdiet names more
-/// than before (2: a Go binary's own line table; 3: its inline trees), so
+/// than before (2: a Go binary's own line table; 3: its inline trees, and
+/// the tables of Go before 1.18), so
 /// that what an older sysdiet left unnamed is looked up anew.
 const NAMING: u64 = 3;
 
