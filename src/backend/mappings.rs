@@ -49,16 +49,35 @@ pub fn snapshot(pid: u32) -> Vec<MapEvent> {
 }
 
 fn parse_maps_line(pid: u32, line: &str) -> Option<MapEvent> {
-    let mut f = line.split_ascii_whitespace();
-    let (range, perms, offset) = (f.next()?, f.next()?, f.next()?);
-    let path = f.nth(2)?.to_string(); // skip dev, inode
-    if !perms.contains('x') {
+    let m = MapsLine::parse(line)?;
+    if !m.perms.contains('x') || m.path.is_empty() {
         return None;
     }
-    let (s, e) = range.split_once('-')?;
-    let start = u64::from_str_radix(s, 16).ok()?;
-    let end = u64::from_str_radix(e, 16).ok()?;
-    Some(MapEvent::Mmap { pid, time: 0, start, len: end - start, pgoff: u64::from_str_radix(offset, 16).ok()?, path })
+    Some(MapEvent::Mmap { pid, time: 0, start: m.start, len: m.end - m.start, pgoff: m.offset, path: m.path.to_string() })
+}
+
+/// A /proc/PID/maps line: range, permissions, offset, device, inode, then
+/// the path, which may hold spaces (empty for anonymous memory).
+struct MapsLine<'a> {
+    start: u64,
+    end: u64,
+    perms: &'a str,
+    offset: u64,
+    path: &'a str,
+}
+
+impl<'a> MapsLine<'a> {
+    fn parse(line: &'a str) -> Option<MapsLine<'a>> {
+        let mut fields = [""; 5];
+        let mut rest = line;
+        for field in &mut fields {
+            (*field, rest) = rest.trim_start().split_once(' ').unwrap_or((rest.trim_start(), ""));
+        }
+        let [range, perms, offset, _, _] = fields;
+        let (s, e) = range.split_once('-')?;
+        let (start, end) = (u64::from_str_radix(s, 16).ok()?, u64::from_str_radix(e, 16).ok()?);
+        Some(MapsLine { start, end: end.max(start), perms, offset: u64::from_str_radix(offset, 16).ok()?, path: rest.trim_start() })
+    }
 }
 
 const PERF_COUNT_SW_DUMMY: u64 = 9;
@@ -150,15 +169,8 @@ fn names_inode(path: &str, ino: u64) -> bool {
 /// The path /proc/PID/maps names for the mapping that starts at `start`.
 fn maps_path(pid: u32, start: u64) -> Option<String> {
     let maps = fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-    let prefix = format!("{start:x}-");
-    let line = maps.lines().find(|l| l.starts_with(&prefix))?;
-    // range perms offset dev inode, then the path (which may hold spaces).
-    let mut rest = line;
-    for _ in 0..5 {
-        rest = rest.trim_start().split_once(' ')?.1;
-    }
-    let path = rest.trim_start();
-    path.starts_with('/').then(|| path.to_string())
+    let line = maps.lines().filter_map(MapsLine::parse).find(|m| m.start == start)?;
+    line.path.starts_with('/').then(|| line.path.to_string())
 }
 
 /// The processes whose records are kept: the watched ones and those they
@@ -415,6 +427,9 @@ mod tests {
         );
         assert_eq!(parse_maps_line(7, "7f1c2a200000-7f1c2a228000 r--p 00000000 08:01 1835 /x"), None);
         assert_eq!(parse_maps_line(7, "7ffd-7ffe r-xp 00000000 00:00 0 "), None);
+        // A path with spaces is one path (it was cut at its first).
+        let spaced = parse_maps_line(7, "1000-2000 r-xp 00000000 08:01 9   /opt/my app/bin");
+        assert!(matches!(spaced, Some(MapEvent::Mmap { ref path, .. }) if path == "/opt/my app/bin"), "{spaced:?}");
     }
 
     #[test]
