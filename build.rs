@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use libbpf_cargo::SkeletonBuilder;
 
-const PROGRAMS: &[&str] = &["syscount", "tally", "floor"];
+const PROGRAMS: &[&str] = &["syscount", "tally", "floor", "live"];
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR is set by cargo"));

@@ -436,6 +436,88 @@ fn attach_covers_every_running_thread() {
     assert!(stats.iter().all(|&n| n <= 500) && short <= hook_runs_missed(&doc), "each worker thread counted exactly: {doc}");
 }
 
+/// `attach` (with `env`) to `gated` with THREADS workers that stay alive
+/// after their work, ended by SIGINT once they have worked: the run's
+/// document, and what sysdiet said with its timings.
+fn attach_to_held_workers(env: &[(&str, &str)]) -> (serde_json::Value, String) {
+    use std::io::{BufRead, Read};
+    let mut target = Running(
+        std::process::Command::new(victim("gated"))
+            .args([&HELD_WORKERS.to_string(), "300", "hold"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = target.0.id();
+    let tasks = || std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count());
+    for _ in 0..60_000 {
+        if tasks() == HELD_WORKERS + 1 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("a.json");
+    let mut attach = sysdiet()
+        .args(["attach", "-p", &pid.to_string(), "--no-stacks", "--json", "-o"])
+        .arg(&json)
+        .env("SYSDIET_TIMINGS", "1")
+        .envs(env.iter().copied())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(attach.stderr.take().unwrap());
+    let mut said = String::new();
+    while !said.contains("sysdiet: attached to") {
+        let before = said.len();
+        err.read_line(&mut said).unwrap();
+        assert!(said.len() > before, "sysdiet ended before it attached: {said}");
+    }
+    drop(target.0.stdin.take());
+    let mut worked = String::new();
+    std::io::BufReader::new(target.0.stdout.take().unwrap()).read_line(&mut worked).unwrap();
+    assert_eq!(worked, "worked\n");
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(attach.id() as i32, libc::SIGINT) };
+    err.read_to_string(&mut said).unwrap();
+    attach.wait().unwrap();
+    let doc = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap_or_else(|e| panic!("{e}: {said}"));
+    (doc, said)
+}
+
+const HELD_WORKERS: usize = 40;
+
+#[test]
+fn attach_reads_the_threads_alive_at_its_end_exactly() {
+    if skip_without_bpf() {
+        return;
+    }
+    for env in [&[][..], &[("SYSDIET_BPF_VARIANT", "legacy")][..]] {
+        let (doc, said) = attach_to_held_workers(env);
+        let workers: Vec<(String, u64)> = doc["processes"][0]["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["comm"].as_str().is_some_and(|c| c.starts_with('w')))
+            .map(|t| {
+                let stats = t["syscalls"].as_array().unwrap().iter().find(|s| s["name"] == "newfstatat").map_or(0, |s| s["calls"].as_u64().unwrap());
+                (t["comm"].as_str().unwrap().to_string(), stats)
+            })
+            .collect();
+        assert_eq!(workers.len(), HELD_WORKERS, "{env:?}: every worker alive at the end, by the name it took after its work: {doc}");
+        let short: u64 = workers.iter().map(|(_, n)| 300u64.saturating_sub(*n)).sum();
+        assert!(workers.iter().all(|(_, n)| *n <= 300) && short <= hook_runs_missed(&doc), "{env:?}: each counted exactly: {workers:?}");
+        // Task storage is read by the kernel's task iterator; the legacy
+        // programs' map keyed by tid by a walk of /proc.
+        if !env.is_empty() {
+            assert_eq!(doc["run"]["bpf_programs"], "legacy", "{said}");
+        }
+        let iterated = said.contains("read the live threads from the kernel's task list");
+        assert_eq!(iterated, doc["run"]["bpf_programs"] == "current", "{env:?}: {said}");
+    }
+}
+
 /// The SigIgn mask of `grep` run under sysdiet, sysdiet itself started with
 /// SIGINT and SIGQUIT ignored (as a script's background job is) or not.
 fn ignored_under_sysdiet(ignore: bool) -> u64 {

@@ -46,6 +46,7 @@ const BPF_FILES: &[&str] = &[
     "split",
     "keeper",
     "tables",
+    "live",
     "ticks",
     "fold",
     "word_counts",

@@ -312,6 +312,7 @@ const struct slot_record *unused_slot_record __attribute__((unused));
 const struct exec_record *unused_exec_record __attribute__((unused));
 const struct path_record *unused_path_record __attribute__((unused));
 const struct failure_record *unused_failure_record __attribute__((unused));
+const struct live_head *unused_live_head __attribute__((unused));
 const enum arg_kind *unused_arg_kind __attribute__((unused));
 const enum target_state *unused_target_state __attribute__((unused));
 const enum lost_counter *unused_lost_counter __attribute__((unused));

@@ -258,6 +258,14 @@ struct task_state {
 #define TASK_STATE_MAX 8000
 _Static_assert(sizeof(struct task_state) <= TASK_STATE_MAX, "task_state outgrows 7.x's task storage");
 
+/* What the task iterator (live.bpf.c) writes before each live thread's
+ * task_state. */
+struct live_head {
+	__u32 tid;
+	char comm[COMM_LEN];
+	__u32 _pad;
+};
+
 /* Legacy kernels (before 5.11): a thread's CPU ticks, kept apart from its
  * task_state, charged to it at its next syscall exit. */
 struct tick_count {

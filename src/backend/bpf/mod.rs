@@ -15,6 +15,7 @@ pub mod features;
 mod fold;
 pub mod keeper;
 mod kernel_types;
+mod live;
 pub mod maps;
 mod premade;
 mod readout;
@@ -94,6 +95,9 @@ pub struct BpfTracer {
     /// sys_exit's runs the kernel had skipped, less those sys_exit_backup
     /// took, when the hooks were attached (`hook_runs_missed`).
     misses_at_attach: u64,
+    /// The live threads' task iterator, loaded the first time live threads
+    /// are read (None inside: it could not load; /proc is walked).
+    live: Option<Option<live::LiveIterator>>,
 }
 
 /// The programs loaded and verified, not yet attached: no task's syscalls
@@ -415,6 +419,7 @@ impl BpfTracer {
             syscall_ns,
             live_at_stop: None,
             misses_at_attach,
+            live: None,
         })
     }
 
@@ -533,7 +538,8 @@ impl BpfTracer {
             if let Some(e) = &exits {
                 e.checkpoint();
             }
-            live = readout::live_threads(&self.tables, self.variant);
+            self.load_live_iterator();
+            live = readout::live_threads(&self.tables, self.variant, self.live_iterator());
         }
         let collected = exits.map(|e| e.finish()).unwrap_or_default();
         collected.whole()?;
@@ -565,12 +571,32 @@ impl BpfTracer {
         }
         let _t = crate::timings::span("stop counting");
         self.tables.bss_mut().stopped = 1;
-        let live = self.may_have_live_targets() && readout::live_states(&self.tables, self.variant).next().is_some();
+        let live = self.may_have_live_targets() && {
+            self.load_live_iterator();
+            readout::live_states(&self.tables, self.variant, self.live_iterator()).next().is_some()
+        };
         if live {
             std::thread::sleep(Duration::from_millis(2));
         }
         self.live_at_stop = Some(live);
         live
+    }
+
+    /// Loads the live threads' task iterator the first time live threads
+    /// are read, where task storage holds their states; where it cannot
+    /// load, /proc is walked instead.
+    fn load_live_iterator(&mut self) {
+        if self.live.is_none() {
+            self.live = Some(match (self.variant, &self.tables.states) {
+                (Variant::Current, Some(states)) => live::LiveIterator::load(states).ok(),
+                _ => None,
+            });
+        }
+    }
+
+    /// The live threads' task iterator, once loaded.
+    fn live_iterator(&self) -> Option<&live::LiveIterator> {
+        self.live.as_ref().and_then(Option::as_ref)
     }
 
     /// What a CPU-time tick stands for; 0 when calls are timed instead.
@@ -617,13 +643,14 @@ impl BpfTracer {
     /// thread is in one or the other, or (ending in between) in neither
     /// until the next look.
     pub fn snapshot_into(&mut self, out: &mut TraceBuilder) -> Result<Lost> {
+        self.load_live_iterator();
         if let Some(e) = &self.exits {
             e.started()?;
         }
         let _no_sweep = self.exits.as_ref().map(|e| e.hold_sweeps());
         let collected = self.exits.as_ref().map(|e| e.snapshot()).unwrap_or_default();
         collected.whole()?;
-        let live = readout::live_threads(&self.tables, self.variant);
+        let live = readout::live_threads(&self.tables, self.variant, self.live_iterator());
         let tick_ns = self.tick_ns();
         // Counting on: keys are being logged, so the table is walked.
         let mut lost = readout::file_into(&self.tables, &mut self.names, tick_ns, out, collected, live, None)?;

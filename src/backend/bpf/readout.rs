@@ -12,6 +12,7 @@ use libbpf_rs::{MapCore, MapFlags};
 use super::exits::Collected;
 use super::features::Variant;
 use super::fold::Fold;
+use super::live::{LiveIterator, LiveThread};
 use super::maps::{bpf_error, bytes_of, c_string, from_bytes, percpu_stride, read_all, read_keys, run_once, MapEntries};
 use super::records::{
     brk_change_of, errno_entries, errnos_of, exe_id_of, mask_change_of, spill_entries, timeout_of, used, ExeNames, PathOf, PathText, Record,
@@ -258,10 +259,14 @@ fn copied(program: BorrowedFd<'_>) -> bool {
     run_once(program, &mut []) == Some(0)
 }
 
-/// Each traced thread still running, with its task storage, found as
-/// asked for: whether any is alive needs only the first.
-pub fn live_states<'a>(maps: &'a Tables, variant: Variant) -> impl Iterator<Item = (u32, Box<task_state>)> + 'a {
-    all_tids().filter_map(move |tid| {
+/// Each traced thread still running, with its task storage: read by the
+/// task iterator when there is one, else found by a walk of /proc as asked
+/// for (whether any is alive needs only the first).
+pub fn live_states<'a>(maps: &'a Tables, variant: Variant, iterator: Option<&LiveIterator>) -> Box<dyn Iterator<Item = LiveThread> + 'a> {
+    if let Some(read) = iterator.and_then(|i| i.read().ok()) {
+        return Box::new(read.into_iter());
+    }
+    Box::new(all_tids().filter_map(move |tid| {
         let v = match variant {
             Variant::Current => {
                 let pidfd = crate::target::pidfd(tid)?;
@@ -269,18 +274,20 @@ pub fn live_states<'a>(maps: &'a Tables, variant: Variant) -> impl Iterator<Item
             }
             Variant::Legacy => maps.thread_states.as_ref()?.lookup(&tid.to_ne_bytes(), MapFlags::ANY).ok()??,
         };
-        let ts: Box<task_state> = Box::new(from_bytes(&v));
-        (ts.exited == 0 && ts.state != target_state::TARGET_PENDING_EXEC.0).then_some((tid, ts))
-    })
+        let state: Box<task_state> = Box::new(from_bytes(&v));
+        (state.exited == 0 && state.state != target_state::TARGET_PENDING_EXEC.0).then_some(LiveThread { tid, comm: None, state })
+    }))
 }
 
 /// The traced threads still running, from their task storage.
-pub fn live_threads(maps: &Tables, variant: Variant) -> Vec<(ThreadCounts, Vec<arg_slot>)> {
+pub fn live_threads(maps: &Tables, variant: Variant, iterator: Option<&LiveIterator>) -> Vec<(ThreadCounts, Vec<arg_slot>)> {
     let mut live = Vec::new();
-    for (tid, ts) in live_states(maps, variant) {
-        let comm = std::fs::read_to_string(format!("/proc/{tid}/comm"))
-            .map(|c| c.trim_end_matches('\n').to_string())
-            .unwrap_or_else(|_| c_string(&ts.comm.map(|c| c as u8)));
+    for LiveThread { tid, comm, state: ts } in live_states(maps, variant, iterator) {
+        let comm = comm.unwrap_or_else(|| {
+            std::fs::read_to_string(format!("/proc/{tid}/comm"))
+                .map(|c| c.trim_end_matches('\n').to_string())
+                .unwrap_or_else(|_| c_string(&ts.comm.map(|c| c as u8)))
+        });
         let counts = ThreadCounts {
             tgid: ts.tgid,
             tid,

@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The live threads' states, in one read: a task iterator that writes each
+ * thread's id, name and task storage, for the threads that have one. User
+ * space would otherwise walk /proc and look each thread up through a pidfd
+ * of its own (three syscalls a thread, traced or not, every snapshot of a
+ * whole-host run). Loaded beside syscount.bpf.c's set, with its `states`. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include "syscount.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct task_state);
+} states SEC(".maps");
+
+SEC("iter/task")
+int live_states(struct bpf_iter__task *ctx)
+{
+	struct seq_file *seq = ctx->meta->seq;
+	struct task_struct *task = ctx->task;
+	struct live_head head = {};
+	struct task_state *ts;
+
+	if (!task)
+		return 0;
+	ts = bpf_task_storage_get(&states, task, 0, 0);
+	if (!ts || ts->exited || ts->state == TARGET_PENDING_EXEC)
+		return 0;
+	head.tid = BPF_CORE_READ(task, pid);
+	BPF_CORE_READ_STR_INTO(&head.comm, task, comm);
+	bpf_seq_write(seq, &head, sizeof(head));
+	bpf_seq_write(seq, ts, sizeof(*ts));
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
