@@ -259,12 +259,27 @@ fn copied(program: BorrowedFd<'_>) -> bool {
     run_once(program, &mut []) == Some(0)
 }
 
-/// Each traced thread still running, with its task storage: read by the
-/// task iterator when there is one, else found by a walk of /proc as asked
-/// for (whether any is alive needs only the first).
+/// Each traced thread still running, with its state: read by the task
+/// iterator when there is one, from the legacy programs' table by tid
+/// there, else found by a walk of /proc as asked for (whether any is alive
+/// needs only the first).
 pub fn live_states<'a>(maps: &'a Tables, variant: Variant, iterator: Option<&LiveIterator>) -> Box<dyn Iterator<Item = LiveThread> + 'a> {
+    let live = |s: &task_state| s.exited == 0 && s.state != target_state::TARGET_PENDING_EXEC.0;
     if let Some(read) = iterator.and_then(|i| i.read().ok()) {
         return Box::new(read.into_iter());
+    }
+    // The legacy programs' states are a table by tid: read whole, in
+    // batches, not looked up for every thread of the host.
+    if let (Variant::Legacy, Some(states)) = (variant, maps.thread_states.as_ref()) {
+        let _t = crate::timings::span("read the live threads from the legacy programs' table");
+        if let Ok(entries) = read_all(states) {
+            let threads: Vec<LiveThread> = entries
+                .iter()
+                .map(|(k, v)| LiveThread { tid: from_bytes(k), comm: None, state: Box::new(from_bytes(v)) })
+                .filter(|t| live(&t.state))
+                .collect();
+            return Box::new(threads.into_iter());
+        }
     }
     Box::new(all_tids().filter_map(move |tid| {
         let v = match variant {
@@ -275,7 +290,7 @@ pub fn live_states<'a>(maps: &'a Tables, variant: Variant, iterator: Option<&Liv
             Variant::Legacy => maps.thread_states.as_ref()?.lookup(&tid.to_ne_bytes(), MapFlags::ANY).ok()??,
         };
         let state: Box<task_state> = Box::new(from_bytes(&v));
-        (state.exited == 0 && state.state != target_state::TARGET_PENDING_EXEC.0).then_some(LiveThread { tid, comm: None, state })
+        live(&state).then_some(LiveThread { tid, comm: None, state })
     }))
 }
 
