@@ -24,7 +24,7 @@ const _: () = assert!(std::mem::size_of::<skel::types::task_state>() == std::mem
 /// (8 pages).
 const READ_CHUNK: usize = 8 * 4096;
 
-/// One live thread, as the iterator wrote it.
+/// One live thread and its state.
 pub struct LiveThread {
     pub tid: u32,
     /// Its name now, when read with the state (the state's is the one at

@@ -96,7 +96,8 @@ pub struct BpfTracer {
     /// took, when the hooks were attached (`hook_runs_missed`).
     misses_at_attach: u64,
     /// The live threads' task iterator, loaded the first time live threads
-    /// are read (None inside: it could not load; /proc is walked).
+    /// are read (None inside: the legacy programs', which have no task
+    /// storage, or one that could not load).
     live: Option<Option<live::LiveIterator>>,
 }
 
