@@ -32,9 +32,16 @@ pub fn top(host: Host, interval: Duration, iterations: Option<u64>, json: bool) 
 /// and the status is 128 + the signal.
 fn batch(mut host: Host, interval: Duration, iterations: Option<u64>, json: bool) -> Result<i32> {
     let stop = Arc::new(AtomicUsize::new(0));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register_usize(sig, Arc::clone(&stop), sig as usize)?;
-    }
+    // A thread of its own waits for the signals and wakes the loop, which
+    // otherwise sleeps until its next window.
+    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])?;
+    let (said, main) = (Arc::clone(&stop), std::thread::current());
+    std::thread::spawn(move || {
+        for sig in signals.forever() {
+            said.store(sig as usize, Ordering::Relaxed);
+            main.unpark();
+        }
+    });
     let mut out = std::io::stdout().lock();
     eprintln!("sysdiet top: counting every task's syscalls, a window every {}", sysdiet::human::duration(interval.as_nanos() as u64));
     let mut next = Instant::now() + interval;
@@ -43,7 +50,7 @@ fn batch(mut host: Host, interval: Duration, iterations: Option<u64>, json: bool
             break;
         }
         while stop.load(Ordering::Relaxed) == 0 && Instant::now() < next {
-            std::thread::sleep(next.saturating_duration_since(Instant::now()).min(Duration::from_millis(50)));
+            std::thread::park_timeout(next.saturating_duration_since(Instant::now()));
         }
         next += interval;
         let w = host.window()?;

@@ -23,7 +23,11 @@ use crate::backend::wake::Stop;
 use crate::error::{Error, Result};
 use crate::model::{Environment, FAILED_ONCE_NAMED};
 
-/// How often the reader looks, besides the kernel's batched wake-ups.
+/// The least the reader sleeps while a sweep is due (one put off by a
+/// read-out holding the tables). Otherwise it sleeps until the next sweep:
+/// the kernel wakes it when a ring is an eighth full, and a snapshot or
+/// the end pokes it, so records wait in their ring at no cost, and an idle
+/// host wakes it once a sweep, not 20 times a second.
 const POLL: Duration = Duration::from_millis(50);
 
 /// What the reader hands over: the exited threads, folded past the
@@ -248,7 +252,7 @@ fn read(
     loop {
         let last = stop.stopped();
         if !last {
-            stop.wait(rings.epoll_fd().as_raw_fd(), POLL);
+            stop.wait(rings.epoll_fd().as_raw_fd(), SWEEP.saturating_sub(last_sweep.elapsed()).max(POLL));
         }
         consume(&mut rings);
         file(&raw, &mut out, late, &mut to_sweep);
