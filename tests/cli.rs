@@ -436,7 +436,7 @@ fn attach_covers_every_running_thread() {
     assert!(stats.iter().all(|&n| n <= 500) && short <= hook_runs_missed(&doc), "each worker thread counted exactly: {doc}");
 }
 
-/// `attach` (with `env`) to `gated` with THREADS workers that stay alive
+/// `attach` (with `env`) to `gated` with HELD_WORKERS workers that stay alive
 /// after their work, ended by SIGINT once they have worked: the run's
 /// document, and what sysdiet said with its timings.
 fn attach_to_held_workers(env: &[(&str, &str)]) -> (serde_json::Value, String) {
