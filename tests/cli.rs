@@ -440,49 +440,17 @@ fn attach_covers_every_running_thread() {
 /// after their work, ended by SIGINT once they have worked: the run's
 /// document, and what sysdiet said with its timings.
 fn attach_to_held_workers(env: &[(&str, &str)]) -> (serde_json::Value, String) {
-    use std::io::{BufRead, Read};
-    let mut target = Running(
-        std::process::Command::new(victim("gated"))
-            .args([&HELD_WORKERS.to_string(), "300", "hold"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let pid = target.0.id();
-    let tasks = || std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count());
-    for _ in 0..60_000 {
-        if tasks() == HELD_WORKERS + 1 {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("a.json");
-    let mut attach = sysdiet()
-        .args(["attach", "-p", &pid.to_string(), "--no-stacks", "--json", "-o"])
-        .arg(&json)
-        .env("SYSDIET_TIMINGS", "1")
-        .envs(env.iter().copied())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = std::io::BufReader::new(attach.stderr.take().unwrap());
-    let mut said = String::new();
-    while !said.contains("sysdiet: attached to") {
-        let before = said.len();
-        err.read_line(&mut said).unwrap();
-        assert!(said.len() > before, "sysdiet ended before it attached: {said}");
-    }
+    use std::io::BufRead;
+    let mut target = gated(HELD_WORKERS, 300, true);
+    let timed: Vec<(&str, &str)> = [("SYSDIET_TIMINGS", "1")].into_iter().chain(env.iter().copied()).collect();
+    let attach = attached(target.0.id(), &["--no-stacks"], &timed);
     drop(target.0.stdin.take());
     let mut worked = String::new();
     std::io::BufReader::new(target.0.stdout.take().unwrap()).read_line(&mut worked).unwrap();
     assert_eq!(worked, "worked\n");
     // SAFETY: a signal to our own child.
-    unsafe { libc::kill(attach.id() as i32, libc::SIGINT) };
-    err.read_to_string(&mut said).unwrap();
-    attach.wait().unwrap();
-    let doc = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap_or_else(|e| panic!("{e}: {said}"));
+    unsafe { libc::kill(attach.child.id() as i32, libc::SIGINT) };
+    let (_, doc, said) = attach.finish();
     (doc, said)
 }
 

@@ -259,41 +259,90 @@ pub fn attach_for_300ms(pid: u32) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
 }
 
-/// `sysdiet attach -p PID --json ARGS` to `gated THREADS N` (every thread
-/// started, none at work), which is let go once sysdiet says it attached:
-/// the JSON document and sysdiet's stderr. Every call of the work falls
-/// inside the trace, whatever the machine's speed (a TCG guest's too).
-pub fn attach_to_gated(threads: u32, n: u32, args: &[&str]) -> (serde_json::Value, String) {
-    use std::io::{BufRead, Read};
+/// `gated THREADS N` (with `hold`, its workers stay alive after their work
+/// and it prints "worked"), its input and output piped, returned once every
+/// thread has started (none at work until its input ends).
+pub fn gated(threads: usize, n: u32, hold: bool) -> Running {
     use std::process::Stdio;
-    let mut target = Running(
-        Command::new(victim("gated")).args([threads.to_string(), n.to_string()]).stdin(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap(),
+    let target = Running(
+        Command::new(victim("gated"))
+            .args([threads.to_string(), n.to_string()])
+            .args(hold.then_some("hold"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
     );
     let pid = target.0.id();
     let tasks = || std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count());
     for _ in 0..60_000 {
-        if tasks() == threads as usize + 1 {
+        if tasks() == threads + 1 {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
-    assert_eq!(tasks(), threads as usize + 1, "gated started its threads");
+    assert_eq!(tasks(), threads + 1, "gated started its threads");
+    target
+}
+
+/// A `sysdiet attach -p PID --json -o FILE ARGS` that has said it attached.
+pub struct Attached {
+    pub child: std::process::Child,
+    err: std::io::BufReader<std::process::ChildStderr>,
+    /// What it has said so far.
+    pub said: String,
+    json: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+/// Starts `sysdiet attach` to `pid` with `args` and `env`, and waits until
+/// it says it attached.
+pub fn attached(pid: u32, args: &[&str], env: &[(&str, &str)]) -> Attached {
+    use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("a.json");
-    let mut attach = sysdiet().args(["attach", "-p", &pid.to_string(), "--json", "-o"]).arg(&json).args(args).stderr(Stdio::piped()).spawn().unwrap();
-    let mut err = std::io::BufReader::new(attach.stderr.take().unwrap());
+    let mut child = sysdiet()
+        .args(["attach", "-p", &pid.to_string(), "--json", "-o"])
+        .arg(&json)
+        .args(args)
+        .envs(env.iter().copied())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
     let mut said = String::new();
     while !said.contains("sysdiet: attached to") {
         let before = said.len();
         err.read_line(&mut said).unwrap();
         assert!(said.len() > before, "sysdiet ended before it attached: {said}");
     }
+    Attached { child, err, said, json, _dir: dir }
+}
+
+impl Attached {
+    /// Waits for it to end: its status, its JSON document, all it said.
+    pub fn finish(mut self) -> (std::process::ExitStatus, serde_json::Value, String) {
+        use std::io::Read;
+        self.err.read_to_string(&mut self.said).unwrap();
+        let status = self.child.wait().unwrap();
+        let said = self.said;
+        let doc = serde_json::from_str(&std::fs::read_to_string(&self.json).unwrap_or_default()).unwrap_or_else(|e| panic!("{e}: {said}"));
+        (status, doc, said)
+    }
+}
+
+/// `sysdiet attach -p PID --json ARGS` to `gated THREADS N` (every thread
+/// started, none at work), which is let go once sysdiet says it attached:
+/// the JSON document and sysdiet's stderr. Every call of the work falls
+/// inside the trace, whatever the machine's speed (a TCG guest's too).
+pub fn attach_to_gated(threads: u32, n: u32, args: &[&str]) -> (serde_json::Value, String) {
+    let mut target = gated(threads as usize, n, false);
+    let attach = attached(target.0.id(), args, &[]);
     drop(target.0.stdin.take());
-    err.read_to_string(&mut said).unwrap();
-    let status = attach.wait().unwrap();
+    let (status, doc, said) = attach.finish();
     assert!(status.success(), "{said}");
     assert!(target.0.wait().unwrap().success());
-    (serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap(), said)
+    (doc, said)
 }
 
 /// What a finished command wrote on stderr.
