@@ -8,13 +8,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include "syscount.h"
-
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct task_state);
-} states SEC(".maps");
+#include "states.bpf.h"
 
 SEC("iter/task")
 int live_states(struct bpf_iter__task *ctx)

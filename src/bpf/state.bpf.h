@@ -12,6 +12,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "syscount.h"
+#include "states.bpf.h"
 #include "bits.bpf.h"
 #include "maps.bpf.h"
 #include "arch.bpf.h"
@@ -95,13 +96,6 @@ __u64 backup_runs = 0;
  * can be, the read-out does not look through /proc for them. */
 __u64 targets_forked = 0;
 __u64 targets_ended = 0;
-
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct task_state);
-} states SEC(".maps");
 
 /* The legacy variant of each program, for kernels before 5.11, which have
  * no task storage for them (nor bpf_loop, exchanges, bpf_task_pt_regs):
