@@ -41,6 +41,8 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
     not_interrupted(&rx)?;
     let pid = held.release()?;
     target::watch_child(pid, tx);
+    // Read while the command runs (sysfs reads): nothing it does changes it.
+    let environment = target::environment_of_command(env);
 
     let session_leader = nix::unistd::getsid(None).is_ok_and(|sid| sid == nix::unistd::getpid());
     let mut interrupts = 0;
@@ -79,7 +81,7 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
         root_pids: vec![pid],
         exit,
         interrupted: exit.is_none(),
-        environment: target::environment_of_command(env),
+        environment,
         syscall_ns: Some(syscall_ns),
         ..span.run_info(&tracer, opts, ended)
     };
