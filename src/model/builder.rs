@@ -242,17 +242,19 @@ fn named_failures(failures: Vec<ArgumentStats>, arguments: &[ArgumentStats]) -> 
 
 /// Merges entries with the same (pid, syscall, argument): a tracer may
 /// report one per CPU or per reading.
-fn merge_arguments(args: Vec<ArgumentStats>) -> Vec<ArgumentStats> {
-    let mut merged: BTreeMap<(u32, u32, Argument), ArgumentStats> = BTreeMap::new();
-    for a in args {
-        match merged.entry((a.pid, a.nr, a.argument.clone())) {
-            std::collections::btree_map::Entry::Vacant(v) => {
-                v.insert(a);
-            }
-            std::collections::btree_map::Entry::Occupied(mut o) => o.get_mut().merge(&a),
+fn merge_arguments(mut args: Vec<ArgumentStats>) -> Vec<ArgumentStats> {
+    // Sorted by key, stably, then each run of one key merged into its
+    // first entry: no key is copied (a walk's thousand paths were a
+    // string and a tree node each).
+    args.sort_by(|a, b| (a.pid, a.nr, &a.argument).cmp(&(b.pid, b.nr, &b.argument)));
+    args.dedup_by(|later, first| {
+        let same = (later.pid, later.nr, &later.argument) == (first.pid, first.nr, &first.argument);
+        if same {
+            first.merge(later);
         }
-    }
-    merged.into_values().collect()
+        same
+    });
+    args
 }
 
 #[cfg(test)]
@@ -343,6 +345,32 @@ mod tests {
         assert_eq!(t.arguments.len(), 1);
         assert_eq!(t.arguments[0].calls, 5);
         assert_eq!(t.arguments[0].requested.as_ref().unwrap().buckets, vec![0, 5]);
+    }
+
+    #[test]
+    fn one_keys_entries_merge_wherever_they_come() {
+        let mut b = TraceBuilder::default();
+        let arg = |pid, fd, calls| ArgumentStats {
+            pid,
+            syscall: "close".into(),
+            nr: 3,
+            argument: Argument::Fd { fd },
+            calls,
+            errors: 0,
+            total_ns: 0,
+            requested: None,
+            returned: None,
+            sites: Vec::new(),
+        };
+        // A process's entry, another's of the same fd, then the first's again
+        // (a slot flushed, then its swept entry).
+        for (pid, fd, calls) in [(1, 4, 2), (2, 4, 7), (1, 5, 1), (1, 4, 3), (2, 4, 1)] {
+            b.add_argument(arg(pid, fd, calls));
+        }
+        let t = b.finish(RunInfo::default(), Lost::default());
+        let rows: Vec<(u32, &Argument, u64)> = t.arguments.iter().map(|a| (a.pid, &a.argument, a.calls)).collect();
+        let fd = |fd| Argument::Fd { fd };
+        assert_eq!(rows, [(2, &fd(4), 8), (1, &fd(4), 5), (1, &fd(5), 1)]);
     }
 
     #[test]
