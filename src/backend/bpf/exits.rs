@@ -155,10 +155,27 @@ impl ExitReader {
         rx.recv().unwrap_or_default()
     }
 
-    /// Reads what is left and hands everything over.
-    pub fn finish(self) -> Collected {
-        let _t = crate::timings::span("last pass of the exit reader");
+    /// Has the thread read what is left, while the caller reads the
+    /// tables: no sweep is under way or starts once this returns, so no
+    /// entry moves meanwhile. `Finishing::collected` hands everything over.
+    pub fn finish_beside(self) -> Finishing {
         self.stop.stop();
+        // A sweep that began before the stop ends first; the reader looks
+        // at the stop under this lock before it starts one (`read`).
+        drop(self.hold_sweeps());
+        Finishing { done: self.done }
+    }
+}
+
+/// The reader's last pass, under way on its thread.
+pub struct Finishing {
+    done: mpsc::Receiver<Collected>,
+}
+
+impl Finishing {
+    /// Waits for the last pass and hands everything over.
+    pub fn collected(self) -> Collected {
+        let _t = crate::timings::span("wait for the exit reader's last pass");
         self.done.recv().unwrap_or_default()
     }
 }
@@ -251,6 +268,7 @@ fn read(
     let mut last_sweep = Instant::now();
     loop {
         let last = stop.stopped();
+        let _last_pass = last.then(|| crate::timings::span("last pass of the exit reader"));
         if !last {
             stop.wait(rings.epoll_fd().as_raw_fd(), SWEEP.saturating_sub(last_sweep.elapsed()).max(POLL));
         }
@@ -286,6 +304,11 @@ fn read(
                 Err(TryLockError::Poisoned(e)) => e.into_inner(),
                 Err(TryLockError::WouldBlock) => continue,
             };
+            // The end's read-out has begun (finish_beside): the next turn is
+            // the last, and sweeps nothing.
+            if stop.stopped() {
+                continue;
+            }
             if !to_sweep.is_empty() {
                 sweep_ended(&sweep, &mut out.exited, &mut to_sweep);
             }

@@ -542,11 +542,14 @@ impl BpfTracer {
             self.load_live_iterator();
             live = readout::live_threads(&self.tables, self.variant, self.live_iterator());
         }
-        let collected = exits.map(|e| e.finish()).unwrap_or_default();
-        collected.whole()?;
-        let tick_ns = self.tick_ns();
+        // The reader's last pass runs on its thread while the logged
+        // entries are copied here.
+        let finishing = exits.map(ExitReader::finish_beside);
         let copy = self.programs.iter().find(|(name, _)| name == readout::COPY_LOGGED).map(|(_, fd)| fd.as_fd());
         let logged = readout::logged_entries(&self.tables, copy)?;
+        let collected = finishing.map(exits::Finishing::collected).unwrap_or_default();
+        collected.whole()?;
+        let tick_ns = self.tick_ns();
         let mut lost = readout::file_into(&self.tables, &mut self.names, tick_ns, out, collected, live, logged)?;
         lost.hook_runs_missed = self.hook_runs_missed();
         Ok(lost)
