@@ -99,6 +99,9 @@ pub struct BpfTracer {
     /// are read (None inside: the legacy programs', which have no task
     /// storage, or one that could not load).
     live: Option<Option<live::LiveIterator>>,
+    /// The clocks and the hooks no keeper takes, being closed since
+    /// `stop`, beside the read-out.
+    detaching: Option<std::thread::JoinHandle<()>>,
 }
 
 /// The programs loaded and verified, not yet attached: no task's syscalls
@@ -421,6 +424,7 @@ impl BpfTracer {
             live_at_stop: None,
             misses_at_attach,
             live: None,
+            detaching: None,
         })
     }
 
@@ -429,6 +433,9 @@ impl BpfTracer {
     /// for the next run (keeper.rs); else they are unloaded.
     pub fn keep_loaded(mut self) {
         let clean = !self.may_have_live_targets();
+        if let Some(detaching) = self.detaching.take() {
+            let _ = detaching.join();
+        }
         self.ticks = None;
         let links = std::mem::take(&mut self.links);
         match std::mem::replace(&mut self.keeping, Keeping::No) {
@@ -583,7 +590,25 @@ impl BpfTracer {
             std::thread::sleep(Duration::from_millis(2));
         }
         self.live_at_stop = Some(live);
+        self.detach_unkept();
         live
+    }
+
+    /// Closes the clocks, and the hooks when no keeper will take them, on
+    /// a thread of their own: each detach patches kernel text on every CPU
+    /// (a millisecond or more), which the read-out need not wait for.
+    fn detach_unkept(&mut self) {
+        let links = match self.keeping {
+            Keeping::No => std::mem::take(&mut self.links),
+            _ => Vec::new(),
+        };
+        let ticks = self.ticks.take();
+        if links.is_empty() && ticks.is_none() {
+            return;
+        }
+        // Not spawned: dropped here, on this thread, as before.
+        let closing = move || crate::timings::timed("detach the hooks", || drop((ticks, links)));
+        self.detaching = std::thread::Builder::new().name("sysdiet-detach".into()).spawn(closing).ok();
     }
 
     /// Loads the live threads' task iterator the first time live threads
