@@ -154,9 +154,12 @@ __u64 arg_keys_made = 0;
 /* The logged keys' entries, copied here by copy_logged (syscount.bpf.c)
  * for the read-out, which reads them where user space maps the globals:
  * one run of a program, not a lookup syscall per key. Found: 1 where the
- * key had an entry (one swept out since has none). */
+ * key had an entry (one swept out since has none). Words: the first_calls
+ * word of an entry that counts in one (`counting`), else 0, so that the
+ * read-out need not map first_calls for them. */
 struct arg_val logged_vals[ARG_KEYS_LOGGED] = {};
 __u8 logged_found[ARG_KEYS_LOGGED] = {};
+__u64 logged_words[ARG_KEYS_LOGGED] = {};
 
 /* The first sighting of each argument key, a slot per key. A
  * file-tree walk's paths, each seen once, cost a slot of this array (one

@@ -383,12 +383,20 @@ int find_tick_fn(struct kernel_tick_answer *answer)
 static long copy_one_logged(__u32 i, void *unused)
 {
 	struct arg_val *v;
+	__u64 *word = NULL;
+	__u32 slot;
 
 	i &= ARG_KEYS_LOGGED - 1; /* bpf_loop stops at the log's count */
 	v = bpf_map_lookup_elem(&arg_stats, &arg_keys_logged[i]);
 	logged_found[i] = !!v;
-	if (v)
-		logged_vals[i] = *v;
+	if (!v)
+		return 0;
+	logged_vals[i] = *v;
+	if (v->counting) {
+		slot = v->first_slot;
+		word = bpf_map_lookup_elem(&first_calls, &slot);
+	}
+	logged_words[i] = word ? *word : 0;
 	return 0;
 }
 

@@ -245,8 +245,19 @@ pub fn logged_entries(maps: &Tables, copy: Option<BorrowedFd<'_>>) -> Result<Opt
     for (i, k) in firsts {
         // SAFETY: fields of the mapped .bss, written by copy_logged's run,
         // which has returned; read once each.
-        let (found, v) = unsafe { (std::ptr::read_volatile(&bss.logged_found[i]), std::ptr::read_volatile(&bss.logged_vals[i])) };
+        let (found, mut v, word) = unsafe {
+            (
+                std::ptr::read_volatile(&bss.logged_found[i]),
+                std::ptr::read_volatile(&bss.logged_vals[i]),
+                std::ptr::read_volatile(&bss.logged_words[i]),
+            )
+        };
         if found != 0 {
+            // Its word's calls added here: first_calls is then not mapped
+            // for it. A word not read (0) is left to WordCounts, which says so.
+            if v.counting != 0 && word != 0 {
+                super::word_counts::add_word(&mut v, word);
+            }
             out.push(bytes_of(k), bytes_of(&v));
         }
     }

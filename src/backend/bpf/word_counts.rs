@@ -87,6 +87,15 @@ impl<'m> WordCounts<'m> {
     }
 }
 
+/// `v` with the calls and errors of its word, read elsewhere (copy_logged
+/// copies them for the read-out), added; it then names no word to read.
+pub fn add_word(v: &mut arg_val, word: u64) {
+    let (calls, errors) = counts_of_word(word);
+    v.calls += calls;
+    v.errors += errors;
+    v.counting = 0;
+}
+
 /// The calls and errors counted in a word: none unless it is a promoted
 /// key's that counts.
 fn counts_of_word(word: u64) -> (u64, u64) {
