@@ -246,9 +246,12 @@ fn merge_arguments(mut args: Vec<ArgumentStats>) -> Vec<ArgumentStats> {
     // Sorted by key, stably, then each run of one key merged into its
     // first entry: no key is copied (a walk's thousand paths were a
     // string and a tree node each).
-    args.sort_by(|a, b| (a.pid, a.nr, &a.argument).cmp(&(b.pid, b.nr, &b.argument)));
+    fn key(a: &ArgumentStats) -> (u32, u32, &Argument) {
+        (a.pid, a.nr, &a.argument)
+    }
+    args.sort_by(|a, b| key(a).cmp(&key(b)));
     args.dedup_by(|later, first| {
-        let same = (later.pid, later.nr, &later.argument) == (first.pid, first.nr, &first.argument);
+        let same = key(later) == key(first);
         if same {
             first.merge(later);
         }
