@@ -11,9 +11,9 @@
 # rsync's dry run is a listing that must not be called waste; golang-go
 # builds a stripped Go victim whose inlined code must be named.
 DEBS := build-essential clang llvm libelf-dev zlib1g-dev pkg-config strace util-linux procps libc6-dbg sqlite3 python3 xz-utils binutils prometheus tmux bpftool nodejs git zsh tcsh ruby patchelf rsync golang-go
-# Only for bench/overhead and bench/workloads: the tools sysdiet is compared
+# Only for the benchmarks (bench/): the tools sysdiet is compared
 # against, and the workloads' programs.
-BENCH_DEBS := strace linux-perf bpftrace bpftool sqlite3 python3 make eatmydata php-cli golang-go
+BENCH_DEBS := strace linux-perf bpftrace bpftool sqlite3 python3 make eatmydata php-cli golang-go hyperfine
 # Only for test-kernels: qemu boots Debian's kernels (virtme-ng, from PyPI,
 # with busybox for its initramfs) with this machine's root file system, and
 # Debian's arm64 kernel with an arm64 one (debootstrap, its second stage run
@@ -33,7 +33,7 @@ BTF ?= /sys/kernel/btf/vmlinux
 APT_GET ?= apt-get
 EUID ?= $(shell id -u)
 
-.PHONY: all preflight need-root deps rust bench-deps build cross unknown-arch demo test test-kernels lint install deb vmlinux bench bench-workloads bench-savings bench-field bench-analyze fuzz schema clean
+.PHONY: all preflight need-root deps rust bench-deps build cross unknown-arch demo test test-kernels lint install deb vmlinux bench bench-workloads bench-short bench-savings bench-field bench-analyze fuzz schema clean
 
 all: build
 
@@ -179,6 +179,10 @@ bench: bench-deps build
 
 bench-workloads: bench-deps build
 	bench/workloads
+
+# A short command's fixed cost, timed by hyperfine, and sysdiet's own steps.
+bench-short: bench-deps build
+	bench/short
 
 # Each rule's estimated saving against what `sysdiet compare` measures.
 bench-savings: bench-deps build

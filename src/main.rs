@@ -18,6 +18,9 @@ use sysdiet::Result;
 
 fn main() {
     let started = Instant::now();
+    // Before any thread starts: a table threads share grows only after an
+    // RCU grace period, and a run opens more than a new table holds.
+    sysdiet::linux::descriptors::reserve(sysdiet::linux::descriptors::for_tracing());
     sysdiet::timings::init(started);
     let cli = Cli::parse();
     let code = match dispatch(cli, started) {

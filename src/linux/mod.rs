@@ -4,6 +4,7 @@
 
 pub mod arch;
 pub mod cgroup;
+pub mod descriptors;
 pub mod errno;
 pub mod host;
 pub mod syscalls;
