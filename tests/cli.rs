@@ -110,6 +110,37 @@ fn exit_status_passes_through() {
     assert_eq!(doc["run"]["exit"], serde_json::json!({"kind": "signal", "signal": 9, "core_dumped": false}));
 }
 
+/// Started by a parent with no descriptor above 2 open (as hyperfine,
+/// sudo or make start it), sysdiet's table begins at 64 and a run holds
+/// more: it must grow before the loading threads start, where the kernel
+/// grows it at once, not after an RCU grace period. Its size when the
+/// command runs (FDSize, read by the command from its parent's status)
+/// tells which: a run's own descriptors alone grow it less.
+#[test]
+fn a_run_grows_its_descriptor_table_before_its_threads_start() {
+    use std::os::unix::process::CommandExt;
+    if skip_without_bpf() {
+        return;
+    }
+    let script = r#""$0" run --no-stacks -o /dev/null -- sh -c 'grep FDSize /proc/$PPID/status'; exit $?"#;
+    let mut sh = std::process::Command::new("sh");
+    sh.args(["-c", script, env!("CARGO_BIN_EXE_sysdiet")]).env("SYSDIET_KEEP", "0").env_remove("LD_LIBRARY_PATH");
+    // SAFETY: between fork and exec, only close_range, async-signal-safe.
+    unsafe {
+        sh.pre_exec(|| {
+            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+            Ok(())
+        });
+    }
+    let out = sh.output().unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let size: usize = text.trim().strip_prefix("FDSize:").and_then(|v| v.trim().parse().ok()).unwrap_or_else(|| panic!("no FDSize in {text:?}"));
+    // SAFETY: sysconf has no preconditions.
+    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) } as usize;
+    assert!(size >= 128 + 8 * cpus, "the table holds {size} descriptors when the command runs, {cpus} CPUs");
+}
+
 #[test]
 fn commands_stdout_stays_clean_and_report_goes_to_stderr() {
     if skip_without_bpf() {
