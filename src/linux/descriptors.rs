@@ -2,13 +2,14 @@
 //!
 //! A new process's table holds 64 descriptors, or as many as its parent's
 //! highest open one needed. The kernel grows a table that threads share
-//! only after an RCU grace period (`expand_fdtable`), milliseconds each
-//! time; a lone thread's table grows at once. A tracing run holds more
-//! than 64 (maps, programs, links, a clock per CPU), and by then its
-//! loading threads run.
+//! only after an RCU grace period (`expand_fdtable`), each time; a lone
+//! thread's table grows at once. A tracing run holds more than 64 (maps,
+//! programs, links, a clock per CPU), and by then its loading threads run
+//! (docs/overhead.md, "The descriptor table grown before the threads").
 
-/// The descriptors a tracing run may hold at once: ~120 on 2 CPUs, of
-/// which a few per CPU (the CPU clock, stack samples, mapping events).
+/// The descriptors a tracing run may hold at once, with room: its maps,
+/// programs and links, and a few per CPU (the CPU clock, stack samples,
+/// mapping events).
 pub fn for_tracing() -> usize {
     // SAFETY: sysconf has no preconditions.
     let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1) as usize;
@@ -46,16 +47,15 @@ pub fn reserve(n: usize) {
     }
 }
 
-/// How many descriptors this process's table holds now (FDSize in
-/// /proc/self/status).
-pub fn table_size() -> Option<usize> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    status.lines().find_map(|l| l.strip_prefix("FDSize:")).and_then(|v| v.trim().parse().ok())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// How many descriptors this process's table holds now.
+    fn table_size() -> Option<usize> {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        status.lines().find_map(|l| l.strip_prefix("FDSize:")).and_then(|v| v.trim().parse().ok())
+    }
 
     #[test]
     fn the_table_grows_to_hold_what_is_reserved() {
