@@ -136,9 +136,8 @@ fn a_run_grows_its_descriptor_table_before_its_threads_start() {
     assert!(out.status.success(), "{}", stderr_of(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     let size: usize = text.trim().strip_prefix("FDSize:").and_then(|v| v.trim().parse().ok()).unwrap_or_else(|| panic!("no FDSize in {text:?}"));
-    // SAFETY: sysconf has no preconditions.
-    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) } as usize;
-    assert!(size >= 128 + 8 * cpus, "the table holds {size} descriptors when the command runs, {cpus} CPUs");
+    let want = sysdiet::linux::descriptors::for_tracing();
+    assert!(size >= want, "the table holds {size} descriptors when the command runs, {want} reserved");
 }
 
 #[test]
