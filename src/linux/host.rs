@@ -161,6 +161,16 @@ pub fn open_own(path: &std::path::Path) -> Option<fs::File> {
     (m.is_file() && own && m.mode() & 0o022 == 0).then_some(file)
 }
 
+/// Appends `bytes` to `path` in one write, if it is a file of this user's
+/// that no one else may write (as `open_own` reads); true if all went.
+pub fn append_own(path: &std::path::Path, bytes: &[u8]) -> bool {
+    use std::io::Write;
+    use std::os::unix::fs::MetadataExt;
+    let Ok(mut file) = fs::OpenOptions::new().append(true).open(path) else { return false };
+    let own = file.metadata().is_ok_and(|m| m.is_file() && m.uid() == nix::unistd::geteuid().as_raw() && m.mode() & 0o022 == 0);
+    own && file.write_all(bytes).is_ok()
+}
+
 /// Runs a helper program for its files alone: nothing in, nothing shown;
 /// true if it ran and succeeded.
 pub fn run_quietly(cmd: &mut std::process::Command) -> bool {

@@ -7,6 +7,13 @@
 //! stripped copy, or libc6-dbg installed later, is named anew). A file
 //! without a build id is never cached; a cache file another user may
 //! write is not read.
+//!
+//! A file is a line per address, `ADDRESS<tab>FRAMES` (the frames in JSON),
+//! and grows by appending: libc's holds the names of every program traced,
+//! and a run reads only the lines of the addresses it asks for (an index of
+//! where each line starts, then those lines parsed), and writes only the
+//! lines it adds. A torn or corrupt line names nothing; its address is
+//! named again, and its line appended anew.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -27,10 +34,16 @@ pub struct NameCache {
 struct Kept {
     /// None: this image is not cached (no build id).
     file: Option<PathBuf>,
-    /// Address -> frames, their module left empty (the image's name is
-    /// the mapping's, which may differ between runs).
-    frames: BTreeMap<u64, Vec<Frame>>,
-    added: bool,
+    /// The file as read (empty when it was not there, or not ours).
+    text: Vec<u8>,
+    /// Address -> where its line's frames are in `text` (the last line of
+    /// an address, if it has two).
+    lines: HashMap<u64, std::ops::Range<usize>>,
+    /// Whether `text` is this user's file as it is on disk, to append to.
+    read: bool,
+    /// Frames found in this run, their module left empty (the image's name
+    /// is the mapping's, which may differ between runs), not yet written.
+    added: BTreeMap<u64, Vec<Frame>>,
 }
 
 impl NameCache {
@@ -48,26 +61,46 @@ impl NameCache {
     /// as `module`), read from disk the first time the image is asked for.
     pub fn get(&mut self, id: usize, file: &Path, module: &str, addr: u64) -> Option<Vec<Frame>> {
         let kept = self.kept(id, file);
-        let frames = kept.frames.get(&addr)?;
-        Some(frames.iter().map(|f| Frame { module: module.to_string(), ..f.clone() }).collect())
+        let frames = match kept.added.get(&addr) {
+            Some(frames) => frames.clone(),
+            None => serde_json::from_slice(&kept.text[kept.lines.get(&addr)?.clone()]).ok()?,
+        };
+        Some(frames.into_iter().map(|f| Frame { module: module.to_string(), ..f }).collect())
     }
 
     /// Keeps the frames just found for `addr` of image `id`.
     pub fn put(&mut self, id: usize, file: &Path, addr: u64, frames: &[Frame]) {
         let kept = self.kept(id, file);
         if kept.file.is_some() {
-            kept.frames.insert(addr, frames.iter().map(|f| Frame { module: String::new(), ..f.clone() }).collect());
-            kept.added = true;
+            kept.added.insert(addr, frames.iter().map(|f| Frame { module: String::new(), ..f.clone() }).collect());
         }
     }
 
-    /// Writes the images whose names grew, each file replaced whole.
+    /// Writes the lines added: appended to a file that was read, else a
+    /// new file of them alone.
     pub fn save(&mut self) {
-        for kept in self.images.values_mut().filter(|k| k.added) {
+        for kept in self.images.values_mut().filter(|k| !k.added.is_empty()) {
             let Some(path) = &kept.file else { continue };
-            let Ok(bytes) = serde_json::to_vec(&kept.frames) else { continue };
-            if crate::linux::host::replace_file(path, |tmp| std::fs::write(tmp, &bytes).is_ok()).is_some() {
-                kept.added = false;
+            let mut lines = Vec::new();
+            for (addr, frames) in &kept.added {
+                let Ok(json) = serde_json::to_vec(frames) else { continue };
+                lines.extend_from_slice(format!("{addr}\t").as_bytes());
+                lines.extend_from_slice(&json);
+                lines.push(b'\n');
+            }
+            let written = if kept.read {
+                // A torn last line is ended first, so that ours stay whole.
+                let torn = kept.text.last().is_some_and(|&b| b != b'\n');
+                let appended = crate::linux::host::append_own(path, &[if torn { &b"\n"[..] } else { &[] }, &lines].concat());
+                if appended && torn {
+                    kept.text.push(b'\n');
+                }
+                appended
+            } else {
+                crate::linux::host::replace_file(path, |tmp| std::fs::write(tmp, &lines).is_ok()).is_some()
+            };
+            if written {
+                kept.added.clear();
             }
         }
     }
@@ -76,11 +109,32 @@ impl NameCache {
         let dir = &self.dir;
         self.images.entry(id).or_insert_with(|| {
             let Some(path) = dir.as_ref().and_then(|d| Some(d.join(cache_name(file)?))) else { return Kept::default() };
-            let frames =
-                crate::linux::host::open_own(&path).and_then(|f| serde_json::from_reader(std::io::BufReader::new(f)).ok()).unwrap_or_default();
-            Kept { file: Some(path), frames, added: false }
+            let text = crate::linux::host::open_own(&path).and_then(|mut f| {
+                let mut text = Vec::new();
+                std::io::Read::read_to_end(&mut f, &mut text).ok().map(|_| text)
+            });
+            let read = text.is_some();
+            let text = text.unwrap_or_default();
+            Kept { lines: index_lines(&text), file: Some(path), text, read, added: BTreeMap::new() }
         })
     }
+}
+
+/// Where each whole line's frames are in `text`, by its address; a last
+/// line with no newline (a write cut short) is not whole.
+fn index_lines(text: &[u8]) -> HashMap<u64, std::ops::Range<usize>> {
+    let mut lines = HashMap::new();
+    let mut at = 0;
+    while let Some(len) = text[at..].iter().position(|&b| b == b'\n') {
+        let line = &text[at..at + len];
+        if let Some(tab) = line.iter().position(|&b| b == b'\t') {
+            if let Some(addr) = std::str::from_utf8(&line[..tab]).ok().and_then(|a| a.parse().ok()) {
+                lines.insert(addr, at + tab + 1..at + len);
+            }
+        }
+        at += len + 1;
+    }
+    lines
 }
 
 /// What the names kept were found with: raised when sysdiet names more
@@ -89,7 +143,7 @@ impl NameCache {
 /// that what an older sysdiet left unnamed is looked up anew.
 const NAMING: u64 = 3;
 
-/// `BUILDID-STAMP.json`: the file's build id, and a stamp of how it was
+/// `BUILDID-STAMP.names`: the file's build id, and a stamp of how it was
 /// named (NAMING) and of everything
 /// its names are read from: the file itself (stripped copies of one build
 /// share its id but not its names), its debug file by build id, and the
@@ -117,7 +171,7 @@ fn cache_name(file: &Path) -> Option<String> {
             stamp = (stamp ^ v).wrapping_mul(0x100_0000_01b3);
         }
     }
-    Some(format!("{id}-{stamp:016x}.json"))
+    Some(format!("{id}-{stamp:016x}.names"))
 }
 
 #[cfg(test)]
@@ -162,6 +216,58 @@ mod tests {
         std::fs::write(&file, b"{not json").unwrap();
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert_eq!(NameCache::in_dir(Some(dir.path().to_path_buf())).get(0, &me(), "m", 0x10), None, "corrupt");
+    }
+
+    /// The one cache file in `dir`.
+    fn only_file(dir: &Path) -> PathBuf {
+        let files: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+        assert_eq!(files.len(), 1, "{files:?}");
+        files[0].clone()
+    }
+
+    #[test]
+    fn a_run_appends_the_names_it_adds_and_reads_only_the_lines_it_asks_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut first = NameCache::in_dir(Some(dir.path().to_path_buf()));
+        first.put(0, &me(), 0x10, &[frame("first")]);
+        first.save();
+        let file = only_file(dir.path());
+        let before = std::fs::read(&file).unwrap();
+        let mut second = NameCache::in_dir(Some(dir.path().to_path_buf()));
+        assert!(second.get(0, &me(), "m", 0x10).is_some());
+        second.put(0, &me(), 0x20, &[frame("second")]);
+        second.save();
+        second.save(); // nothing more to write
+        let after = std::fs::read(&file).unwrap();
+        assert!(after.starts_with(&before), "the first run's line is left as it was");
+        assert_eq!(after.iter().filter(|&&b| b == b'\n').count(), 2, "{}", String::from_utf8_lossy(&after));
+        // Another address's line is broken: only that address is unnamed.
+        let text = String::from_utf8(after).unwrap().replace("second", "sec\"ond");
+        std::fs::write(&file, text).unwrap();
+        let mut third = NameCache::in_dir(Some(dir.path().to_path_buf()));
+        assert_eq!(third.get(0, &me(), "m", 0x10).unwrap()[0].function.as_deref(), Some("first"));
+        assert_eq!(third.get(0, &me(), "m", 0x20), None, "its line is not JSON");
+    }
+
+    #[test]
+    fn a_torn_last_line_names_nothing_and_the_next_line_is_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut first = NameCache::in_dir(Some(dir.path().to_path_buf()));
+        first.put(0, &me(), 0x10, &[frame("whole")]);
+        first.save();
+        let file = only_file(dir.path());
+        // A run that died in its write: half a line, no newline.
+        let mut text = std::fs::read(&file).unwrap();
+        text.extend_from_slice(b"32\t[{\"function\":\"cut");
+        std::fs::write(&file, &text).unwrap();
+        let mut second = NameCache::in_dir(Some(dir.path().to_path_buf()));
+        assert!(second.get(0, &me(), "m", 0x10).is_some());
+        assert_eq!(second.get(0, &me(), "m", 0x20), None, "torn");
+        second.put(0, &me(), 0x20, &[frame("again")]);
+        second.save();
+        let mut third = NameCache::in_dir(Some(dir.path().to_path_buf()));
+        assert_eq!(third.get(0, &me(), "m", 0x20).unwrap()[0].function.as_deref(), Some("again"));
+        assert_eq!(third.get(0, &me(), "m", 0x10).unwrap()[0].function.as_deref(), Some("whole"));
     }
 
     #[test]
