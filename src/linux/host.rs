@@ -162,12 +162,16 @@ pub fn open_own(path: &std::path::Path) -> Option<fs::File> {
 }
 
 /// Appends `bytes` to `path` in one write, if it is a file of this user's
-/// that no one else may write (as `open_own` reads); true if all went.
+/// that no one else may write (as `open_own` reads); true if all went. Not
+/// through a symbolic link, nor to a file with another name too, nor
+/// waiting on a FIFO: a cache in a user's HOME, written under sudo, must
+/// not append to a file that user pointed it at.
 pub fn append_own(path: &std::path::Path, bytes: &[u8]) -> bool {
     use std::io::Write;
-    use std::os::unix::fs::MetadataExt;
-    let Ok(mut file) = fs::OpenOptions::new().append(true).open(path) else { return false };
-    let own = file.metadata().is_ok_and(|m| m.is_file() && m.uid() == nix::unistd::geteuid().as_raw() && m.mode() & 0o022 == 0);
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let flags = libc::O_NOFOLLOW | libc::O_NONBLOCK;
+    let Ok(mut file) = fs::OpenOptions::new().append(true).custom_flags(flags).open(path) else { return false };
+    let own = file.metadata().is_ok_and(|m| m.is_file() && m.nlink() == 1 && m.uid() == nix::unistd::geteuid().as_raw() && m.mode() & 0o022 == 0);
     own && file.write_all(bytes).is_ok()
 }
 
@@ -196,6 +200,34 @@ pub fn kernel_release() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn appending_goes_only_to_a_plain_file_of_ours() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (file, elsewhere) = (dir.path().join("names"), dir.path().join("elsewhere"));
+        fs::write(&file, b"a\n").unwrap();
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(append_own(&file, b"b\n"));
+        assert_eq!(fs::read(&file).unwrap(), b"a\nb\n");
+        // A link to another file, symbolic or hard: that file is left alone.
+        fs::write(&elsewhere, b"x").unwrap();
+        fs::set_permissions(&elsewhere, fs::Permissions::from_mode(0o644)).unwrap();
+        let symlink = dir.path().join("symlink");
+        std::os::unix::fs::symlink(&elsewhere, &symlink).unwrap();
+        assert!(!append_own(&symlink, b"y"));
+        let hardlink = dir.path().join("hardlink");
+        fs::hard_link(&elsewhere, &hardlink).unwrap();
+        assert!(!append_own(&hardlink, b"y"));
+        assert_eq!(fs::read(&elsewhere).unwrap(), b"x");
+        // One others may write; a FIFO, with no reader to wait for.
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(!append_own(&file, b"c\n"));
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+        assert!(!append_own(&fifo, b"c\n"));
+        assert!(!append_own(&dir.path().join("missing"), b"c\n"));
+    }
 
     #[test]
     fn making_a_cached_file_removes_the_old_ones() {

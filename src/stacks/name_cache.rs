@@ -76,8 +76,8 @@ impl NameCache {
         }
     }
 
-    /// Writes the lines added: appended to a file that was read, else a
-    /// new file of them alone.
+    /// Writes the lines added: appended to the file that was read, else
+    /// (none, or not one to append to) a new file of them alone.
     pub fn save(&mut self) {
         for kept in self.images.values_mut().filter(|k| !k.added.is_empty()) {
             let Some(path) = &kept.file else { continue };
@@ -88,17 +88,15 @@ impl NameCache {
                 lines.extend_from_slice(&json);
                 lines.push(b'\n');
             }
-            let written = if kept.read {
-                // A torn last line is ended first, so that ours stay whole.
-                let torn = kept.text.last().is_some_and(|&b| b != b'\n');
-                let appended = crate::linux::host::append_own(path, &[if torn { &b"\n"[..] } else { &[] }, &lines].concat());
-                if appended && torn {
-                    kept.text.push(b'\n');
-                }
-                appended
-            } else {
-                crate::linux::host::replace_file(path, |tmp| std::fs::write(tmp, &lines).is_ok()).is_some()
-            };
+            // A torn last line is ended first, so that ours stay whole.
+            let torn = kept.text.last().is_some_and(|&b| b != b'\n');
+            let appended = kept.read && crate::linux::host::append_own(path, &[if torn { &b"\n"[..] } else { &[] }, &lines].concat());
+            if appended && torn {
+                kept.text.push(b'\n');
+            }
+            // Else (no file, or one not to append to: a link) a new file of
+            // ours replaces it, with the lines of this run alone.
+            let written = appended || crate::linux::host::replace_file(path, |tmp| std::fs::write(tmp, &lines).is_ok()).is_some();
             if written {
                 kept.added.clear();
             }
@@ -268,6 +266,27 @@ mod tests {
         let mut third = NameCache::in_dir(Some(dir.path().to_path_buf()));
         assert_eq!(third.get(0, &me(), "m", 0x20).unwrap()[0].function.as_deref(), Some("again"));
         assert_eq!(third.get(0, &me(), "m", 0x10).unwrap()[0].function.as_deref(), Some("whole"));
+    }
+
+    #[test]
+    fn a_link_is_replaced_not_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let names = dir.path().join("names");
+        let mut first = NameCache::in_dir(Some(names.clone()));
+        first.put(0, &me(), 0x10, &[frame("f")]);
+        first.save();
+        let file = only_file(&names);
+        // The cache file made a link to another file of this user's.
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::rename(&file, &elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &file).unwrap();
+        let before = std::fs::read(&elsewhere).unwrap();
+        let mut second = NameCache::in_dir(Some(names.clone()));
+        second.put(0, &me(), 0x20, &[frame("g")]);
+        second.save();
+        assert_eq!(std::fs::read(&elsewhere).unwrap(), before, "not appended through the link");
+        assert!(!std::fs::symlink_metadata(&file).unwrap().file_type().is_symlink(), "replaced");
+        assert!(NameCache::in_dir(Some(names)).get(0, &me(), "m", 0x20).is_some());
     }
 
     #[test]
