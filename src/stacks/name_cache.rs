@@ -95,9 +95,14 @@ impl NameCache {
                 kept.text.push(b'\n');
             }
             // Else (no file, or one not to append to: a link) a new file of
-            // ours replaces it, with the lines of this run alone.
-            let written = appended || crate::linux::host::replace_file(path, |tmp| std::fs::write(tmp, &lines).is_ok()).is_some();
-            if written {
+            // ours replaces it, with the lines of this run alone; a later
+            // save appends to it.
+            let replaced = !appended && crate::linux::host::replace_file(path, |tmp| std::fs::write(tmp, &lines).is_ok()).is_some();
+            if replaced {
+                kept.text = lines;
+                kept.read = true;
+            }
+            if appended || replaced {
                 kept.added.clear();
             }
         }
@@ -245,6 +250,19 @@ mod tests {
         let mut third = NameCache::in_dir(Some(dir.path().to_path_buf()));
         assert_eq!(third.get(0, &me(), "m", 0x10).unwrap()[0].function.as_deref(), Some("first"));
         assert_eq!(third.get(0, &me(), "m", 0x20), None, "its line is not JSON");
+    }
+
+    #[test]
+    fn a_second_save_keeps_what_the_first_wrote() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = NameCache::in_dir(Some(dir.path().to_path_buf()));
+        c.put(0, &me(), 0x10, &[frame("first")]);
+        c.save();
+        c.put(0, &me(), 0x20, &[frame("second")]);
+        c.save();
+        let mut later = NameCache::in_dir(Some(dir.path().to_path_buf()));
+        assert!(later.get(0, &me(), "m", 0x10).is_some(), "the first save's line");
+        assert!(later.get(0, &me(), "m", 0x20).is_some());
     }
 
     #[test]
