@@ -154,11 +154,15 @@ fn prune(dir: &std::path::Path, keep: &std::path::Path) {
 /// may write: a kept file in a cache that may be a user's (sudo keeping
 /// HOME), read through the descriptor that was checked.
 pub fn open_own(path: &std::path::Path) -> Option<fs::File> {
-    use std::os::unix::fs::MetadataExt;
     let file = fs::File::open(path).ok()?;
-    let m = file.metadata().ok()?;
-    let own = m.uid() == nix::unistd::geteuid().as_raw();
-    (m.is_file() && own && m.mode() & 0o022 == 0).then_some(file)
+    own_file(&file.metadata().ok()?).then_some(file)
+}
+
+/// Whether `m` is a regular file of this process's user that no one else
+/// may write.
+fn own_file(m: &fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    m.is_file() && m.uid() == nix::unistd::geteuid().as_raw() && m.mode() & 0o022 == 0
 }
 
 /// Appends `bytes` to `path` in one write, if it is a file of this user's
@@ -171,8 +175,7 @@ pub fn append_own(path: &std::path::Path, bytes: &[u8]) -> bool {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let flags = libc::O_NOFOLLOW | libc::O_NONBLOCK;
     let Ok(mut file) = fs::OpenOptions::new().append(true).custom_flags(flags).open(path) else { return false };
-    let own = file.metadata().is_ok_and(|m| m.is_file() && m.nlink() == 1 && m.uid() == nix::unistd::geteuid().as_raw() && m.mode() & 0o022 == 0);
-    own && file.write_all(bytes).is_ok()
+    file.metadata().is_ok_and(|m| own_file(&m) && m.nlink() == 1) && file.write_all(bytes).is_ok()
 }
 
 /// Runs a helper program for its files alone: nothing in, nothing shown;
