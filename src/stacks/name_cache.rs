@@ -15,7 +15,7 @@
 //! lines it adds. A torn or corrupt line names nothing; its address is
 //! named again, and its line appended anew.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use super::debug_cache::DEBUG_ROOT;
@@ -39,11 +39,17 @@ struct Kept {
     /// Address -> where its line's frames are in `text` (the last line of
     /// an address, if it has two).
     lines: HashMap<u64, std::ops::Range<usize>>,
-    /// Whether `text` is this user's file as it is on disk, to append to.
-    read: bool,
+    /// Whether the file on disk is this user's to append to: read, or
+    /// written by this run.
+    ours: bool,
+    /// Whether the file on disk ends in a line cut short (a run killed in
+    /// its write), to be ended before the next line.
+    torn: bool,
     /// Frames found in this run, their module left empty (the image's name
-    /// is the mapping's, which may differ between runs), not yet written.
-    added: BTreeMap<u64, Vec<Frame>>,
+    /// is the mapping's, which may differ between runs).
+    found: BTreeMap<u64, Vec<Frame>>,
+    /// Those of `found` not written yet.
+    unsaved: BTreeSet<u64>,
 }
 
 impl NameCache {
@@ -61,7 +67,7 @@ impl NameCache {
     /// as `module`), read from disk the first time the image is asked for.
     pub fn get(&mut self, id: usize, file: &Path, module: &str, addr: u64) -> Option<Vec<Frame>> {
         let kept = self.kept(id, file);
-        let frames = match kept.added.get(&addr) {
+        let frames = match kept.found.get(&addr) {
             Some(frames) => frames.clone(),
             None => serde_json::from_slice(&kept.text[kept.lines.get(&addr)?.clone()]).ok()?,
         };
@@ -72,38 +78,31 @@ impl NameCache {
     pub fn put(&mut self, id: usize, file: &Path, addr: u64, frames: &[Frame]) {
         let kept = self.kept(id, file);
         if kept.file.is_some() {
-            kept.added.insert(addr, frames.iter().map(|f| Frame { module: String::new(), ..f.clone() }).collect());
+            kept.found.insert(addr, frames.iter().map(|f| Frame { module: String::new(), ..f.clone() }).collect());
+            kept.unsaved.insert(addr);
         }
     }
 
     /// Writes the lines added: appended to the file that was read, else
-    /// (none, or not one to append to) a new file of them alone.
+    /// (none, or not one to append to) a new file of them alone, which a
+    /// later save appends to.
     pub fn save(&mut self) {
-        for kept in self.images.values_mut().filter(|k| !k.added.is_empty()) {
+        for kept in self.images.values_mut().filter(|k| !k.unsaved.is_empty()) {
             let Some(path) = &kept.file else { continue };
-            let mut lines = Vec::new();
-            for (addr, frames) in &kept.added {
-                let Ok(json) = serde_json::to_vec(frames) else { continue };
+            // A torn last line is ended first, so that ours stay whole.
+            let mut lines = if kept.torn { b"\n".to_vec() } else { Vec::new() };
+            for addr in &kept.unsaved {
+                let Ok(json) = serde_json::to_vec(&kept.found[addr]) else { continue };
                 lines.extend_from_slice(format!("{addr}\t").as_bytes());
                 lines.extend_from_slice(&json);
                 lines.push(b'\n');
             }
-            // A torn last line is ended first, so that ours stay whole.
-            let torn = kept.text.last().is_some_and(|&b| b != b'\n');
-            let appended = kept.read && crate::linux::host::append_own(path, &[if torn { &b"\n"[..] } else { &[] }, &lines].concat());
-            if appended && torn {
-                kept.text.push(b'\n');
-            }
-            // Else (no file, or one not to append to: a link) a new file of
-            // ours replaces it, with the lines of this run alone; a later
-            // save appends to it.
-            let replaced = !appended && crate::linux::host::replace_file(path, |tmp| std::fs::write(tmp, &lines).is_ok()).is_some();
-            if replaced {
-                kept.text = lines;
-                kept.read = true;
-            }
-            if appended || replaced {
-                kept.added.clear();
+            let written = (kept.ours && crate::linux::host::append_own(path, &lines))
+                || crate::linux::host::replace_file(path, |tmp| std::fs::write(tmp, &lines[kept.torn as usize..]).is_ok()).is_some();
+            if written {
+                kept.ours = true;
+                kept.torn = false;
+                kept.unsaved.clear();
             }
         }
     }
@@ -116,9 +115,10 @@ impl NameCache {
                 let mut text = Vec::new();
                 std::io::Read::read_to_end(&mut f, &mut text).ok().map(|_| text)
             });
-            let read = text.is_some();
+            let ours = text.is_some();
             let text = text.unwrap_or_default();
-            Kept { lines: index_lines(&text), file: Some(path), text, read, added: BTreeMap::new() }
+            let torn = text.last().is_some_and(|&b| b != b'\n');
+            Kept { lines: index_lines(&text), file: Some(path), text, ours, torn, found: BTreeMap::new(), unsaved: BTreeSet::new() }
         })
     }
 }
@@ -260,6 +260,7 @@ mod tests {
         c.save();
         c.put(0, &me(), 0x20, &[frame("second")]);
         c.save();
+        assert!(c.get(0, &me(), "m", 0x10).is_some(), "still known to the run that saved it");
         let mut later = NameCache::in_dir(Some(dir.path().to_path_buf()));
         assert!(later.get(0, &me(), "m", 0x10).is_some(), "the first save's line");
         assert!(later.get(0, &me(), "m", 0x20).is_some());
