@@ -1247,6 +1247,20 @@ fn a_program_started_for_each_line_is_told() {
     assert!(!ids(&f).contains(&"process-per-item"), "{f:?}");
 }
 
+/// Past the first 1,000 processes a run keeps, later ones fold into a row
+/// per program; the row keeps the parent they share, so the processes a
+/// loop started are counted whole, not the first thousand.
+#[test]
+fn a_loop_past_the_kept_processes_is_counted_whole() {
+    if skip_without_bpf() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let f = findings_in_with(&["--no-stacks"], dir.path(), &["bash", "-c", "for i in $(seq 1100); do /bin/true; done"], &[]);
+    let p = only(&f, "process-per-item");
+    assert!(p["what"].as_str().unwrap().starts_with("1,100 × true started by bash, "), "{p}");
+}
+
 /// Python's select.select() with a zero timeout in a loop: pselect6
 /// writes the time left back, so its exit reads "ran out", but 50,000 in
 /// a fraction of a second cannot have waited: busy-poll. The same loop

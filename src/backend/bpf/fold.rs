@@ -76,6 +76,11 @@ pub struct Fold {
     pub cgroup: u64,
     pub exe: ExeId,
     pub processes: u64,
+    /// The parent they all share, 0 when they have more than one: the
+    /// row stays its parent's child, so what a shell loop started is
+    /// counted whole (a row per program, not per parent, keeps memory
+    /// bounded).
+    pub ppid: u32,
     pub stats: BTreeMap<u32, SyscallStats>,
     pub mask_calls: [u64; 6],
     pub errnos: BTreeMap<(u32, u32), u64>,
@@ -144,9 +149,13 @@ impl Exited {
                     comm: t.comm.clone(),
                     cgroup: t.cgroup,
                     exe: t.exe,
+                    ppid: t.ppid,
                     ..Default::default()
                 });
                 fold.processes += 1;
+                if fold.ppid != t.ppid {
+                    fold.ppid = 0;
+                }
                 self.remap.insert(tgid, fold.row);
             }
         }
@@ -324,6 +333,19 @@ mod tests {
         e.add_thread(thread(50, 50, "loop", 1));
         assert_eq!(e.row_of(50), None);
         assert!(e.detailed.iter().any(|t| t.tgid == 50));
+    }
+
+    #[test]
+    fn a_fold_keeps_the_parent_its_processes_share() {
+        let mut e = Exited::default();
+        for pid in 100..100 + DETAILED as u32 + 6 {
+            let mut t = thread(pid, pid, if pid % 2 == 0 { "date" } else { "sed" }, 1);
+            t.ppid = if t.comm == "sed" && pid % 3 == 0 { 60 } else { 50 };
+            e.add_thread(t);
+        }
+        let fold = |name: &str| &e.folds[&(name.to_string(), 0, (7, 1))];
+        assert_eq!((fold("date").processes, fold("date").ppid), (3, 50));
+        assert_eq!((fold("sed").processes, fold("sed").ppid), (3, 0), "two parents: none");
     }
 
     #[test]

@@ -137,7 +137,8 @@ pub fn file_into(
     let row = |tgid: u32| exited.row_of(tgid);
     let placed = |mut t: ThreadCounts| {
         if let Some(r) = row(t.tgid) {
-            (t.tgid, t.tid, t.ppid, t.exit) = (r, r, 0, None);
+            let ppid = exited.folds.values().find(|f| f.row == r).map_or(0, |f| f.ppid);
+            (t.tgid, t.tid, t.ppid, t.exit) = (r, r, ppid, None);
         }
         t
     };
@@ -338,7 +339,7 @@ fn add_fold(out: &mut TraceBuilder, f: &Fold, names: &ExeNames, tick_ns: u64, pa
     let t = ThreadCounts {
         tgid: f.row,
         tid: f.row,
-        ppid: 0,
+        ppid: f.ppid,
         comm: f.comm.clone(),
         cgroup: f.cgroup,
         exe: f.exe,
