@@ -39,9 +39,9 @@ fn header(out: &mut String, trace: &Trace) {
     let mut facts = vec![
         format!(
             "pid {pids}: {} {}, {} {}",
-            trace.process_count(),
+            thousands(trace.process_count() as u64),
             plural(trace.process_count(), "process", "processes"),
-            trace.thread_count(),
+            thousands(trace.thread_count() as u64),
             plural(trace.thread_count(), "thread", "threads")
         ),
         duration(run.duration_ns),
