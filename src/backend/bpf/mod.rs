@@ -338,7 +338,9 @@ impl BpfTracer {
         let m = &open.maps;
         let premade = premade::Premade::start(
             &[&m.arg_stats, &m.first_calls, &m.first_tags, &m.exits, &m.strings, &m.samples],
-            &[&m.io_hists, &m.once_summary, &m.errno_stats, &m.syscall_spill, &m.exit_scratch, &m.path_scratch, &m.exec_scratch, &m.lost],
+            // The global data's zeros (.bss, 300 KB) too: libbpf would make
+            // it here and then write every byte of its first contents.
+            &[&m.io_hists, &m.once_summary, &m.errno_stats, &m.syscall_spill, &m.exit_scratch, &m.path_scratch, &m.exec_scratch, &m.lost, &m.bss],
         );
         let print_before = options.verifier_stats.then(verifier_log::capture);
         if options.verifier_stats {
