@@ -193,11 +193,11 @@ mod tests {
     #[test]
     fn names_are_kept_across_runs_by_build_id() {
         let dir = tempfile::tempdir().unwrap();
-        let mut first = NameCache::in_dir(Some(dir.path().to_path_buf()));
+        let mut first = cache_in(dir.path());
         assert_eq!(first.get(0, &me(), "/bin/x", 0x10), None);
         first.put(0, &me(), 0x10, &[frame("inner"), frame("outer")]);
         first.save();
-        let mut second = NameCache::in_dir(Some(dir.path().to_path_buf()));
+        let mut second = cache_in(dir.path());
         let names = second.get(3, &me(), "/usr/bin/x", 0x10).expect("kept");
         assert_eq!(
             names.iter().map(|f| (f.function.as_deref(), f.module.as_str())).collect::<Vec<_>>(),
@@ -210,15 +210,20 @@ mod tests {
     fn a_cache_others_may_write_or_a_corrupt_one_is_not_read() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
-        let mut c = NameCache::in_dir(Some(dir.path().to_path_buf()));
+        let mut c = cache_in(dir.path());
         c.put(0, &me(), 0x10, &[frame("f")]);
         c.save();
-        let file = std::fs::read_dir(dir.path()).unwrap().next().unwrap().unwrap().path();
+        let file = only_file(dir.path());
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
-        assert_eq!(NameCache::in_dir(Some(dir.path().to_path_buf())).get(0, &me(), "m", 0x10), None, "writable by others");
+        assert_eq!(cache_in(dir.path()).get(0, &me(), "m", 0x10), None, "writable by others");
         std::fs::write(&file, b"{not json").unwrap();
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
-        assert_eq!(NameCache::in_dir(Some(dir.path().to_path_buf())).get(0, &me(), "m", 0x10), None, "corrupt");
+        assert_eq!(cache_in(dir.path()).get(0, &me(), "m", 0x10), None, "corrupt");
+    }
+
+    /// A run's cache, kept in `dir`.
+    fn cache_in(dir: &Path) -> NameCache {
+        NameCache::in_dir(Some(dir.to_path_buf()))
     }
 
     /// The one cache file in `dir`.
@@ -231,12 +236,12 @@ mod tests {
     #[test]
     fn a_run_appends_the_names_it_adds_and_reads_only_the_lines_it_asks_for() {
         let dir = tempfile::tempdir().unwrap();
-        let mut first = NameCache::in_dir(Some(dir.path().to_path_buf()));
+        let mut first = cache_in(dir.path());
         first.put(0, &me(), 0x10, &[frame("first")]);
         first.save();
         let file = only_file(dir.path());
         let before = std::fs::read(&file).unwrap();
-        let mut second = NameCache::in_dir(Some(dir.path().to_path_buf()));
+        let mut second = cache_in(dir.path());
         assert!(second.get(0, &me(), "m", 0x10).is_some());
         second.put(0, &me(), 0x20, &[frame("second")]);
         second.save();
@@ -247,7 +252,7 @@ mod tests {
         // Another address's line is broken: only that address is unnamed.
         let text = String::from_utf8(after).unwrap().replace("second", "sec\"ond");
         std::fs::write(&file, text).unwrap();
-        let mut third = NameCache::in_dir(Some(dir.path().to_path_buf()));
+        let mut third = cache_in(dir.path());
         assert_eq!(third.get(0, &me(), "m", 0x10).unwrap()[0].function.as_deref(), Some("first"));
         assert_eq!(third.get(0, &me(), "m", 0x20), None, "its line is not JSON");
     }
@@ -255,13 +260,13 @@ mod tests {
     #[test]
     fn a_second_save_keeps_what_the_first_wrote() {
         let dir = tempfile::tempdir().unwrap();
-        let mut c = NameCache::in_dir(Some(dir.path().to_path_buf()));
+        let mut c = cache_in(dir.path());
         c.put(0, &me(), 0x10, &[frame("first")]);
         c.save();
         c.put(0, &me(), 0x20, &[frame("second")]);
         c.save();
         assert!(c.get(0, &me(), "m", 0x10).is_some(), "still known to the run that saved it");
-        let mut later = NameCache::in_dir(Some(dir.path().to_path_buf()));
+        let mut later = cache_in(dir.path());
         assert!(later.get(0, &me(), "m", 0x10).is_some(), "the first save's line");
         assert!(later.get(0, &me(), "m", 0x20).is_some());
     }
@@ -269,7 +274,7 @@ mod tests {
     #[test]
     fn a_torn_last_line_names_nothing_and_the_next_line_is_whole() {
         let dir = tempfile::tempdir().unwrap();
-        let mut first = NameCache::in_dir(Some(dir.path().to_path_buf()));
+        let mut first = cache_in(dir.path());
         first.put(0, &me(), 0x10, &[frame("whole")]);
         first.save();
         let file = only_file(dir.path());
@@ -277,12 +282,12 @@ mod tests {
         let mut text = std::fs::read(&file).unwrap();
         text.extend_from_slice(b"32\t[{\"function\":\"cut");
         std::fs::write(&file, &text).unwrap();
-        let mut second = NameCache::in_dir(Some(dir.path().to_path_buf()));
+        let mut second = cache_in(dir.path());
         assert!(second.get(0, &me(), "m", 0x10).is_some());
         assert_eq!(second.get(0, &me(), "m", 0x20), None, "torn");
         second.put(0, &me(), 0x20, &[frame("again")]);
         second.save();
-        let mut third = NameCache::in_dir(Some(dir.path().to_path_buf()));
+        let mut third = cache_in(dir.path());
         assert_eq!(third.get(0, &me(), "m", 0x20).unwrap()[0].function.as_deref(), Some("again"));
         assert_eq!(third.get(0, &me(), "m", 0x10).unwrap()[0].function.as_deref(), Some("whole"));
     }
@@ -291,7 +296,7 @@ mod tests {
     fn a_link_is_replaced_not_written_through() {
         let dir = tempfile::tempdir().unwrap();
         let names = dir.path().join("names");
-        let mut first = NameCache::in_dir(Some(names.clone()));
+        let mut first = cache_in(&names);
         first.put(0, &me(), 0x10, &[frame("f")]);
         first.save();
         let file = only_file(&names);
@@ -300,12 +305,12 @@ mod tests {
         std::fs::rename(&file, &elsewhere).unwrap();
         std::os::unix::fs::symlink(&elsewhere, &file).unwrap();
         let before = std::fs::read(&elsewhere).unwrap();
-        let mut second = NameCache::in_dir(Some(names.clone()));
+        let mut second = cache_in(&names);
         second.put(0, &me(), 0x20, &[frame("g")]);
         second.save();
         assert_eq!(std::fs::read(&elsewhere).unwrap(), before, "not appended through the link");
         assert!(!std::fs::symlink_metadata(&file).unwrap().file_type().is_symlink(), "replaced");
-        assert!(NameCache::in_dir(Some(names)).get(0, &me(), "m", 0x20).is_some());
+        assert!(cache_in(&names).get(0, &me(), "m", 0x20).is_some());
     }
 
     #[test]
@@ -313,10 +318,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let copy = dir.path().join("copy");
         std::fs::copy(me(), &copy).unwrap();
-        let mut c = NameCache::in_dir(Some(dir.path().join("names")));
+        let mut c = cache_in(&dir.path().join("names"));
         c.put(0, &me(), 0x10, &[frame("f")]);
         c.save();
-        let mut later = NameCache::in_dir(Some(dir.path().join("names")));
+        let mut later = cache_in(&dir.path().join("names"));
         assert!(later.get(0, &me(), "m", 0x10).is_some());
         assert_eq!(later.get(1, &copy, "m", 0x10), None, "same build id, another file");
     }
@@ -326,7 +331,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let plain = dir.path().join("plain");
         std::fs::write(&plain, b"not an ELF file").unwrap();
-        let mut c = NameCache::in_dir(Some(dir.path().join("names")));
+        let mut c = cache_in(&dir.path().join("names"));
         c.put(0, &plain, 0x10, &[frame("f")]);
         c.save();
         assert!(!dir.path().join("names").exists());

@@ -131,6 +131,12 @@ impl Exited {
         self.remap.get(&tgid).copied()
     }
 
+    /// The fold `tgid`'s current process went to, for a folded one.
+    pub fn fold_of_process(&self, tgid: u32) -> Option<&Fold> {
+        let row = self.row_of(tgid)?;
+        self.folds.values().find(|f| f.row == row)
+    }
+
     /// A thread's exit record (sent before its slots).
     pub fn add_thread(&mut self, t: ThreadCounts) {
         let tgid = t.tgid;

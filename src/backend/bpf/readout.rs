@@ -136,9 +136,8 @@ pub fn file_into(
     // A folded process's counts go to its program's row, as one thread.
     let row = |tgid: u32| exited.row_of(tgid);
     let placed = |mut t: ThreadCounts| {
-        if let Some(r) = row(t.tgid) {
-            let ppid = exited.folds.values().find(|f| f.row == r).map_or(0, |f| f.ppid);
-            (t.tgid, t.tid, t.ppid, t.exit) = (r, r, ppid, None);
+        if let Some(f) = exited.fold_of_process(t.tgid) {
+            (t.tgid, t.tid, t.ppid, t.exit) = (f.row, f.row, f.ppid, None);
         }
         t
     };
