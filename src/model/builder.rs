@@ -1,7 +1,7 @@
 //! Assembles a Trace from per-thread records, whichever tracer made them.
 
 use super::*;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 #[derive(Debug, Default)]
 pub struct TraceBuilder {
@@ -174,11 +174,14 @@ impl TraceBuilder {
         let mut syscalls: Vec<SyscallStats> = totals.into_values().collect();
         sort_by_cost(&mut syscalls);
 
-        let mut arguments = merge_arguments(self.arguments);
-        arguments.sort_by(|a, b| b.calls.cmp(&a.calls).then(b.total_ns.cmp(&a.total_ns)));
+        // Most calls first; rows alike in both by key, so that a run's
+        // report is the same whatever order the tracer read them in.
+        let mut arguments = sorted_by(merge_arguments(self.arguments), |a, b| {
+            b.calls.cmp(&a.calls).then(b.total_ns.cmp(&a.total_ns)).then_with(|| argument_key(a).cmp(&argument_key(b)))
+        });
         // Each sample is looked at once: indexed by its full key, so the
         // work grows with samples + arguments, not their product.
-        let mut by_argument: HashMap<(u32, u32, &Argument), Vec<&SampleRecord>> = HashMap::new();
+        let mut by_argument: foldhash::HashMap<(u32, u32, &Argument), Vec<&SampleRecord>> = foldhash::HashMap::default();
         for s in self.samples.values().flatten() {
             if let Some(arg) = &s.argument {
                 by_argument.entry((s.tgid, s.nr, arg)).or_default().push(s);
@@ -223,41 +226,64 @@ fn shares<'a>(calls: u64, total_ns: u64, samples: impl Iterator<Item = &'a Sampl
 /// FAILED_ONCE_NAMED a process, in the order they came: one whose key came
 /// to be repeated is in `arguments` instead.
 fn named_failures(failures: Vec<ArgumentStats>, arguments: &[ArgumentStats]) -> Vec<ArgumentStats> {
-    let repeated: HashSet<(u32, u32, &Argument)> = arguments.iter().map(|a| (a.pid, a.nr, &a.argument)).collect();
-    let mut seen: HashSet<(u32, u32, Argument)> = HashSet::new();
-    let mut per_pid: HashMap<u32, usize> = HashMap::new();
-    let mut out: Vec<ArgumentStats> = failures
-        .into_iter()
-        .filter(|a| matches!(&a.argument, Argument::Path { path: Some(_), .. }) && !repeated.contains(&(a.pid, a.nr, &a.argument)))
-        .filter(|a| seen.insert((a.pid, a.nr, a.argument.clone())))
-        .filter(|a| {
-            let n = per_pid.entry(a.pid).or_default();
-            *n += 1;
-            *n <= FAILED_ONCE_NAMED
-        })
-        .collect();
-    out.sort_by_key(|a| a.pid);
-    out
+    // Which to keep is decided on borrowed keys: no path is copied.
+    let keep: Vec<bool> = {
+        let repeated: foldhash::HashSet<(u32, u32, &Argument)> = arguments.iter().map(|a| (a.pid, a.nr, &a.argument)).collect();
+        let mut seen: foldhash::HashSet<(u32, u32, &Argument)> = foldhash::HashSet::default();
+        let mut per_pid: foldhash::HashMap<u32, usize> = foldhash::HashMap::default();
+        failures
+            .iter()
+            .map(|a| {
+                let key = (a.pid, a.nr, &a.argument);
+                matches!(&a.argument, Argument::Path { path: Some(_), .. }) && !repeated.contains(&key) && seen.insert(key) && {
+                    let n = per_pid.entry(a.pid).or_default();
+                    *n += 1;
+                    *n <= FAILED_ONCE_NAMED
+                }
+            })
+            .collect()
+    };
+    let kept: Vec<ArgumentStats> = failures.into_iter().zip(keep).filter_map(|(a, keep)| keep.then_some(a)).collect();
+    sorted_by(kept, |a, b| a.pid.cmp(&b.pid))
 }
 
-/// Merges entries with the same (pid, syscall, argument): a tracer may
-/// report one per CPU or per reading.
-fn merge_arguments(mut args: Vec<ArgumentStats>) -> Vec<ArgumentStats> {
-    // Sorted by key, stably, then each run of one key merged into its
-    // first entry: no key is copied (a walk's thousand paths were a
-    // string and a tree node each).
-    fn key(a: &ArgumentStats) -> (u32, u32, &Argument) {
-        (a.pid, a.nr, &a.argument)
+/// `rows` sorted by `cmp`, stably, each row moved once: sorted in place,
+/// a row of an argument's size moves about log2(n) times.
+fn sorted_by<T>(rows: Vec<T>, mut cmp: impl FnMut(&T, &T) -> std::cmp::Ordering) -> Vec<T> {
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_by(|&i, &j| cmp(&rows[i], &rows[j]));
+    let mut rows: Vec<Option<T>> = rows.into_iter().map(Some).collect();
+    order.into_iter().filter_map(|i| rows[i].take()).collect()
+}
+
+/// An argument row's key: one row per key after `merge_arguments`.
+fn argument_key(a: &ArgumentStats) -> (u32, u32, &Argument) {
+    (a.pid, a.nr, &a.argument)
+}
+
+/// Merges entries with the same (pid, syscall, argument) into the first of
+/// them: a tracer may report one per CPU or per reading.
+fn merge_arguments(args: Vec<ArgumentStats>) -> Vec<ArgumentStats> {
+    // Each entry's first, found by hashing the keys in place: no key is
+    // copied, no entry moved (a build's rows are tens of thousands).
+    let firsts: Vec<usize> = {
+        let mut first: foldhash::HashMap<(u32, u32, &Argument), usize> = foldhash::HashMap::default();
+        first.reserve(args.len());
+        args.iter().enumerate().map(|(i, a)| *first.entry(argument_key(a)).or_insert(i)).collect()
+    };
+    if firsts.iter().enumerate().all(|(i, &first)| i == first) {
+        return args;
     }
-    args.sort_by(|a, b| key(a).cmp(&key(b)));
-    args.dedup_by(|later, first| {
-        let same = key(later) == key(first);
-        if same {
-            first.merge(later);
+    let mut rows: Vec<Option<ArgumentStats>> = args.into_iter().map(Some).collect();
+    for (i, &first) in firsts.iter().enumerate() {
+        if first != i {
+            let later = rows[i].take();
+            if let (Some(later), Some(row)) = (later, rows[first].as_mut()) {
+                row.merge(&later);
+            }
         }
-        same
-    });
-    args
+    }
+    rows.into_iter().flatten().collect()
 }
 
 #[cfg(test)]
@@ -374,6 +400,36 @@ mod tests {
         let rows: Vec<(u32, &Argument, u64)> = t.arguments.iter().map(|a| (a.pid, &a.argument, a.calls)).collect();
         let fd = |fd| Argument::Fd { fd };
         assert_eq!(rows, [(2, &fd(4), 8), (1, &fd(4), 5), (1, &fd(5), 1)]);
+    }
+
+    #[test]
+    fn rows_alike_in_counts_come_in_key_order() {
+        let rows = |order: &[(u32, i64)]| {
+            let mut b = TraceBuilder::default();
+            for &(pid, fd) in order {
+                let argument = Argument::Fd { fd };
+                b.add_argument(ArgumentStats {
+                    pid,
+                    syscall: "close".into(),
+                    nr: 3,
+                    argument,
+                    calls: 1,
+                    errors: 0,
+                    total_ns: 5,
+                    requested: None,
+                    returned: None,
+                    sites: Vec::new(),
+                });
+            }
+            let t = b.finish(RunInfo::default(), Lost::default());
+            t.arguments.iter().map(|a| (a.pid, a.argument.clone())).collect::<Vec<_>>()
+        };
+        let keys: Vec<(u32, i64)> = (0..40).map(|i| (1 + i % 3, 100 - i as i64)).collect();
+        let mut sorted = keys.clone();
+        sorted.sort_unstable();
+        let expected: Vec<(u32, Argument)> = sorted.iter().map(|&(pid, fd)| (pid, Argument::Fd { fd })).collect();
+        assert_eq!(rows(&keys), expected);
+        assert_eq!(rows(&keys.iter().rev().copied().collect::<Vec<_>>()), expected);
     }
 
     #[test]
