@@ -5,7 +5,7 @@
 //! (libuv, asyncio: about one zero-timeout call per waiting one) is not
 //! spinning.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use super::{called_through, runs_python, sites_of, Evidence, Finding, Fix};
 use crate::human::thousands;
@@ -63,7 +63,7 @@ fn event_loop_fix(trace: &Trace, a: &crate::model::ArgumentStats) -> Option<(&'s
 pub fn check(trace: &Trace) -> Vec<Finding> {
     let mut out = Vec::new();
     // Per process, its polls that waited (a timeout, or none).
-    let mut waited: HashMap<u32, u64> = HashMap::new();
+    let mut waited: HashMap<u32, u64> = HashMap::default();
     for a in &trace.arguments {
         if matches!(a.argument, Argument::Timeout { timeout: Timeout::Finite | Timeout::None }) {
             *waited.entry(a.pid).or_default() += a.calls;

@@ -2,7 +2,8 @@
 //! them not open, failing with EBADF: the classic close-everything loop
 //! before an exec, from 3 up to the fd limit. One close_range(2) does it.
 
-use std::collections::{BTreeMap, HashSet};
+use foldhash::HashSet;
+use std::collections::BTreeMap;
 
 use super::spawner::{self, Spawner};
 use super::{Evidence, Finding, Fix};
@@ -72,7 +73,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
 /// their exec (a shell or spawner closing what each child inherited), one
 /// finding per parent and syscall; and which (child, syscall) they hold.
 fn swept_in_children(trace: &Trace) -> (Vec<Finding>, HashSet<(u32, &str)>) {
-    let (mut out, mut told) = (Vec::new(), HashSet::new());
+    let (mut out, mut told) = (Vec::new(), HashSet::default());
     let children = spawner::children(trace);
     for (&ppid, kids) in &children {
         let Some(parent) = trace.process(ppid) else { continue };

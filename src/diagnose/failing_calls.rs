@@ -7,7 +7,7 @@ use super::{Evidence, Finding, Fix};
 use crate::human::{quoted, thousands};
 use crate::linux::syscalls::{self, ArgKind};
 use crate::model::{Argument, ArgumentStats, Trace};
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 pub const ID: &str = "failing-calls";
 
@@ -51,7 +51,7 @@ fn is_normal(syscall: &str, errno: &str) -> bool {
 
 pub fn check(trace: &Trace) -> Vec<Finding> {
     let mut out = Vec::new();
-    let mut failed_again: HashMap<(u32, u32), Vec<&ArgumentStats>> = HashMap::new();
+    let mut failed_again: HashMap<(u32, u32), Vec<&ArgumentStats>> = HashMap::default();
     let loaders = super::LoaderLookups::new(trace);
     // An xattr call's key has no attribute name: ls -l asks each directory
     // for its access and its default ACL, two questions, not one twice.
@@ -71,7 +71,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         Argument::Fd { fd } => a.syscall != "connect" && closes.get(&(a.pid, fd)).is_some_and(|&c| c * 2 >= a.errors),
         _ => false,
     };
-    for a in trace.arguments.iter().filter(|a| again(a) && !loaders.made(a) && !reused(a)) {
+    for a in trace.arguments.iter().filter(|a| again(a) && !reused(a) && !loaders.made(a)) {
         failed_again.entry((a.pid, a.nr)).or_default().push(a);
     }
     // A process found in PATH after failed execs: path-search's.

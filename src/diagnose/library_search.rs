@@ -7,7 +7,7 @@
 //! leading, trailing or doubled `:`) searches the current directory as
 //! well (gluster #2348).
 
-use std::collections::HashSet;
+use foldhash::HashSet;
 
 use super::{environment_of, prove, Evidence, Finding, Fix};
 use crate::human::{quoted, thousands};
@@ -65,7 +65,7 @@ fn is_library(name: &str) -> bool {
 /// own that its loader searched, by the libraries it looked for in their
 /// subdirectories: a RUNPATH's or an RPATH's, the program's or a library's.
 pub fn runpath_dirs(trace: &Trace) -> HashSet<(u32, &str)> {
-    let mut dirs = HashSet::new();
+    let mut dirs = HashSet::default();
     for a in failed_lookups(trace.arguments.iter().chain(&trace.failed_once)) {
         let Argument::Path { path: Some(path), .. } = &a.argument else { continue };
         let Some((dir, true)) = path.rsplit_once('/').filter(|(_, name)| is_library(name)).and(searched_dir(path)) else { continue };
@@ -115,7 +115,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         by_pid.entry(a.pid).or_default().push(a);
     }
     // Each process's RUNPATH directories, sorted.
-    let mut runpaths: std::collections::HashMap<u32, Vec<&str>> = std::collections::HashMap::new();
+    let mut runpaths: foldhash::HashMap<u32, Vec<&str>> = foldhash::HashMap::default();
     for (pid, dir) in runpath_dirs(trace) {
         runpaths.entry(pid).or_default().push(dir);
     }
@@ -299,7 +299,7 @@ mod tests {
         let f = check(&t);
         assert!(f[0].why.contains("the current directory"), "{}", f[0].why);
         assert!(f[0].fixes.iter().any(|x| x.text.contains("empty entry")));
-        let none = HashSet::new();
+        let none = HashSet::default();
         assert!(searched(&t, 7, "x86_64/libc.so.6", &none) && !searched(&t, 7, "/opt/d/libc.so.6", &none));
     }
 
@@ -356,6 +356,6 @@ mod tests {
         assert!(check(&searching(Some("/opt"))).len() == 1);
         assert!(check(&searching(Some("/opt/d/"))).len() == 1, "a trailing slash is the same directory");
         assert!(check(&searching(Some("/"))).len() == 1, "the root holds every path; it is not the current directory");
-        assert!(!searched(&searching(Some("/")), 7, "libc.so.6", &HashSet::new()));
+        assert!(!searched(&searching(Some("/")), 7, "libc.so.6", &HashSet::default()));
     }
 }

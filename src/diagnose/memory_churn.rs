@@ -7,7 +7,8 @@
 //! request): its call sites then show no allocator frame, and malloc's
 //! knobs would change nothing.
 
-use std::collections::{BTreeMap, HashMap};
+use foldhash::HashMap;
+use std::collections::BTreeMap;
 
 use super::{called_through, prove, Evidence, Finding, Fix};
 use crate::human::thousands;
@@ -121,7 +122,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
     // brk calls per process by direction, and the sites of the moves, in
     // one pass: the heap's queries (the loader's first brk among them)
     // are no part of a churn, so their samples must not name its site.
-    let mut moves: HashMap<u32, HeapMoves> = HashMap::new();
+    let mut moves: HashMap<u32, HeapMoves> = HashMap::default();
     for a in &trace.arguments {
         if let Argument::Brk { change } = a.argument {
             let m = moves.entry(a.pid).or_default();

@@ -67,7 +67,7 @@ pub fn rules_reading_arguments() -> Vec<&'static str> {
 /// The findings of every rule, most saving first; small ones (a few calls,
 /// well under 1% of the run) only when `all`.
 pub fn diagnose(trace: &Trace, all: bool) -> Vec<Finding> {
-    let raw: Vec<Finding> = RULES.iter().flat_map(|r| (r.check)(trace)).collect();
+    let raw = raw_findings(trace);
     let mut found: Vec<Finding> = programs::group(trace, raw).into_iter().filter(|f| all || !f.is_small()).collect();
     // Each removed call saves at least a syscall's round trip, which
     // sampled kernel time undercounts for the cheapest calls (getpid, a
@@ -87,6 +87,35 @@ pub fn diagnose(trace: &Trace, all: bool) -> Vec<Finding> {
 
 /// The environment process `pid` had at its exec (TZ, the knobs), where
 /// the tracer saw it; else the one sysdiet gave the command.
+/// Argument rows and processes from which the rules run on two threads:
+/// a rule's pass over such a trace takes milliseconds (a build's), a
+/// thread's start some tens of microseconds.
+const TWO_THREADS_FROM: usize = 2_000;
+
+/// Every rule's findings, in the rules' order.
+fn raw_findings(trace: &Trace) -> Vec<Finding> {
+    if trace.arguments.len() + trace.processes.len() < TWO_THREADS_FROM {
+        return RULES.iter().flat_map(|r| (r.check)(trace)).collect();
+    }
+    // Each thread takes the next rule not yet taken.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let take = || {
+        let mut done = Vec::new();
+        while let Some(rule) = RULES.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) {
+            done.push((rule.id, (rule.check)(trace)));
+        }
+        done
+    };
+    let mut done = std::thread::scope(|scope| {
+        let other = scope.spawn(take);
+        let mut done = take();
+        done.extend(other.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
+        done
+    });
+    done.sort_by_key(|(id, _)| RULES.iter().position(|r| r.id == *id));
+    done.into_iter().flat_map(|(_, found)| found).collect()
+}
+
 fn environment_of(trace: &Trace, pid: Option<u32>) -> &Environment {
     pid.and_then(|p| trace.process(p)).and_then(|p| p.environment.as_ref()).unwrap_or(&trace.run.environment)
 }
@@ -120,8 +149,8 @@ fn paced_by_its_writer(a: &crate::model::ArgumentStats, few: u64) -> bool {
 /// Per process, its reads that came back short of what they asked for:
 /// a relay (cat, tee, a pager) writes those bytes on as they come, so its
 /// small writes are its writer's, and so is the fix.
-fn relays(trace: &Trace) -> std::collections::HashMap<u32, u64> {
-    let mut short: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
+fn relays(trace: &Trace) -> foldhash::HashMap<u32, u64> {
+    let mut short: foldhash::HashMap<u32, u64> = foldhash::HashMap::default();
     for a in &trace.arguments {
         let got = a.typical_bytes().unwrap_or(u64::MAX);
         if paced_by_its_writer(a, got) {
@@ -322,8 +351,8 @@ fn called_by(trace: &Trace, shares: &[SiteShare], callee: &str, callers: &[&str]
 /// failing-calls leave them.
 struct LoaderLookups<'a> {
     trace: &'a Trace,
-    walked: std::collections::HashSet<(u32, &'a str)>,
-    runpath: std::collections::HashSet<(u32, &'a str)>,
+    walked: foldhash::HashSet<(u32, &'a str)>,
+    runpath: foldhash::HashSet<(u32, &'a str)>,
 }
 
 impl<'a> LoaderLookups<'a> {
@@ -351,8 +380,8 @@ fn names_one_file(trace: &Trace, a: &crate::model::ArgumentStats) -> bool {
 /// Each process's successful closes of each fd: how many files were opened
 /// on it, for the rules that tell a new file on a reused fd from the same
 /// one asked again.
-fn closes_by_fd(trace: &Trace) -> std::collections::HashMap<(u32, i64), u64> {
-    let mut closes = std::collections::HashMap::new();
+fn closes_by_fd(trace: &Trace) -> foldhash::HashMap<(u32, i64), u64> {
+    let mut closes = foldhash::HashMap::default();
     for a in trace.arguments.iter().filter(|a| a.syscall == "close") {
         if let crate::model::Argument::Fd { fd } = a.argument {
             *closes.entry((a.pid, fd)).or_default() += a.calls - a.errors.min(a.calls);
@@ -432,6 +461,41 @@ mod tests {
         ids.sort();
         ids.dedup();
         assert_eq!(ids.len(), RULES.len());
+    }
+
+    #[test]
+    fn a_big_trace_is_diagnosed_on_two_threads_in_the_rules_order() {
+        // Many processes of one program, each repeating a path, a failed
+        // one, and a tty question: three rules' findings in each.
+        let mut t = testing::trace(1_000_000_000, &[]);
+        t.processes.clear();
+        for pid in 1..=(TWO_THREADS_FROM as u32 / 3) {
+            let rows = [("newfstatat", 500, 0), ("openat", 400, 400), ("ioctl", 300, 300)];
+            let mut syscalls = Vec::new();
+            for (name, calls, errors) in rows {
+                let nr = crate::linux::syscalls::by_name(name).unwrap().nr;
+                let mut s = crate::model::SyscallStats { calls, total_ns: calls * 2_000, ..crate::model::SyscallStats::new(nr) };
+                if errors > 0 {
+                    s.errnos.insert(if name == "ioctl" { "ENOTTY" } else { "ENOENT" }.into(), errors);
+                }
+                syscalls.push(s);
+            }
+            t.processes.push(crate::model::Process { pid, comm: "app".into(), syscalls, ..Default::default() });
+            for (name, argument, calls) in [
+                ("newfstatat", testing::path("/etc/app.conf"), 500),
+                ("openat", testing::path("/etc/missing.conf"), 400),
+                ("ioctl", crate::model::Argument::Fd { fd: 1 }, 300),
+            ] {
+                let a = testing::argument(&mut t, name, argument, calls, calls * 2_000);
+                a.pid = pid;
+                a.errors = if name == "newfstatat" { 0 } else { calls };
+            }
+        }
+        assert!(t.arguments.len() + t.processes.len() >= TWO_THREADS_FROM);
+        let one_thread: Vec<(String, String)> = RULES.iter().flat_map(|r| (r.check)(&t)).map(|f| (f.id, f.what)).collect();
+        let two_threads: Vec<(String, String)> = raw_findings(&t).into_iter().map(|f| (f.id, f.what)).collect();
+        assert!(one_thread.len() >= 3 * t.processes.len(), "{} findings", one_thread.len());
+        assert_eq!(two_threads, one_thread);
     }
 
     #[test]

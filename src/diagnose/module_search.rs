@@ -6,7 +6,7 @@
 //! cached listing of the directory is stale. The cost is the list's length
 //! times the modules, so it is one finding, not one per directory.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 
 use super::{environment_of, prove, Evidence, Finding, Fix, PATH_LOOKUPS};
 use crate::human::{quoted, thousands};
@@ -98,7 +98,7 @@ fn walks(trace: &Trace) -> Vec<Walk<'_>> {
 /// `container` (a path's directory of interest, if it has one): where
 /// the loader found what it looked for, each module asked about by name.
 fn holder(arguments: &[&ArgumentStats], container: impl Fn(&str) -> Option<&str>) -> Option<String> {
-    let mut found: HashMap<&str, u64> = HashMap::new();
+    let mut found: HashMap<&str, u64> = HashMap::default();
     for a in arguments.iter().filter(|a| a.errors == 0) {
         if let Some(dir) = path_of(a).and_then(&container) {
             *found.entry(dir).or_default() += 1;

@@ -7,7 +7,8 @@
 //! beside the exec's hundreds, so it shows where programs are started
 //! by the thousand through a long PATH.
 
-use std::collections::{BTreeSet, HashSet};
+use foldhash::HashSet;
+use std::collections::BTreeSet;
 
 use super::{environment_of, prove, shell_quote, Evidence, Finding, Fix};
 use crate::human::{quoted, thousands};
@@ -215,7 +216,7 @@ mod tests {
             f[0].prove.as_deref(),
             Some("sysdiet compare --env PATH=/usr/bin:/opt/go/bin:/root/.cargo/bin:/root/.cargo/bin:/usr/local/bin:/bin -- ./app")
         );
-        assert_eq!(exec_searches(&started(4)), HashSet::from([7]));
+        assert_eq!(exec_searches(&started(4)), HashSet::from_iter([7]));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! many files looked up alike, polled for changes, as one finding. The
 //! zone file with TZ unset is tz-unset's.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use super::{called_through, environment_of, Evidence, Finding, Fix, FixKind, PATH_LOOKUPS, PATH_OPENS};
 use crate::human::{duration, quoted, thousands};
@@ -151,7 +151,7 @@ const REMOVALS: &[&str] = &["unlink", "unlinkat", "rename", "renameat", "renamea
 
 pub fn check(trace: &Trace) -> Vec<Finding> {
     // Per (process, path): how often the file was removed or renamed away.
-    let mut removed: HashMap<(u32, &str), u64> = HashMap::new();
+    let mut removed: HashMap<(u32, &str), u64> = HashMap::default();
     for a in trace.arguments.iter().filter(|a| REMOVALS.contains(&a.syscall.as_str())) {
         if let Argument::Path { path: Some(path), .. } = &a.argument {
             *removed.entry((a.pid, path.as_str())).or_default() += a.calls;
@@ -172,7 +172,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         }
         // A path that is missing each time it is asked (most calls fail):
         // failing-calls tells it, as a file looked for in vain.
-        if loaders.made(a) || a.errors * 2 > a.calls {
+        if a.errors * 2 > a.calls || loaders.made(a) {
             continue;
         }
         if !super::names_one_file(trace, a) {
@@ -186,7 +186,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
     let fd_calls = FdCalls::of(trace);
     let polled = polled_sets(&repeats);
     let mut out: Vec<Finding> = polled.iter().map(|set| polling(trace, &set.iter().map(|&i| repeats[i].0).collect::<Vec<_>>())).collect();
-    let mut in_a_set: std::collections::HashSet<usize> = polled.iter().flatten().copied().collect();
+    let mut in_a_set: foldhash::HashSet<usize> = polled.iter().flatten().copied().collect();
     let together = together_sets(&repeats, &in_a_set);
     out.extend(together.iter().map(|set| read_together(trace, &set.iter().map(|&i| repeats[i]).collect::<Vec<_>>())));
     in_a_set.extend(together.iter().flatten().copied());
@@ -321,8 +321,8 @@ const MIN_TOGETHER_CALLS: u64 = 50;
 
 /// The sets of files read together, by their indices in `repeats`, those
 /// in `taken` (polled sets) left out.
-fn together_sets(repeats: &[(&ArgumentStats, &str, bool)], taken: &std::collections::HashSet<usize>) -> Vec<Vec<usize>> {
-    let mut by_pid: HashMap<u32, Vec<usize>> = HashMap::new();
+fn together_sets(repeats: &[(&ArgumentStats, &str, bool)], taken: &foldhash::HashSet<usize>) -> Vec<Vec<usize>> {
+    let mut by_pid: HashMap<u32, Vec<usize>> = HashMap::default();
     for (i, (a, _, _)) in repeats.iter().enumerate() {
         if !taken.contains(&i) && a.calls >= MIN_TOGETHER_CALLS {
             by_pid.entry(a.pid).or_default().push(i);
@@ -463,7 +463,7 @@ const MIN_POLLS: u64 = 5;
 /// alone is a small repeat; together they are the poller's cost.
 /// Each set is given by its indices in `repeats`.
 fn polled_sets(repeats: &[(&ArgumentStats, &str, bool)]) -> Vec<Vec<usize>> {
-    let mut by_caller: HashMap<(u32, &str), Vec<usize>> = HashMap::new();
+    let mut by_caller: HashMap<(u32, &str), Vec<usize>> = HashMap::default();
     for (i, &(a, path, open)) in repeats.iter().enumerate() {
         // /proc, /sys and /dev are read for their current values, which
         // inotify would not report: a monitor's sampling, not a poll.

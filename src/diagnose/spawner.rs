@@ -2,8 +2,9 @@
 //! a spawner's work repeated per child (signals reset, fds swept) is the
 //! parent's cost and the parent's fix, though each child's counts hold it.
 
+use foldhash::HashSet;
 use std::cell::OnceCell;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use crate::model::{Process, SiteShare, Trace};
 
@@ -35,7 +36,7 @@ pub fn calls_below(child: &Process, children: &BTreeMap<u32, Vec<&Process>>) -> 
 
 /// The calls and their kernel time of `child` and every process below it.
 pub fn cost_below(child: &Process, children: &BTreeMap<u32, Vec<&Process>>) -> (u64, u64) {
-    let mut seen = HashSet::new();
+    let mut seen = HashSet::default();
     let (mut calls, mut ns) = (0, 0);
     let mut stack = vec![child];
     while let Some(p) = stack.pop() {
@@ -67,7 +68,7 @@ impl<'a> Spawner<'a> {
     fn code(&self) -> &HashSet<&'a str> {
         self.code.get_or_init(|| {
             let mut code: HashSet<&str> = self.parent.executable.iter().map(String::as_str).collect();
-            let mut sites = HashSet::new();
+            let mut sites = HashSet::default();
             for share in self.parent.syscalls.iter().flat_map(|s| &s.sites) {
                 let Some(site) = self.trace.call_site(share).filter(|_| sites.insert(share.site)) else { continue };
                 // A stack's frames come in runs of one module: each run

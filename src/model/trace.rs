@@ -83,8 +83,8 @@ impl Trace {
     /// that looks at each process's arguments: a filter of the whole list
     /// per process is quadratic (a build's 900 processes × 100,000
     /// arguments took 1.5 s to diagnose).
-    pub fn arguments_by_pid(&self) -> std::collections::HashMap<u32, Vec<&ArgumentStats>> {
-        let mut out: std::collections::HashMap<u32, Vec<&ArgumentStats>> = std::collections::HashMap::new();
+    pub fn arguments_by_pid(&self) -> foldhash::HashMap<u32, Vec<&ArgumentStats>> {
+        let mut out: foldhash::HashMap<u32, Vec<&ArgumentStats>> = foldhash::HashMap::default();
         for a in &self.arguments {
             out.entry(a.pid).or_default().push(a);
         }
