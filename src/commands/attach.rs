@@ -15,5 +15,8 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, mut
     }
     let traced = sysdiet::pipeline::attach(&pids, duration, opts, started)?;
     outputs.write(&Document::Run { trace: &traced.trace, findings: &traced.findings, budget: None })?;
-    Ok(traced.status)
+    let status = traced.status;
+    // Freed by sysdiet's exit, at once (commands/run.rs).
+    std::mem::forget(traced);
+    Ok(status)
 }
