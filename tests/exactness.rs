@@ -436,12 +436,19 @@ fn kept_programs_count_as_strace_run_after_run() {
 
     let (_, kept) = run(&[("SYSDIET_KEEP", "0")], &argv);
     assert!(!kept, "SYSDIET_KEEP=0 borrows nothing");
-    // Alive past the run's end: a run in a guest under TCG takes seconds
-    // (Debian 11's, on a busy host, outlived a 2-second sleep).
-    let (_, kept) = run(&keep, &["sh", "-c", "sleep 30 >/dev/null 2>&1 &"]);
+    // Alive past the run's end until killed here: a run in a guest under
+    // TCG on a busy host takes seconds to minutes (Ubuntu 22.04's outlived
+    // a 30-second sleep; Debian 11's a 2-second one).
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let left = format!("sleep 3600 >/dev/null 2>&1 & echo $! > {}", pid_file.display());
+    let (_, kept) = run(&keep, &["sh", "-c", &left]);
+    let alive: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    let (_, kept_after) = run(&keep, &argv);
+    // SAFETY: a signal to the sleep this test started.
+    unsafe { libc::kill(alive, libc::SIGKILL) };
     assert!(kept, "the keeper is still there after a run that did not ask");
-    let (_, kept) = run(&keep, &argv);
-    assert!(!kept, "a run that left a target alive gave nothing back");
+    assert!(!kept_after, "a run that left a target alive gave nothing back");
 }
 
 /// A borrower without CAP_SYS_ADMIN cannot take the keeper's maps by
