@@ -437,8 +437,8 @@ fn kept_programs_count_as_strace_run_after_run() {
     let (_, kept) = run(&[("SYSDIET_KEEP", "0")], &argv);
     assert!(!kept, "SYSDIET_KEEP=0 borrows nothing");
     // Alive past the run's end until killed here: a run in a guest under
-    // TCG on a busy host takes seconds to minutes (Ubuntu 22.04's outlived
-    // a 30-second sleep; Debian 11's a 2-second one).
+    // TCG on a busy host takes seconds to minutes (Debian 11's outlived a
+    // 2-second sleep; Ubuntu 22.04's, it seems, a 30-second one).
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("pid");
     let left = format!("sleep 3600 >/dev/null 2>&1 & echo $! > {}", pid_file.display());

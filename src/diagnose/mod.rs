@@ -85,8 +85,6 @@ pub fn diagnose(trace: &Trace, all: bool) -> Vec<Finding> {
     found
 }
 
-/// The environment process `pid` had at its exec (TZ, the knobs), where
-/// the tracer saw it; else the one sysdiet gave the command.
 /// Argument rows and processes from which the rules run on two threads:
 /// a rule's pass over such a trace takes milliseconds (a build's), a
 /// thread's start some tens of microseconds.
@@ -106,16 +104,21 @@ fn raw_findings(trace: &Trace) -> Vec<Finding> {
         }
         done
     };
+    // Without a second thread (a limit on them), this one takes them all.
     let mut done = std::thread::scope(|scope| {
-        let other = scope.spawn(take);
+        let other = std::thread::Builder::new().spawn_scoped(scope, take).ok();
         let mut done = take();
-        done.extend(other.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
+        if let Some(other) = other {
+            done.extend(other.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
+        }
         done
     });
     done.sort_by_key(|(id, _)| RULES.iter().position(|r| r.id == *id));
     done.into_iter().flat_map(|(_, found)| found).collect()
 }
 
+/// The environment process `pid` had at its exec (TZ, the knobs), where
+/// the tracer saw it; else the one sysdiet gave the command.
 fn environment_of(trace: &Trace, pid: Option<u32>) -> &Environment {
     pid.and_then(|p| trace.process(p)).and_then(|p| p.environment.as_ref()).unwrap_or(&trace.run.environment)
 }
