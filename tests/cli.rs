@@ -571,13 +571,17 @@ fn time_is_sampled_cpu_by_default_and_wall_with_latency() {
     let kernel_tick = kernel_tick_ns();
     assert!(kernel_tick.is_multiple_of(250_000), "this host's HZ gives whole fine ticks");
     let fine = serde_json::json!({"kind": "cpu_sampled", "tick_ns": 1_000_000, "fine_tick_ns": 250_000, "fine_for_ns": 25_000_000});
-    if doc["run"]["bpf_programs"] == "legacy" || duration < 1_100_000_000 || kernel_tick <= 1_000_000 {
+    let mut handed = fine.clone();
+    handed["tick_ns"] = kernel_tick.into();
+    handed["middle_tick_ns"] = 1_000_000.into();
+    handed["middle_until_ns"] = 1_000_000_000.into();
+    if doc["run"]["bpf_programs"] == "legacy" || duration < 1_000_000_000 || kernel_tick <= 1_000_000 {
         assert_eq!(time, &fine);
+    } else if duration < 1_100_000_000 {
+        // Just past the second: the hand-over may not have come in time
+        // (it waits for one of the kernel's ticks), or may have.
+        assert!(time == &fine || time == &handed, "{time}");
     } else {
-        let mut handed = fine.clone();
-        handed["tick_ns"] = kernel_tick.into();
-        handed["middle_tick_ns"] = 1_000_000.into();
-        handed["middle_until_ns"] = 1_000_000_000.into();
         assert_eq!(time, &handed);
     }
     let getpid = doc["syscalls"].as_array().unwrap().iter().find(|s| s["name"] == "getpid").unwrap().clone();
