@@ -188,7 +188,7 @@ impl TraceBuilder {
             }
         }
         for a in &mut arguments {
-            if let Some(mine) = by_argument.get(&(a.pid, a.nr, &a.argument)) {
+            if let Some(mine) = by_argument.get(&argument_key(a)) {
                 a.sites = shares(a.calls, a.total_ns, mine.iter().copied());
             }
         }
@@ -228,13 +228,13 @@ fn shares<'a>(calls: u64, total_ns: u64, samples: impl Iterator<Item = &'a Sampl
 fn named_failures(failures: Vec<ArgumentStats>, arguments: &[ArgumentStats]) -> Vec<ArgumentStats> {
     // Which to keep is decided on borrowed keys: no path is copied.
     let keep: Vec<bool> = {
-        let repeated: foldhash::HashSet<(u32, u32, &Argument)> = arguments.iter().map(|a| (a.pid, a.nr, &a.argument)).collect();
+        let repeated: foldhash::HashSet<(u32, u32, &Argument)> = arguments.iter().map(argument_key).collect();
         let mut seen: foldhash::HashSet<(u32, u32, &Argument)> = foldhash::HashSet::default();
         let mut per_pid: foldhash::HashMap<u32, usize> = foldhash::HashMap::default();
         failures
             .iter()
             .map(|a| {
-                let key = (a.pid, a.nr, &a.argument);
+                let key = argument_key(a);
                 matches!(&a.argument, Argument::Path { path: Some(_), .. }) && !repeated.contains(&key) && seen.insert(key) && {
                     let n = per_pid.entry(a.pid).or_default();
                     *n += 1;
