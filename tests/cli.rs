@@ -519,26 +519,33 @@ fn attach_reads_the_threads_alive_at_its_end_exactly() {
     }
 }
 
-/// The SigIgn mask of `grep` run under sysdiet, sysdiet itself started with
-/// SIGINT and SIGQUIT ignored (as a script's background job is) or not.
-fn ignored_under_sysdiet(ignore: bool) -> u64 {
+/// A signal mask line (`SigIgn`, `SigBlk`) of `grep` run under sysdiet,
+/// sysdiet itself started with SIGINT and SIGQUIT ignored (as a script's
+/// background job is) or not, and with SIGUSR1 blocked or not.
+fn mask_under_sysdiet(field: &str, ignore: bool, block: bool) -> u64 {
     use std::os::unix::process::CommandExt;
     let mut c = sysdiet();
-    c.args(["run", "-o", "/dev/null", "--", "grep", "SigIgn", "/proc/self/status"]);
+    c.args(["run", "-o", "/dev/null", "--", "grep", &format!("{field}:"), "/proc/self/status"]);
     // Set either way: the test itself may run with them ignored (CI runs
     // as a background job).
     let how = if ignore { libc::SIG_IGN } else { libc::SIG_DFL };
-    // SAFETY: only signal(2) between fork and exec.
+    // SAFETY: only signal(2) and sigprocmask(2) between fork and exec.
     unsafe {
         c.pre_exec(move || {
             libc::signal(libc::SIGINT, how);
             libc::signal(libc::SIGQUIT, how);
+            let mut mask: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut mask);
+            if block {
+                libc::sigaddset(&mut mask, libc::SIGUSR1);
+            }
+            libc::sigprocmask(libc::SIG_SETMASK, &mask, std::ptr::null_mut());
             Ok(())
         });
     }
     let out = c.output().unwrap();
     let line = String::from_utf8_lossy(&out.stdout).into_owned();
-    u64::from_str_radix(line.trim().trim_start_matches("SigIgn:").trim(), 16).unwrap_or_else(|_| panic!("{line}"))
+    u64::from_str_radix(line.trim().trim_start_matches(&format!("{field}:")).trim(), 16).unwrap_or_else(|_| panic!("{line}"))
 }
 
 #[test]
@@ -547,8 +554,22 @@ fn the_command_inherits_ignored_signals_not_sysdiets_handlers() {
         return;
     }
     let both = (1 << (libc::SIGINT - 1)) | (1 << (libc::SIGQUIT - 1));
-    assert_eq!(ignored_under_sysdiet(true) & both, both, "still ignored, though sysdiet catches them");
-    assert_eq!(ignored_under_sysdiet(false) & both, 0);
+    let pipe = 1 << (libc::SIGPIPE - 1);
+    let ignored = mask_under_sysdiet("SigIgn", true, false);
+    assert_eq!(ignored & both, both, "still ignored, though sysdiet catches them");
+    assert_eq!(ignored & pipe, 0, "SIGPIPE at its default, though sysdiet ignores it");
+    assert_eq!(mask_under_sysdiet("SigIgn", false, false) & (both | pipe), 0);
+}
+
+/// The command is held with every signal blocked until it has put back the
+/// inherited mask (spawn.rs): it must run with that mask, not with all.
+#[test]
+fn the_command_inherits_the_blocked_mask() {
+    if skip_without_bpf() {
+        return;
+    }
+    assert_eq!(mask_under_sysdiet("SigBlk", false, true), 1 << (libc::SIGUSR1 - 1));
+    assert_eq!(mask_under_sysdiet("SigBlk", false, false), 0);
 }
 
 #[test]

@@ -41,26 +41,35 @@ pub fn remember() {
     });
 }
 
-/// In a forked child before exec: puts back the inherited dispositions
-/// (exec resets caught signals to default; ignored ones must be ignored
-/// again) and the inherited mask; SIGPIPE to its default, as
-/// std::process::Command does. Async-signal-safe: sigaction and
-/// sigprocmask only.
+/// In the held child before exec (spawn.rs): puts back the inherited
+/// dispositions and mask. Every signal not inherited ignored goes to its
+/// default (exec would reset a caught one, but not one sysdiet ignores
+/// itself, and the child must not run sysdiet's handlers: it shares
+/// sysdiet's memory); SIGPIPE to its default, as std::process::Command
+/// does. Raw syscalls only: libc's wrappers would write errno, which is
+/// the spawning thread's.
 ///
 /// # Safety
-/// Only between fork and exec, in the child.
+/// Only in the held child, between its clone and its exec.
 pub unsafe fn restore_in_child() {
+    use syscalls::{syscall4, Sysno};
     let (ignored, blocked) = (IGNORED.load(Ordering::Relaxed), BLOCKED.load(Ordering::Relaxed));
-    libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    let mut mask: libc::sigset_t = std::mem::zeroed();
-    libc::sigemptyset(&mut mask);
-    for sig in 1..=64 {
-        if ignored & (1 << (sig - 1)) != 0 {
-            libc::signal(sig, libc::SIG_IGN);
+    for sig in 1..=64usize {
+        if sig == libc::SIGKILL as usize || sig == libc::SIGSTOP as usize {
+            continue;
         }
-        if blocked & (1 << (sig - 1)) != 0 {
-            libc::sigaddset(&mut mask, sig);
-        }
+        let handler = if ignored & (1 << (sig - 1)) != 0 { libc::SIG_IGN } else { libc::SIG_DFL };
+        let action = KernelSigaction { handler, flags: 0, restorer: 0, mask: 0 };
+        let _ = syscall4(Sysno::rt_sigaction, sig, std::ptr::addr_of!(action) as usize, 0, 8);
     }
-    libc::sigprocmask(libc::SIG_SETMASK, &mask, std::ptr::null_mut());
+    let _ = syscall4(Sysno::rt_sigprocmask, libc::SIG_SETMASK as usize, std::ptr::addr_of!(blocked) as usize, 0, 8);
+}
+
+/// The kernel's struct sigaction (x86-64 and arm64 alike), not libc's.
+#[repr(C)]
+struct KernelSigaction {
+    handler: libc::sighandler_t,
+    flags: u64,
+    restorer: usize,
+    mask: u64,
 }
