@@ -13,7 +13,9 @@
 //! CPUs. So the child touches nothing but what it is given, makes raw
 //! syscalls only (no errno, no libc state), and runs none of sysdiet's
 //! signal handlers: signals are blocked across the clone until it has put
-//! back the inherited dispositions.
+//! back the inherited dispositions. On kernels before 5.16 a core dump of
+//! sysdiet kills every process sharing its memory: a held child then never
+//! runs the command (a SIGKILL still lets it run).
 
 use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
