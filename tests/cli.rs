@@ -366,16 +366,6 @@ fn stubborn_under_sysdiet(report: &std::path::Path) -> (std::process::Child, i32
     (child, line.trim().parse().unwrap(), out)
 }
 
-/// Kills a stubborn command when the test ends, passed or failed: it would
-/// hold the test's output pipe open.
-struct KillOnDrop(i32);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        unsafe { libc::kill(self.0, libc::SIGKILL) };
-    }
-}
-
 fn still_runs(pid: i32, out: &mut std::io::BufReader<std::process::ChildStdout>) -> bool {
     unsafe { libc::kill(pid, libc::SIGUSR1) };
     let mut line = String::new();

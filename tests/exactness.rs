@@ -443,10 +443,9 @@ fn kept_programs_count_as_strace_run_after_run() {
     let pid_file = dir.path().join("pid");
     let left = format!("sleep 3600 >/dev/null 2>&1 & echo $! > {}", pid_file.display());
     let (_, kept) = run(&keep, &["sh", "-c", &left]);
-    let alive: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    let alive = KillOnDrop(std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap());
     let (_, kept_after) = run(&keep, &argv);
-    // SAFETY: a signal to the sleep this test started.
-    unsafe { libc::kill(alive, libc::SIGKILL) };
+    drop(alive);
     assert!(kept, "the keeper is still there after a run that did not ask");
     assert!(!kept_after, "a run that left a target alive gave nothing back");
 }

@@ -238,6 +238,18 @@ pub fn exact_but_missed(counted: u64, exact: u64, missed: u64) -> bool {
     counted <= exact && exact - counted <= missed
 }
 
+/// A process by pid (one the test did not spawn itself, so not a Child)
+/// killed when the test ends, passed or failed: a stubborn command would
+/// hold the test's output pipe open, a left sleep outlive the test.
+pub struct KillOnDrop(pub i32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        // SAFETY: a signal to a process the test started.
+        unsafe { libc::kill(self.0, libc::SIGKILL) };
+    }
+}
+
 /// A target process killed when the test ends, even by a failed assert.
 pub struct Running(pub std::process::Child);
 
