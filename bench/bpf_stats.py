@@ -30,13 +30,35 @@ def programs_shown(ids, names):
     return [p for p in json.loads(out or "[]") if p["id"] in ids and p.get("name") in names]
 
 
-def program_costs(cmd, env):
-    """ns per run of each BPF program the command loads, from the kernel's own
-    accounting (kernel.bpf_stats_enabled), read while it runs."""
+def descendants(pid):
+    """`pid` and the processes below it (one tool's command may be another
+    tool, each with programs of its own)."""
+    children = {}
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            fields = open(stat).read().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.split("/")[2]))
+        except (OSError, IndexError, ValueError):
+            pass
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += children.get(p, [])
+    return out
+
+
+def program_costs(cmd, env, nested=False):
+    """ns per run of each BPF program the command loads (`nested`: and the
+    commands below it), from the kernel's own accounting
+    (kernel.bpf_stats_enabled), read while it runs."""
     seen = {}
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while p.poll() is None:
-        for prog in programs_shown(own_program_ids(p.pid), ("sys_exit", "sys_enter", "floor_exit", "floor_enter")):
+        ids = set()
+        for pid in descendants(p.pid) if nested else [p.pid]:
+            ids |= own_program_ids(pid)
+        for prog in programs_shown(ids, ("sys_exit", "sys_enter", "floor_exit", "floor_enter")):
             if prog.get("run_cnt"):
                 seen[(prog["id"], prog["name"])] = prog["run_time_ns"] / prog["run_cnt"]
         time.sleep(0.05)
