@@ -628,6 +628,31 @@ fn time_is_sampled_cpu_by_default_and_wall_with_latency() {
 }
 
 #[test]
+fn the_legacy_programs_take_each_threads_ticks_while_any_are_pending() {
+    if skip_without_bpf() {
+        return;
+    }
+    // Their ticks wait in a table by thread, which a syscall's exit looks
+    // at only while some thread's are pending: one never taken would leave
+    // getpid without time and the thread without user time.
+    let exe = victim("idloop");
+    let legacy = [("SYSDIET_BPF_VARIANT", "legacy")];
+    let (doc, out) = sysdiet_json_env(&["--no-stacks"], &[exe.to_str().unwrap(), "12000000", "rusage"], &legacy);
+    assert_eq!(doc["run"]["bpf_programs"], "legacy");
+    let getpid = doc["syscalls"].as_array().unwrap().iter().find(|s| s["name"] == "getpid").unwrap().clone();
+    assert_eq!(getpid["calls"], 12_000_000);
+    let in_calls = getpid["total_ns"].as_u64().unwrap();
+    assert!(in_calls > 0 && in_calls % 250_000 == 0, "getpid's time, in whole ticks: {getpid}");
+    // As in the test above: the CPU outside the calls is the victim's user
+    // time, sampled by the same ticks (here the clock's, 1 ms).
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let kernels: u64 = stderr.lines().find_map(|l| l.strip_prefix("user_ns=")).and_then(|n| n.parse().ok()).expect("the victim's user_ns line");
+    let user = doc["run"]["user_cpu_ns"].as_u64().unwrap();
+    let margin = (kernels / 3).max(40_000_000).max((4.0 * (kernels as f64 / 1e6).sqrt() * 1e6) as u64);
+    assert!(user.abs_diff(kernels) <= margin, "CPU outside the calls {user} ns, the kernel's user time {kernels} ns (margin {margin})");
+}
+
+#[test]
 fn the_floor_runs_a_command_under_empty_hooks_and_passes_its_status() {
     if skip_without_bpf() {
         return;

@@ -64,14 +64,12 @@ static __always_inline void send_exec(struct task_struct *p, struct task_state *
 static __always_inline int follow_exec(struct task_struct *p, struct linux_binprm *bprm, const bool legacy)
 {
 	struct task_state *ts = state_of(p, p->pid, false, legacy);
-	struct tick_count *tc;
-	__u32 tid = p->pid;
 
 	if (!ts)
 		return 0;
 	/* A held child's time counts from here too. */
-	if (legacy && ts->state != TARGET_ACTIVE && (tc = bpf_map_lookup_elem(&thread_ticks, &tid)))
-		tc->ticks = tc->user_ticks = 0;
+	if (legacy && ts->state != TARGET_ACTIVE)
+		drop_legacy_ticks(p->pid);
 	/* A held child counts from here: its execve is counted at its exit. */
 	ts->state = TARGET_ACTIVE;
 	ts->failures_seen = 0; /* the new program's own */

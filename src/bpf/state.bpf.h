@@ -77,6 +77,12 @@ const volatile __u64 backup_hook = 0;
  * from a live thread is all there is. */
 volatile __u32 stopped = 0;
 
+/* Legacy kernels: how many threads' tick_counts hold ticks not yet taken.
+ * While none does, a syscall's exit need not look its thread's up: the
+ * tick that charges one raises this first (on the CPU the thread runs on,
+ * before its exit there or after a migration's barriers). */
+__u64 legacy_ticks_pending = 0;
+
 /* Whether sys_exit is running on this CPU (with backup_hook): a task's
  * syscall end that finds it so was skipped by the kernel, whose hook runs
  * one at a time on a CPU, and is counted by sys_exit_backup instead. */
@@ -479,19 +485,35 @@ static __always_inline struct task_state *enrol(struct task_struct *t, const boo
  * that ends, returned, and those in user mode, added to its state. */
 static __always_inline __u64 take_legacy_ticks(struct task_state *ts, __u32 tid)
 {
-	struct tick_count *tc = bpf_map_lookup_elem(&thread_ticks, &tid);
-	__u64 ticks;
+	struct tick_count *tc;
+	__u64 ticks, user;
 
+	if (!legacy_ticks_pending)
+		return 0;
+	tc = bpf_map_lookup_elem(&thread_ticks, &tid);
 	if (!tc)
 		return 0;
 	ticks = tc->ticks;
-	if (ticks)
-		tc->ticks = 0;
-	if (tc->user_ticks) {
-		ts->user_ticks += tc->user_ticks;
-		tc->user_ticks = 0;
-	}
+	user = tc->user_ticks;
+	if (!(ticks | user))
+		return 0;
+	tc->ticks = 0;
+	tc->user_ticks = 0;
+	ts->user_ticks += user;
+	__sync_fetch_and_add(&legacy_ticks_pending, -1);
 	return ticks;
+}
+
+/* A held child's ticks before its exec, which are not its command's. */
+static __always_inline void drop_legacy_ticks(__u32 tid)
+{
+	struct tick_count *tc = bpf_map_lookup_elem(&thread_ticks, &tid);
+
+	if (!tc || !(tc->ticks | tc->user_ticks))
+		return;
+	tc->ticks = 0;
+	tc->user_ticks = 0;
+	__sync_fetch_and_add(&legacy_ticks_pending, -1);
 }
 
 #endif

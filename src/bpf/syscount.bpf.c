@@ -302,15 +302,21 @@ int on_tick(struct bpf_perf_event_data *ctx)
 
 /* The same on legacy kernels, into the thread's tick_count: its state's
  * map is no place for a perf_event program there, and bpf_task_pt_regs is
- * not there (5.15). */
+ * not there (5.15). A count that was empty and is not now is one more
+ * pending (take_legacy_ticks). */
 SEC("perf_event")
 int on_tick_legacy(struct bpf_perf_event_data *ctx)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct tick_count *tc = bpf_map_lookup_elem(&thread_ticks, &tid);
+	bool empty;
 
-	if (tc)
-		charge_tick(ctx, current_task(true), &tc->ticks, &tc->user_ticks, true);
+	if (!tc)
+		return 0;
+	empty = !(tc->ticks | tc->user_ticks);
+	charge_tick(ctx, current_task(true), &tc->ticks, &tc->user_ticks, true);
+	if (empty && (tc->ticks | tc->user_ticks))
+		__sync_fetch_and_add(&legacy_ticks_pending, 1);
 	return 0;
 }
 
