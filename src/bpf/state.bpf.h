@@ -481,12 +481,23 @@ static __always_inline struct task_state *enrol(struct task_struct *t, const boo
 	return ts;
 }
 
+/* Empties a thread's tick count: one fewer pending if it held any (the
+ * one place legacy_ticks_pending goes down). */
+static __always_inline void clear_legacy_ticks(struct tick_count *tc)
+{
+	if (!(tc->ticks | tc->user_ticks))
+		return;
+	tc->ticks = 0;
+	tc->user_ticks = 0;
+	__sync_fetch_and_add(&legacy_ticks_pending, -1);
+}
+
 /* A legacy thread's ticks since its last syscall exit: those in the call
  * that ends, returned, and those in user mode, added to its state. */
 static __always_inline __u64 take_legacy_ticks(struct task_state *ts, __u32 tid)
 {
 	struct tick_count *tc;
-	__u64 ticks, user;
+	__u64 ticks;
 
 	if (!legacy_ticks_pending)
 		return 0;
@@ -494,13 +505,8 @@ static __always_inline __u64 take_legacy_ticks(struct task_state *ts, __u32 tid)
 	if (!tc)
 		return 0;
 	ticks = tc->ticks;
-	user = tc->user_ticks;
-	if (!(ticks | user))
-		return 0;
-	tc->ticks = 0;
-	tc->user_ticks = 0;
-	ts->user_ticks += user;
-	__sync_fetch_and_add(&legacy_ticks_pending, -1);
+	ts->user_ticks += tc->user_ticks;
+	clear_legacy_ticks(tc);
 	return ticks;
 }
 
@@ -509,11 +515,8 @@ static __always_inline void drop_legacy_ticks(__u32 tid)
 {
 	struct tick_count *tc = bpf_map_lookup_elem(&thread_ticks, &tid);
 
-	if (!tc || !(tc->ticks | tc->user_ticks))
-		return;
-	tc->ticks = 0;
-	tc->user_ticks = 0;
-	__sync_fetch_and_add(&legacy_ticks_pending, -1);
+	if (tc)
+		clear_legacy_ticks(tc);
 }
 
 #endif
