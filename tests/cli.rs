@@ -481,7 +481,7 @@ fn attach_reads_the_threads_alive_at_its_end_exactly() {
     if skip_without_bpf() {
         return;
     }
-    for env in [&[][..], &[("SYSDIET_BPF_VARIANT", "legacy")][..]] {
+    for env in [&[][..], &[("SYSDIET_BPF_VARIANT", "bounded")][..], &[("SYSDIET_BPF_VARIANT", "legacy")][..]] {
         let (doc, said) = attach_to_held_workers(env);
         let workers: Vec<(String, u64)> = doc["processes"][0]["threads"]
             .as_array()
@@ -496,13 +496,13 @@ fn attach_reads_the_threads_alive_at_its_end_exactly() {
         assert_eq!(workers.len(), HELD_WORKERS, "{env:?}: every worker alive at the end, by the name it took after its work: {doc}");
         let short: u64 = workers.iter().map(|(_, n)| 300u64.saturating_sub(*n)).sum();
         assert!(workers.iter().all(|(_, n)| *n <= 300) && short <= hook_runs_missed(&doc), "{env:?}: each counted exactly: {workers:?}");
-        if !env.is_empty() {
-            assert_eq!(doc["run"]["bpf_programs"], "legacy", "{said}");
+        if let Some((_, forced)) = env.first() {
+            assert_eq!(doc["run"]["bpf_programs"], *forced, "{said}");
         }
         // Task storage is read by the kernel's task iterator, the legacy
         // programs' table by tid in batches: neither by a walk of /proc.
         let how = match doc["run"]["bpf_programs"].as_str() {
-            Some("current") => "read the live threads from the kernel's task list",
+            Some("current" | "bounded") => "read the live threads from the kernel's task list",
             _ => "read the live threads from the legacy programs' table",
         };
         assert!(said.contains(how), "{env:?}: {said}");

@@ -19,7 +19,7 @@ fn check_env(name: &str, args: &[&str], skip: &[&str], env: &[(&str, &str)]) {
     let programs = doc["run"]["bpf_programs"].as_str();
     match env.iter().find(|(k, _)| *k == "SYSDIET_BPF_VARIANT") {
         Some((_, forced)) => assert_eq!(programs, Some(*forced)),
-        None => assert!(matches!(programs, Some("current" | "legacy")), "{programs:?}"),
+        None => assert!(matches!(programs, Some("current" | "bounded" | "legacy")), "{programs:?}"),
     }
     assert_counts_as_strace(name, &oracle, &doc, skip);
 }
@@ -252,21 +252,45 @@ fn a_process_left_running_is_counted_too() {
 
 #[test]
 fn the_legacy_programs_count_as_strace_does() {
-    // The programs older kernels (5.8 to 5.16) run, loaded here on purpose.
+    // The programs older kernels (5.8 to 5.14) run, loaded here on purpose.
+    forced_programs_count_as_strace_does(
+        "legacy",
+        &["sys_exit_legacy ", "on_tick_legacy ", "sched_process_exit_legacy "],
+        &["sys_exit ", "on_tick "],
+    );
+}
+
+#[test]
+fn the_bounded_programs_count_as_strace_does() {
+    // Those of 5.15 and 5.16 (no bpf_loop): their own exit hooks (bounded
+    // loops: a slot's flush, a thread's exit record), the current others.
+    forced_programs_count_as_strace_does(
+        "bounded",
+        &["sys_exit_bounded ", "sched_process_exit_bounded ", "on_tick "],
+        &["sys_exit ", "sched_process_exit ", "copy_logged ", "kernel_tick ", "_legacy "],
+    );
+}
+
+fn forced_programs_count_as_strace_does(variant: &str, loaded: &[&str], not_loaded: &[&str]) {
     if skip_without_bpf() {
         return;
     }
-    const LEGACY: &[(&str, &str)] = &[("SYSDIET_BPF_VARIANT", "legacy")];
-    let out = sysdiet().arg("__programs").envs(LEGACY.iter().copied()).output().unwrap();
-    let loaded = String::from_utf8_lossy(&out.stdout);
-    assert!(loaded.contains("sys_exit_legacy ") && !loaded.contains("sys_exit "), "{loaded}");
-    check_env("timeloop", &["localtime", "2000"], &[], LEGACY);
-    check_env("sigprocmask", &["3000"], &[], LEGACY);
-    check_env("openclose", &["/etc/passwd", "2000"], &[], LEGACY);
-    check_env("tinywrite", &["3000"], &[], LEGACY);
-    check_env("pipeline", &["500"], &[], LEGACY);
-    check_env("futimens", &["200"], &[], LEGACY);
-    check_env("manykinds", &["50"], &[], LEGACY);
+    let forced: &[(&str, &str)] = &[("SYSDIET_BPF_VARIANT", variant)];
+    let out = sysdiet().arg("__programs").envs(forced.iter().copied()).output().unwrap();
+    let programs = String::from_utf8_lossy(&out.stdout);
+    for name in loaded {
+        assert!(programs.contains(name), "{variant}: {name}: {programs}");
+    }
+    for name in not_loaded {
+        assert!(!programs.contains(name), "{variant}: not {name}: {programs}");
+    }
+    check_env("timeloop", &["localtime", "2000"], &[], forced);
+    check_env("sigprocmask", &["3000"], &[], forced);
+    check_env("openclose", &["/etc/passwd", "2000"], &[], forced);
+    check_env("tinywrite", &["3000"], &[], forced);
+    check_env("pipeline", &["500"], &[], forced);
+    check_env("futimens", &["200"], &[], forced);
+    check_env("manykinds", &["50"], &[], forced);
 }
 
 /// The backup hook that preemptible kernels load (sys_exit_backup, after

@@ -148,10 +148,11 @@ static int merge_bucket(__u32 i, struct hist_merge *m)
 }
 
 /* Adds a slot's calls since its last flush to arg_stats (and io_hists);
- * `tgid` is the slot's owner. The buckets are merged by bpf_loop, which
- * the verifier checks once, not for each of the 32 turns with each of
- * their two branches; legacy kernels (before 5.17) loop. */
-static __always_inline int flush(__u32 tgid, struct arg_slot *s, const bool legacy)
+ * `tgid` is the slot's owner. The buckets are merged by bpf_loop where
+ * the kernel has it (`loops`: 5.17), which the verifier checks once, not
+ * for each of the 32 turns with each of their two branches; else a
+ * bounded loop. */
+static __always_inline int flush(__u32 tgid, struct arg_slot *s, const bool loops)
 {
 	struct hist_merge m = { .s = s };
 	struct arg_key k;
@@ -173,7 +174,7 @@ static __always_inline int flush(__u32 tgid, struct arg_slot *s, const bool lega
 		m.h = bpf_map_lookup_elem(&io_hists, &k);
 		if (!m.h)
 			count_lost(LOST_HIST_TABLE_FULL, s->calls);
-		else if (!legacy)
+		else if (loops)
 			bpf_loop(HIST_BUCKETS, merge_bucket, &m, 0);
 		else
 			for (i = 0; i < HIST_BUCKETS; i++)
@@ -190,6 +191,12 @@ out:
  * changes hands or fills. */
 __noinline int flush_slot(__u32 tgid, struct arg_slot *s)
 {
+	return flush(tgid, s, true);
+}
+
+/* The same without bpf_loop (the bounded programs: 5.15 and 5.16). */
+__noinline int flush_slot_bounded(__u32 tgid, struct arg_slot *s)
+{
 	return flush(tgid, s, false);
 }
 
@@ -204,7 +211,7 @@ __noinline int flush_slot_legacy(__u32 tgid, __u32 index)
 	/* Never NULL: the caller, this thread's syscall, holds the state. */
 	if (!ts)
 		return 0;
-	return flush(tgid, &ts->slots[index & (ARG_SLOTS - 1)], true);
+	return flush(tgid, &ts->slots[index & (ARG_SLOTS - 1)], false);
 }
 
 static __always_inline void summarise_once(struct call *c, __s64 keys, __s64 errors, __s64 ns)
@@ -805,12 +812,25 @@ static __always_inline bool holds(struct arg_slot *s, struct call *c)
 	return s->used && s->nr == c->nr && s->fd == c->fd && s->path_hash == c->path_hash;
 }
 
+/* Flushes the thread's slot `index` (`s`) by the variant's function. */
+static __always_inline void flush_at(struct task_state *ts, __u32 index, struct arg_slot *s,
+				     const bool legacy, const bool loops)
+{
+	if (legacy)
+		flush_slot_legacy(ts->tgid, index);
+	else if (loops)
+		flush_slot(ts->tgid, s);
+	else
+		flush_slot_bounded(ts->tgid, s);
+}
+
 /* A key is only ever in the slot its hash picks. The slot its syscall's
  * last call counted in is looked at first: its address was known before
  * the path was read, so a call that repeats the last one (a loop's)
  * compares it while the hash is still being made, and does not wait for
  * the hash, then the slot's load, to find it. */
-static __always_inline void count_argument(struct task_state *ts, struct call *c, const bool legacy)
+static __always_inline void count_argument(struct task_state *ts, struct call *c, const bool legacy,
+					   const bool loops)
 {
 	__u32 index = c->last_slot & (ARG_SLOTS - 1);
 	struct arg_slot *s = &ts->slots[index];
@@ -824,7 +844,7 @@ static __always_inline void count_argument(struct task_state *ts, struct call *c
 			if (!(legacy ? argument_miss_legacy(ts, c, s) : argument_miss(ts, c, s)))
 				return;
 			/* A repeated key: it takes the slot, with this call. */
-			legacy ? flush_slot_legacy(ts->tgid, index) : flush_slot(ts->tgid, s);
+			flush_at(ts, index, s, legacy, loops);
 			s->used = 1;
 			s->nr = c->nr;
 			s->fd = c->fd;
@@ -841,7 +861,7 @@ static __always_inline void count_argument(struct task_state *ts, struct call *c
 		s->returned[c->ret_bucket & (HIST_BUCKETS - 1)]++;
 	}
 	if (s->calls >= SLOT_FLUSH_AT)
-		legacy ? flush_slot_legacy(ts->tgid, index) : flush_slot(ts->tgid, s);
+		flush_at(ts, index, s, legacy, loops);
 }
 
 #endif

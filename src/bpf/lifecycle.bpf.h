@@ -155,7 +155,8 @@ static __always_inline long exiting_syscall(struct task_struct *p, const bool le
 	return regs && regs_in_syscall_btf(regs) ? regs_syscall_nr(regs) : -1;
 }
 
-static __always_inline int send_exit(struct task_struct *p, const bool legacy)
+/* `loops`: the kernel has bpf_loop (5.17). */
+static __always_inline int send_exit(struct task_struct *p, const bool legacy, const bool loops)
 {
 	struct exit_ctx x = { .tid = p->pid };
 	struct task_state *ts = state_of(p, x.tid, false, legacy);
@@ -206,7 +207,7 @@ static __always_inline int send_exit(struct task_struct *p, const bool legacy)
 	__builtin_memcpy(rec->mask_calls, ts->mask_calls, sizeof(rec->mask_calls));
 	__builtin_memcpy(rec->errnos, ts->errnos, sizeof(rec->errnos));
 	rec->errnos_lost = ts->errnos_lost;
-	if (!legacy)
+	if (loops)
 		bpf_loop(THREAD_SYSCALLS, pack_entry, &x, 0);
 	else
 		for (i = 0; i < THREAD_SYSCALLS; i++)
@@ -222,7 +223,7 @@ static __always_inline int send_exit(struct task_struct *p, const bool legacy)
 		count_lost(LOST_EXIT_RECORDS, x.calls);
 	/* After the record: user space files a thread's slots where its
 	 * record went. */
-	if (!legacy)
+	if (loops)
 		bpf_loop(ARG_SLOTS, send_slot, &x, 0);
 	else
 		for (i = 0; i < ARG_SLOTS; i++)

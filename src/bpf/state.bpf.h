@@ -2,7 +2,7 @@
 /* What every part of syscount.bpf.c shares: the options user space sets
  * before load, the maps, and how a task's state is found, made and
  * described. A target thread's state lives in its task storage (`states`),
- * or on kernels before 5.11 (the legacy programs) in a map keyed by its
+ * or on kernels before 5.15 (the legacy programs) in a map keyed by its
  * tid. */
 #ifndef SYSDIET_STATE_BPF_H
 #define SYSDIET_STATE_BPF_H
@@ -103,10 +103,11 @@ __u64 backup_runs = 0;
 __u64 targets_forked = 0;
 __u64 targets_ended = 0;
 
-/* The legacy variant of each program, for kernels before 5.11, which have
- * no task storage for them (nor bpf_loop, exchanges, bpf_task_pt_regs):
- * a thread's state is here, keyed by its tid, made when it becomes a
- * target and removed at its exit. User space loads one variant. */
+/* The legacy variant of each program, for kernels before 5.15, which lack
+ * some of what the others use (task storage: 5.11, exchanges: 5.12,
+ * bpf_task_pt_regs: 5.15): a thread's state is here, keyed by its tid,
+ * made when it becomes a target and removed at its exit. User space loads
+ * one variant. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
@@ -429,7 +430,7 @@ static __always_inline struct task_state *state_of(struct task_struct *t, __u32 
 	return ts;
 }
 
-/* The running task: a BTF pointer, or on legacy kernels (before 5.11) an
+/* The running task: a BTF pointer, or on legacy kernels (before 5.15) an
  * address whose fields are read with probes. */
 static __always_inline struct task_struct *current_task(const bool legacy)
 {

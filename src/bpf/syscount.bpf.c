@@ -44,9 +44,10 @@ static __noinline int spill_call(struct task_state *ts, const struct call *c)
 	return 0;
 }
 
-/* sys_exit, of either variant: `legacy` is a constant, so each keeps only
- * its own code. */
-static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool legacy, const bool backup)
+/* sys_exit, of any variant: `legacy` and `loops` (bpf_loop, 5.17) are
+ * constants, so each keeps only its own code. */
+static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool legacy, const bool loops,
+				      const bool backup)
 {
 	struct task_struct *t = current_task(legacy);
 	__u32 tid = legacy_tid(legacy);
@@ -201,7 +202,7 @@ static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool
 	 * and one walk of it, not one per kind. */
 	c.kind = forget(ts, c.kind);
 	if (c.kind != ARG_NONE)
-		count_argument(ts, &c, legacy);
+		count_argument(ts, &c, legacy, loops);
 	if (sample_stacks)
 		maybe_sample(ts, t, regs, &c, legacy);
 	return 0;
@@ -214,7 +215,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 
 	if (busy)
 		*busy = 1;
-	count_exit(regs, ret, false, false);
+	count_exit(regs, ret, false, true, false);
 	if (busy)
 		*busy = 0;
 	return 0;
@@ -233,13 +234,21 @@ int BPF_PROG(sys_exit_backup, struct pt_regs *regs, long ret)
 	if (!busy || !*busy)
 		return 0;
 	__sync_fetch_and_add(&backup_runs, 1);
-	return count_exit(regs, ret, false, true);
+	return count_exit(regs, ret, false, true, true);
+}
+
+/* The bounded variant's (5.15 and 5.16: task storage, no bpf_loop): the
+ * current programs but for this and sched_process_exit_bounded. */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sys_exit_bounded, struct pt_regs *regs, long ret)
+{
+	return count_exit(regs, ret, false, false, false);
 }
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit_legacy, struct pt_regs *regs, long ret)
 {
-	return count_exit(regs, ret, true, false);
+	return count_exit(regs, ret, true, false, false);
 }
 
 /* --latency only: stamps the call's start. */
@@ -463,13 +472,19 @@ int BPF_PROG(signal_deliver_legacy, int sig, struct kernel_siginfo *info, struct
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_process_exit, struct task_struct *p)
 {
-	return send_exit(p, false);
+	return send_exit(p, false, true);
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(sched_process_exit_bounded, struct task_struct *p)
+{
+	return send_exit(p, false, false);
 }
 
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_process_exit_legacy, struct task_struct *p)
 {
-	return send_exit(p, true);
+	return send_exit(p, true, false);
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -266,7 +266,7 @@ struct live_head {
 	__u32 _pad;
 };
 
-/* Legacy kernels (before 5.11): a thread's CPU ticks, kept apart from its
+/* Legacy kernels (before 5.15): a thread's CPU ticks, kept apart from its
  * task_state, charged to it at its next syscall exit. */
 struct tick_count {
 	__u64 ticks;      /* in the syscall in progress */

@@ -10,8 +10,9 @@ pub struct RunInfo {
     /// The processes tracing started from: the command, or the attached pids.
     pub root_pids: Vec<u32>,
     pub backend: String,
-    /// Which BPF programs counted: "current" (Linux 5.17 and newer) or
-    /// "legacy" (5.8 to 5.16); absent without BPF.
+    /// Which BPF programs counted: "current" (Linux 5.17 and newer),
+    /// "bounded" (5.15 and 5.16) or "legacy" (5.8 to 5.14); absent without
+    /// BPF.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bpf_programs: Option<String>,
     /// The BPF programs came loaded and verified from a keeper, a previous

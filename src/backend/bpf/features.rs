@@ -9,35 +9,55 @@ use crate::error::{Error, Result};
 /// The programs of syscount.bpf.c a kernel runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Variant {
-    /// A thread's state in its task storage (5.11); bpf_loop (5.17),
-    /// bpf_task_pt_regs (5.15) and atomic exchanges (5.12).
+    /// A thread's state in its task storage (which every hook may use by
+    /// 5.15); bpf_loop (5.17), bpf_task_pt_regs (5.15) and atomic
+    /// exchanges (5.12).
     Current,
+    /// The current programs but `sys_exit_bounded` and
+    /// `sched_process_exit_bounded`: bounded loops where the others use
+    /// bpf_loop, and the CPU clock's ticks alone (the kernel's tick is
+    /// found by a helper of 5.16). Kernels 5.15 and 5.16 (Ubuntu 22.04's).
+    Bounded,
     /// The `_legacy` programs: a thread's state in a hash map keyed by its
     /// tid, bounded loops, no exchange. Kernels from 5.8 (the ring buffer).
     Legacy,
 }
 
+/// The programs the bounded variant has of its own; it runs the current
+/// ones for the rest.
+const BOUNDED_TWINS: &[&str] = &["sys_exit", "sched_process_exit"];
+
 impl Variant {
+    /// Every variant, newest first.
+    pub const ALL: [Variant; 3] = [Variant::Current, Variant::Bounded, Variant::Legacy];
+
     /// Its name in a run document (`run.bpf_programs`).
     pub fn name(self) -> &'static str {
         match self {
             Variant::Current => "current",
+            Variant::Bounded => "bounded",
             Variant::Legacy => "legacy",
         }
     }
 
+    /// Whether a thread's state is in its task storage (found by the
+    /// thread's pidfd from user space), not in a table by tid.
+    pub fn task_storage(self) -> bool {
+        self != Variant::Legacy
+    }
+
     /// Which variant this kernel runs; an error naming what it lacks if it
-    /// runs neither. SYSDIET_BPF_VARIANT=legacy (or current) picks one, so
-    /// that the legacy programs are tested on any kernel. A kernel's BPF
-    /// does not change while it runs, so the answer is kept in the cache
-    /// under the kernel's build id (`kernel`; None: nothing is kept):
-    /// probing makes and drops five maps and programs, a part of every
-    /// short command's start-up.
+    /// runs none. SYSDIET_BPF_VARIANT=legacy (or bounded, or current) picks
+    /// one, so that each is tested on any kernel. A kernel's BPF does not
+    /// change while it runs, so the answer is kept in the cache under the
+    /// kernel's build id (`kernel`; None: nothing is kept): probing makes
+    /// and drops five maps and programs, a part of every short command's
+    /// start-up.
     pub fn for_this_kernel(kernel: Option<&str>) -> Result<Variant> {
-        match std::env::var("SYSDIET_BPF_VARIANT").as_deref() {
-            Ok("legacy") => return Ok(Variant::Legacy),
-            Ok("current") => return Ok(Variant::Current),
-            _ => {}
+        if let Ok(name) = std::env::var("SYSDIET_BPF_VARIANT") {
+            if let Some(v) = Variant::ALL.into_iter().find(|v| v.name() == name) {
+                return Ok(v);
+            }
         }
         let kept = crate::linux::host::cache_dir().zip(kernel).filter(|_| !super::maps::kernel_btf_overridden()).map(|(dir, id)| kept_in(&dir, id));
         if let Some(v) = kept.as_deref().and_then(read_kept) {
@@ -60,11 +80,13 @@ impl Variant {
         Ok(v)
     }
 
-    /// The name of a program of this variant: the `_legacy` programs are
-    /// their current twins' names with that suffix.
+    /// The name of a program of this variant: the `_legacy` programs (and
+    /// the bounded ones it has) are their current twins' names with that
+    /// suffix.
     pub fn program(self, name: &str) -> String {
         match self {
-            Variant::Current => name.to_string(),
+            Variant::Bounded if BOUNDED_TWINS.contains(&name) => format!("{name}_bounded"),
+            Variant::Current | Variant::Bounded => name.to_string(),
             Variant::Legacy => format!("{name}_legacy"),
         }
     }
@@ -79,23 +101,34 @@ fn probe() -> Result<Option<Variant>> {
     if !has(map_type(libbpf_sys::BPF_MAP_TYPE_RINGBUF)) {
         return Err(Error::KernelLacks { release: crate::linux::host::kernel_release(), feature: "BPF ring buffer", since: "5.8" });
     }
-    let current = has(map_type(libbpf_sys::BPF_MAP_TYPE_TASK_STORAGE))
-        && has(helper(libbpf_sys::BPF_PROG_TYPE_PERF_EVENT, libbpf_sys::BPF_FUNC_loop))
-        && has(helper(libbpf_sys::BPF_PROG_TYPE_PERF_EVENT, libbpf_sys::BPF_FUNC_task_pt_regs));
-    Ok(Some(if current { Variant::Current } else { Variant::Legacy }))
+    // on_tick, a perf_event program, finds a thread's state in task
+    // storage and its registers by bpf_task_pt_regs: both there by 5.15.
+    let perf_event = |f| has(helper(libbpf_sys::BPF_PROG_TYPE_PERF_EVENT, f));
+    let storage = has(map_type(libbpf_sys::BPF_MAP_TYPE_TASK_STORAGE))
+        && perf_event(libbpf_sys::BPF_FUNC_task_storage_get)
+        && perf_event(libbpf_sys::BPF_FUNC_task_pt_regs);
+    Ok(Some(match (storage, perf_event(libbpf_sys::BPF_FUNC_loop)) {
+        (true, true) => Variant::Current,
+        (true, false) => Variant::Bounded,
+        (false, _) => Variant::Legacy,
+    }))
 }
 
+/// Which probes' answer a kept one is: one more each time probe() asks
+/// something new (2: the bounded variant).
+const PROBES: u32 = 2;
+
 /// Where the answer for the kernel of build id `kernel` is kept: named by
-/// sysdiet's version too, whose probes may differ.
+/// sysdiet's version and the probes', whose answers may differ.
 fn kept_in(cache: &Path, kernel: &str) -> PathBuf {
-    cache.join("features").join(format!("{kernel}-{}.variant", env!("CARGO_PKG_VERSION")))
+    cache.join("features").join(format!("{kernel}-{}-{PROBES}.variant", env!("CARGO_PKG_VERSION")))
 }
 
 /// A kept answer, if the file is this user's own and says one.
 fn read_kept(path: &Path) -> Option<Variant> {
     let mut text = String::new();
     std::io::Read::read_to_string(&mut crate::linux::host::open_own(path)?, &mut text).ok()?;
-    [Variant::Current, Variant::Legacy].into_iter().find(|v| v.name() == text)
+    Variant::ALL.into_iter().find(|v| v.name() == text)
 }
 
 fn map_type(kind: libbpf_sys::bpf_map_type) -> Option<bool> {
@@ -119,6 +152,16 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     #[test]
+    fn the_bounded_variant_has_its_own_exit_hooks_and_the_current_others() {
+        assert_eq!(Variant::Current.program("sys_exit"), "sys_exit");
+        assert_eq!(Variant::Bounded.program("sys_exit"), "sys_exit_bounded");
+        assert_eq!(Variant::Bounded.program("sched_process_exit"), "sched_process_exit_bounded");
+        assert_eq!(Variant::Bounded.program("on_tick"), "on_tick");
+        assert_eq!(Variant::Legacy.program("on_tick"), "on_tick_legacy");
+        assert!(Variant::Bounded.task_storage() && !Variant::Legacy.task_storage());
+    }
+
+    #[test]
     fn a_kept_answer_is_read_back_only_when_it_says_one_and_is_ours_alone() {
         let dir = tempfile::tempdir().unwrap();
         let path = kept_in(dir.path(), "abc123");
@@ -130,6 +173,8 @@ mod tests {
         assert_eq!(read_kept(&path), None, "not a variant");
         std::fs::write(&path, "current").unwrap();
         assert_eq!(read_kept(&path), Some(Variant::Current));
+        std::fs::write(&path, "bounded").unwrap();
+        assert_eq!(read_kept(&path), Some(Variant::Bounded));
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
         assert_eq!(read_kept(&path), None, "others may write it");
     }

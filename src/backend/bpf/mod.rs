@@ -180,14 +180,14 @@ impl BpfTracer {
     /// before it loads programs of its own (no keeper lent a set): what
     /// only programs loaded now need can start then, beside the verifier.
     /// The variant the kernel's features call for; if the kernel refuses
-    /// the current one all the same (a distribution kernel with some of
-    /// the features backported, say), the legacy one.
+    /// the current or bounded one all the same (a distribution kernel with
+    /// some of the features backported, say), the legacy one.
     pub fn load_unattached_then(filter: &SyscallSet, options: BpfOptions, fresh: impl FnOnce()) -> Result<LoadedTracer> {
         // It names the files kept for this kernel: the probe's answer, the cut types.
         let kernel = kernel_types::kernel_build_id();
         let probing = crate::timings::span("probe the kernel's features");
         let variant = match Variant::for_this_kernel(kernel.as_deref())? {
-            Variant::Current if options.arms_running_threads && !crate::target::thread_pidfds() => Variant::Legacy,
+            v if v.task_storage() && options.arms_running_threads && !crate::target::thread_pidfds() => Variant::Legacy,
             v => v,
         };
         drop(probing);
@@ -199,7 +199,7 @@ impl BpfTracer {
         };
         let kernel = kernel.as_deref();
         match Self::load_variant(filter, options, variant, kernel, &mut fresh_once) {
-            Err(Error::Bpf(first)) if variant == Variant::Current => {
+            Err(Error::Bpf(first)) if variant != Variant::Legacy => {
                 Self::load_variant(filter, options, Variant::Legacy, kernel, &mut fresh_once).map_err(|_| Error::Bpf(first))
             }
             loaded => loaded,
@@ -330,7 +330,6 @@ impl BpfTracer {
         options: &BpfOptions,
         variant: Variant,
     ) -> Result<(SyscountSkel<'static>, Option<split::Loaded>)> {
-        let legacy = variant == Variant::Legacy;
         let beside = !options.verifier_stats;
         // Opened on its own thread while this one opens the first copy.
         let others = beside.then(|| split::Others::open(spec, types)).transpose()?;
@@ -351,7 +350,11 @@ impl BpfTracer {
         // Without kept tracepoint ids, libbpf parses the kernel's BTF now,
         // not at load, so that the maps are made meanwhile.
         if !tracepoint_ids::installed() {
-            let sys_exit = if legacy { &mut open.progs.sys_exit_legacy } else { &mut open.progs.sys_exit };
+            let sys_exit = match variant {
+                Variant::Current => &mut open.progs.sys_exit,
+                Variant::Bounded => &mut open.progs.sys_exit_bounded,
+                Variant::Legacy => &mut open.progs.sys_exit_legacy,
+            };
             let _btf = crate::timings::span("parse kernel BTF");
             sys_exit.set_attach_target(0, Some("sys_exit".into())).map_err(bpf_error)?;
         }
@@ -494,7 +497,7 @@ impl BpfTracer {
         let name: Vec<u8> = comm.bytes().take(15).collect();
         put(&mut state, std::mem::offset_of!(task_state, comm), &name);
         match self.variant {
-            Variant::Current => {
+            Variant::Current | Variant::Bounded => {
                 let pidfd = crate::target::pidfd(tid).ok_or(Error::NoSuchProcess(tid))?;
                 let states = self.tables.states.as_ref().ok_or_else(|| Error::Bpf("the set has no map states".into()))?;
                 states.update(&pidfd.as_raw_fd().to_ne_bytes(), &state, MapFlags::ANY).map_err(bpf_error)?;
@@ -619,7 +622,7 @@ impl BpfTracer {
     fn load_live_iterator(&mut self) {
         if self.live.is_none() {
             self.live = Some(match (self.variant, &self.tables.states) {
-                (Variant::Current, Some(states)) => live::LiveIterator::load(states).ok(),
+                (v, Some(states)) if v.task_storage() => live::LiveIterator::load(states).ok(),
                 _ => None,
             });
         }

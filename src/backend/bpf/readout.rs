@@ -294,7 +294,7 @@ pub fn live_states<'a>(maps: &'a Tables, variant: Variant, iterator: Option<&Liv
     }
     Box::new(all_tids().filter_map(move |tid| {
         let v = match variant {
-            Variant::Current => {
+            Variant::Current | Variant::Bounded => {
                 let pidfd = crate::target::pidfd(tid)?;
                 maps.states.as_ref()?.lookup(&pidfd.as_raw_fd().to_ne_bytes(), MapFlags::ANY).ok()??
             }

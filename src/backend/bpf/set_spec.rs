@@ -131,8 +131,8 @@ impl SetSpec {
         // left 0 otherwise, so that a command's runs have the same set.
         rodata.self_tgid = if options.system_wide { std::process::id() } else { 0 };
         rodata.tick_ns = TICK_NS;
-        // The legacy programs' kernels (before 5.17) run a syscall's hooks
-        // with preemption off.
+        // The legacy and bounded programs' kernels (before 5.17) run a
+        // syscall's hooks with preemption off.
         rodata.backup_hook = (variant == Variant::Current && super::features::syscall_hooks_preemptible()) as u64;
         rodata.sample_stacks = options.stacks as u8;
         rodata.sample_first_gap = SAMPLE_FIRST_GAP;
@@ -154,7 +154,7 @@ impl SetSpec {
             samples_bytes,
             exits_bytes,
             strings_bytes,
-            first_sightings: !options.keep_every_key && variant == Variant::Current,
+            first_sightings: !options.keep_every_key && variant.task_storage(),
         }
     }
 
@@ -223,35 +223,42 @@ impl SetSpec {
             open.maps.first_tags.set_max_entries(1).map_err(bpf_error)?;
         }
         // One variant's programs, and the maps of its targets' states.
-        let legacy = self.variant == Variant::Legacy;
+        let v = self.variant;
         let p = &mut open.progs;
         let (exit, others) = (part != Part::Others, part != Part::SysExit);
-        for (current, legacy_twin, wanted) in [
-            (&mut p.sys_exit, &mut p.sys_exit_legacy, exit),
-            (&mut p.sys_enter, &mut p.sys_enter_legacy, self.sys_enter && others),
-            (&mut p.on_tick, &mut p.on_tick_legacy, self.on_tick && others),
-            (&mut p.sched_process_fork, &mut p.sched_process_fork_legacy, others),
-            (&mut p.sched_process_exec, &mut p.sched_process_exec_legacy, others),
-            (&mut p.signal_deliver, &mut p.signal_deliver_legacy, others),
-            (&mut p.sched_process_exit, &mut p.sched_process_exit_legacy, others),
+        for (current, bounded_twin, legacy_twin, wanted) in [
+            (&mut p.sys_exit, Some(&mut p.sys_exit_bounded), &mut p.sys_exit_legacy, exit),
+            (&mut p.sys_enter, None, &mut p.sys_enter_legacy, self.sys_enter && others),
+            (&mut p.on_tick, None, &mut p.on_tick_legacy, self.on_tick && others),
+            (&mut p.sched_process_fork, None, &mut p.sched_process_fork_legacy, others),
+            (&mut p.sched_process_exec, None, &mut p.sched_process_exec_legacy, others),
+            (&mut p.signal_deliver, None, &mut p.signal_deliver_legacy, others),
+            (&mut p.sched_process_exit, Some(&mut p.sched_process_exit_bounded), &mut p.sched_process_exit_legacy, others),
         ] {
-            current.set_autoload(wanted && !legacy);
-            legacy_twin.set_autoload(wanted && legacy);
+            // The bounded variant runs the current program where it has no twin.
+            let bounded_runs_current = v == Variant::Bounded && bounded_twin.is_none();
+            if let Some(twin) = bounded_twin {
+                twin.set_autoload(wanted && v == Variant::Bounded);
+            }
+            current.set_autoload(wanted && (v == Variant::Current || bounded_runs_current));
+            legacy_twin.set_autoload(wanted && v == Variant::Legacy);
         }
-        // The kernel's own tick, which takes over from the CPU clock
-        // (ticks.rs): not in the legacy programs, which keep the clock.
-        p.sys_exit_backup.set_autoload(self.rodata.backup_hook != 0 && others && !legacy);
-        let kernel_ticks = self.on_tick && others && !legacy;
+        // bpf_loop (5.17) is in the backup hook's code and copy_logged's;
+        // the kernel's own tick, which takes over from the CPU clock
+        // (ticks.rs), is found by bpf_kallsyms_lookup_name (5.16). The
+        // other variants keep the clock, and look each logged key up.
+        let current = v == Variant::Current;
+        p.sys_exit_backup.set_autoload(self.rodata.backup_hook != 0 && others && current);
+        let kernel_ticks = self.on_tick && others && current;
         p.kernel_tick.set_autoload(kernel_ticks);
         p.find_tick_fn.set_autoload(kernel_ticks);
-        // Its loop is bpf_loop, which the current programs have.
-        p.copy_logged.set_autoload(others && !legacy);
-        open.maps.states.set_autocreate(!legacy).map_err(bpf_error)?;
+        p.copy_logged.set_autoload(others && current);
+        open.maps.states.set_autocreate(v.task_storage()).map_err(bpf_error)?;
         // Stack samples' scratch (33 KiB a CPU): only with samples; the
         // code that would use it otherwise is dead, and libbpf poisons it.
         open.maps.sample_scratch.set_autocreate(self.rodata.sample_stacks != 0).map_err(bpf_error)?;
         for m in [&mut open.maps.thread_states, &mut open.maps.thread_ticks, &mut open.maps.promoting] {
-            m.set_autocreate(legacy).map_err(bpf_error)?;
+            m.set_autocreate(!v.task_storage()).map_err(bpf_error)?;
         }
         drop(opening);
         Ok(open)
@@ -302,6 +309,7 @@ mod tests {
         assert_eq!(a, name(&all, BpfOptions { keep_loaded: true, verifier_stats: true, ..plain }, Variant::Current));
         let others = [
             name(&all, plain, Variant::Legacy),
+            name(&all, plain, Variant::Bounded),
             name(&all, BpfOptions { stacks: true, ..plain }, Variant::Current),
             name(&all, BpfOptions { latency: true, ..plain }, Variant::Current),
             name(&all, BpfOptions { keep_every_key: true, ..plain }, Variant::Current),

@@ -416,6 +416,6 @@ mod tests {
         for name in ["on_tick", "on_tick_legacy", KERNEL_TICK, FIND_TICK_FN] {
             assert!(attaches(name), "{name}");
         }
-        assert!(!attaches("sys_exit"));
+        assert!(!attaches("sys_exit") && !attaches("sys_exit_bounded"));
     }
 }
