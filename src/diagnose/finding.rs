@@ -76,7 +76,7 @@ pub struct Evidence {
     /// The calls come a few with each item of the program's work, told by
     /// what they go with: a fork (a shell's mask changes), a child started
     /// to do little (a spawner's reset), a record written (a pid per log
-    /// record). A tenth of the run's calls is then shown whatever their
+    /// record, a flush per record). A tenth of the run's calls is then shown whatever their
     /// time; other calls are judged by their time.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub per_item: bool,
