@@ -199,10 +199,10 @@ fn a_20ms_program_still_gets_named_call_sites() {
     if skip_without_bpf() {
         return;
     }
-    // The process is gone long before sysdiet reads its stacks: its
-    // mappings were recorded as they were made.
+    // The process (5,000 calls: 20 ms untraced) is gone long before
+    // sysdiet reads its stacks: its mappings were recorded as they were
+    // made. (Not asserted on its time: a loaded host stretches it.)
     let (doc, _) = sysdiet_json(&[], &[victim("timeloop").to_str().unwrap(), "localtime", "5000"]);
-    assert!(doc["run"]["duration_ns"].as_u64().unwrap() < 100_000_000, "a short run: {}", doc["run"]);
     let s = shares(&doc, &path_argument(&doc, "/etc/localtime")["sites"]);
     assert_eq!(blamed(s[0].0).as_deref(), Some("use_localtime timeloop.c:9"), "{s:?}");
 }
