@@ -85,7 +85,7 @@ fn sigkill_at_any_moment_never_hurts_the_target() {
     let mut whole_runs = vec![t0.elapsed()];
     let kills = kills();
     let (mut started, mut finished, mut killed) = (0, 0, 0);
-    for _ in 0..kills {
+    for kill in 0..kills {
         whole_runs.sort();
         let span = (whole_runs[whole_runs.len() / 2] * 2).max(Duration::from_millis(50));
         let mut sysdiet = sysdiet()
@@ -116,6 +116,9 @@ fn sigkill_at_any_moment_never_hurts_the_target() {
                 sysdiet.wait().unwrap()
             }
         };
+        // Shown with --nocapture (ci/kernel-tests): a guest that runs out
+        // of time shows how far the storm got, and each run's pace.
+        eprintln!("kill {kill}: at {delay:?} of {span:?}, {status}, after {:?}", t0.elapsed());
         let Some(victim) = victim else { continue };
         started += 1;
         if status.code().is_some() {
