@@ -216,6 +216,9 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	if (busy)
 		*busy = 1;
 	count_exit(regs, ret, false, true, false);
+	/* Else the compiler threads the second test through count_exit by
+	 * copying it whole, one copy per answer: twice the code to load. */
+	barrier_var(busy);
 	if (busy)
 		*busy = 0;
 	return 0;
