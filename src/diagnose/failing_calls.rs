@@ -49,10 +49,16 @@ fn is_normal(syscall: &str, errno: &str) -> bool {
         )
 }
 
-pub fn check(trace: &Trace) -> Vec<Finding> {
+/// The rule alone, as its tests run it.
+#[cfg(test)]
+fn check(trace: &Trace) -> Vec<Finding> {
+    check_shared(trace, &super::Shared::new(trace))
+}
+
+pub fn check_shared(trace: &Trace, shared: &super::Shared) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut failed_again: HashMap<(u32, u32), Vec<&ArgumentStats>> = HashMap::default();
-    let loaders = super::LoaderLookups::new(trace);
+    let loaders = shared.loader_lookups();
     // An xattr call's key has no attribute name: ls -l asks each directory
     // for its access and its default ACL, two questions, not one twice.
     // A relative name under a directory fd is another file under another

@@ -107,7 +107,13 @@ fn in_search_path(value: &str, path: &str) -> bool {
     })
 }
 
-pub fn check(trace: &Trace) -> Vec<Finding> {
+/// The rule alone, as its tests run it.
+#[cfg(test)]
+fn check(trace: &Trace) -> Vec<Finding> {
+    check_shared(trace, &super::Shared::new(trace))
+}
+
+pub fn check_shared(trace: &Trace, shared: &super::Shared) -> Vec<Finding> {
     // Per process, its own rows: a filter of the whole list per process
     // is quadratic (see Trace::arguments_by_pid).
     let mut by_pid = trace.arguments_by_pid();
@@ -116,7 +122,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
     }
     // Each process's RUNPATH directories, sorted.
     let mut runpaths: foldhash::HashMap<u32, Vec<&str>> = foldhash::HashMap::default();
-    for (pid, dir) in runpath_dirs(trace) {
+    for &(pid, dir) in shared.runpath() {
         runpaths.entry(pid).or_default().push(dir);
     }
     runpaths.values_mut().for_each(|dirs| dirs.sort_unstable());

@@ -1,7 +1,8 @@
 //! Diagnosis: rules that read a Trace and say which calls are avoidable,
 //! why they happen and how to stop them. One rule per file, each a pure
 //! function of the Trace (with the host and environment facts recorded in
-//! it). Rules look at behaviour, never at program names.
+//! it); what several rules read of it (a loader's lookups) is worked out
+//! once, in Shared. Rules look at behaviour, never at program names.
 
 mod finding;
 pub mod host;
@@ -32,31 +33,47 @@ use crate::model::{CallSite, Environment, SiteShare, Trace};
 
 pub struct Rule {
     pub id: &'static str,
-    pub check: fn(&Trace) -> Vec<Finding>,
+    pub check: Check,
     /// Reads per-argument stats (paths, fds, clocks, timeouts), which a
     /// full argument table can leave incomplete.
     pub reads_arguments: bool,
 }
 
+/// How a rule reads a trace: by itself, or with what other rules read of
+/// it too (worked out once per diagnosis, by the first that asks).
+pub enum Check {
+    Trace(fn(&Trace) -> Vec<Finding>),
+    Shared(fn(&Trace, &Shared) -> Vec<Finding>),
+}
+
+impl Rule {
+    pub fn check(&self, trace: &Trace, shared: &Shared) -> Vec<Finding> {
+        match self.check {
+            Check::Trace(check) => check(trace),
+            Check::Shared(check) => check(trace, shared),
+        }
+    }
+}
+
 /// Every rule, in no particular order: findings are ranked by saving.
 pub const RULES: &[Rule] = &[
-    Rule { id: tz_unset::ID, check: tz_unset::check, reads_arguments: true },
-    Rule { id: signal_mask::ID, check: signal_mask::check, reads_arguments: false },
-    Rule { id: vdso_fallback::ID, check: vdso_fallback::check, reads_arguments: true },
-    Rule { id: repeated_path::ID, check: repeated_path::check, reads_arguments: true },
-    Rule { id: tiny_io::ID, check: tiny_io::check, reads_arguments: true },
-    Rule { id: sync_per_op::ID, check: sync_per_op::check, reads_arguments: false },
-    Rule { id: busy_poll::ID, check: busy_poll::check, reads_arguments: true },
-    Rule { id: identity_calls::ID, check: identity_calls::check, reads_arguments: false },
-    Rule { id: failing_calls::ID, check: failing_calls::check, reads_arguments: true },
-    Rule { id: memory_churn::ID, check: memory_churn::check, reads_arguments: false },
-    Rule { id: descriptor_sweep::ID, check: descriptor_sweep::check, reads_arguments: false },
-    Rule { id: signal_dispositions::ID, check: signal_dispositions::check, reads_arguments: false },
-    Rule { id: flush_per_record::ID, check: flush_per_record::check, reads_arguments: true },
-    Rule { id: library_search::ID, check: library_search::check, reads_arguments: true },
-    Rule { id: module_search::ID, check: module_search::check, reads_arguments: true },
-    Rule { id: path_search::ID, check: path_search::check, reads_arguments: true },
-    Rule { id: process_per_item::ID, check: process_per_item::check, reads_arguments: false },
+    Rule { id: tz_unset::ID, check: Check::Trace(tz_unset::check), reads_arguments: true },
+    Rule { id: signal_mask::ID, check: Check::Trace(signal_mask::check), reads_arguments: false },
+    Rule { id: vdso_fallback::ID, check: Check::Trace(vdso_fallback::check), reads_arguments: true },
+    Rule { id: repeated_path::ID, check: Check::Shared(repeated_path::check_shared), reads_arguments: true },
+    Rule { id: tiny_io::ID, check: Check::Trace(tiny_io::check), reads_arguments: true },
+    Rule { id: sync_per_op::ID, check: Check::Trace(sync_per_op::check), reads_arguments: false },
+    Rule { id: busy_poll::ID, check: Check::Trace(busy_poll::check), reads_arguments: true },
+    Rule { id: identity_calls::ID, check: Check::Trace(identity_calls::check), reads_arguments: false },
+    Rule { id: failing_calls::ID, check: Check::Shared(failing_calls::check_shared), reads_arguments: true },
+    Rule { id: memory_churn::ID, check: Check::Trace(memory_churn::check), reads_arguments: false },
+    Rule { id: descriptor_sweep::ID, check: Check::Trace(descriptor_sweep::check), reads_arguments: false },
+    Rule { id: signal_dispositions::ID, check: Check::Trace(signal_dispositions::check), reads_arguments: false },
+    Rule { id: flush_per_record::ID, check: Check::Trace(flush_per_record::check), reads_arguments: true },
+    Rule { id: library_search::ID, check: Check::Shared(library_search::check_shared), reads_arguments: true },
+    Rule { id: module_search::ID, check: Check::Shared(module_search::check_shared), reads_arguments: true },
+    Rule { id: path_search::ID, check: Check::Trace(path_search::check), reads_arguments: true },
+    Rule { id: process_per_item::ID, check: Check::Trace(process_per_item::check), reads_arguments: false },
 ];
 
 /// The rules whose findings may be missing when argument stats were lost.
@@ -92,15 +109,16 @@ const TWO_THREADS_FROM: usize = 2_000;
 
 /// Every rule's findings, in the rules' order.
 fn raw_findings(trace: &Trace) -> Vec<Finding> {
+    let shared = Shared::new(trace);
     if trace.arguments.len() + trace.processes.len() < TWO_THREADS_FROM {
-        return RULES.iter().flat_map(|r| (r.check)(trace)).collect();
+        return RULES.iter().flat_map(|r| r.check(trace, &shared)).collect();
     }
     // Each thread takes the next rule not yet taken.
     let next = std::sync::atomic::AtomicUsize::new(0);
     let take = || {
         let mut done = Vec::new();
         while let Some(rule) = RULES.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) {
-            done.push((rule.id, (rule.check)(trace)));
+            done.push((rule.id, rule.check(trace, &shared)));
         }
         done
     };
@@ -348,6 +366,40 @@ fn called_by(trace: &Trace, shares: &[SiteShare], callee: &str, callers: &[&str]
     })
 }
 
+/// What more than one rule reads of a trace, worked out once per
+/// diagnosis by the first rule that asks (the others on the other thread
+/// wait for it): on a build's trace each is milliseconds.
+pub struct Shared<'a> {
+    trace: &'a Trace,
+    walks: std::sync::OnceLock<Vec<module_search::Walk<'a>>>,
+    loader_lookups: std::sync::OnceLock<LoaderLookups<'a>>,
+}
+
+impl<'a> Shared<'a> {
+    pub fn new(trace: &'a Trace) -> Shared<'a> {
+        Shared { trace, walks: Default::default(), loader_lookups: Default::default() }
+    }
+
+    /// The module walks of runtimes' loaders (module-search's).
+    fn walks(&self) -> &[module_search::Walk<'a>] {
+        self.walks.get_or_init(|| module_search::walks(self.trace))
+    }
+
+    /// Per process, the RUNPATH directories its loader searched
+    /// (library-search's).
+    fn runpath(&self) -> &foldhash::HashSet<(u32, &'a str)> {
+        &self.loader_lookups().runpath
+    }
+
+    fn loader_lookups(&self) -> &LoaderLookups<'a> {
+        self.loader_lookups.get_or_init(|| LoaderLookups {
+            trace: self.trace,
+            walked: module_search::steps(self.walks()),
+            runpath: library_search::runpath_dirs(self.trace),
+        })
+    }
+}
+
 /// The lookups a loader's search made, which library-search (LD_LIBRARY_PATH,
 /// a RUNPATH, their failed lookups), path-search (PATH's candidates) and
 /// module-search (a runtime's module walk) report: repeated-path and
@@ -355,14 +407,11 @@ fn called_by(trace: &Trace, shares: &[SiteShare], callee: &str, callers: &[&str]
 struct LoaderLookups<'a> {
     trace: &'a Trace,
     walked: foldhash::HashSet<(u32, &'a str)>,
+    /// Per process, the RUNPATH directories its loader searched.
     runpath: foldhash::HashSet<(u32, &'a str)>,
 }
 
 impl<'a> LoaderLookups<'a> {
-    fn new(trace: &'a Trace) -> LoaderLookups<'a> {
-        LoaderLookups { trace, walked: module_search::steps(trace), runpath: library_search::runpath_dirs(trace) }
-    }
-
     fn made(&self, a: &crate::model::ArgumentStats) -> bool {
         let crate::model::Argument::Path { path: Some(path), .. } = &a.argument else { return false };
         (a.errors > 0 && (library_search::searched(self.trace, a.pid, path, &self.runpath) || path_search::searched(self.trace, a.pid, path)))
@@ -495,7 +544,7 @@ mod tests {
             }
         }
         assert!(t.arguments.len() + t.processes.len() >= TWO_THREADS_FROM);
-        let one_thread: Vec<(String, String)> = RULES.iter().flat_map(|r| (r.check)(&t)).map(|f| (f.id, f.what)).collect();
+        let one_thread: Vec<(String, String)> = RULES.iter().flat_map(|r| r.check(&t, &Shared::new(&t))).map(|f| (f.id, f.what)).collect();
         let two_threads: Vec<(String, String)> = raw_findings(&t).into_iter().map(|f| (f.id, f.what)).collect();
         assert!(one_thread.len() >= 3 * t.processes.len(), "{} findings", one_thread.len());
         assert_eq!(two_threads, one_thread);

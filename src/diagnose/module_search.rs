@@ -8,7 +8,7 @@
 
 use foldhash::{HashMap, HashSet};
 
-use super::{environment_of, prove, Evidence, Finding, Fix, PATH_LOOKUPS};
+use super::{environment_of, prove, Evidence, Finding, Fix, Shared, PATH_LOOKUPS};
 use crate::human::{quoted, thousands};
 use crate::model::{Argument, ArgumentStats, Trace};
 
@@ -34,7 +34,7 @@ enum Loader {
 }
 
 /// One process's walk: the directories it asked per module, kept by name.
-struct Walk<'a> {
+pub(super) struct Walk<'a> {
     pid: u32,
     loader: Loader,
     steps: Vec<&'a ArgumentStats>,
@@ -65,7 +65,7 @@ fn parent(path: &str) -> &str {
 }
 
 /// The walks of every process, each process's at most one per loader.
-fn walks(trace: &Trace) -> Vec<Walk<'_>> {
+pub(super) fn walks(trace: &Trace) -> Vec<Walk<'_>> {
     let by_pid = trace.arguments_by_pid();
     let mut pids: Vec<u32> = by_pid.keys().copied().collect();
     pids.sort_unstable();
@@ -156,17 +156,23 @@ fn again_under<'a>(arguments: &[&'a ArgumentStats], holder: Option<&str>, under:
         .collect()
 }
 
-/// The (process, path) pairs a walk holds, the modules it found included:
-/// repeated-path and failing-calls leave them to this rule.
-pub fn steps(trace: &Trace) -> HashSet<(u32, &str)> {
-    walks(trace).into_iter().flat_map(|w| w.steps.into_iter().chain(w.found).filter_map(move |a| path_of(a).map(|p| (w.pid, p)))).collect()
+/// The (process, path) pairs the walks hold, the modules they found
+/// included: repeated-path and failing-calls leave them to this rule.
+pub(super) fn steps<'a>(walks: &[Walk<'a>]) -> HashSet<(u32, &'a str)> {
+    walks.iter().flat_map(|w| w.steps.iter().chain(&w.found).copied().filter_map(move |a| path_of(a).map(|p| (w.pid, p)))).collect()
 }
 
-pub fn check(trace: &Trace) -> Vec<Finding> {
-    walks(trace).into_iter().filter(|w| w.long).map(|w| finding(trace, w)).collect()
+/// The rule alone, as its tests run it.
+#[cfg(test)]
+fn check(trace: &Trace) -> Vec<Finding> {
+    check_shared(trace, &Shared::new(trace))
 }
 
-fn finding(trace: &Trace, w: Walk<'_>) -> Finding {
+pub fn check_shared(trace: &Trace, shared: &Shared) -> Vec<Finding> {
+    shared.walks().iter().filter(|w| w.long).map(|w| finding(trace, w)).collect()
+}
+
+fn finding(trace: &Trace, w: &Walk<'_>) -> Finding {
     let calls: u64 = w.steps.iter().map(|a| a.calls).sum();
     let kernel_ns: u64 = w.steps.iter().map(|a| a.total_ns).sum();
     let each = calls / w.steps.len() as u64;
@@ -333,7 +339,7 @@ mod tests {
         assert!(f[0].why.contains("300 paths of modules found were looked up again"), "{}", f[0].why);
         assert!(f[0].fixes[0].text.contains("(\"/srv/app\")"), "{:?}", f[0].fixes);
         assert_eq!(f[0].prove.as_deref(), Some("sysdiet compare --env NODE_OPTIONS=--preserve-symlinks -- ./app"));
-        let claimed = steps(&t);
+        let claimed = steps(&walks(&t));
         assert!(claimed.contains(&(7, "/srv/app/d0/node_modules")) && claimed.contains(&(7, "/srv/app/node_modules/p1")));
     }
 
@@ -341,7 +347,7 @@ mod tests {
     fn one_missing_node_modules_or_few_asks_is_no_walk() {
         let one = node(1);
         assert!(check(&one).is_empty(), "one level below node_modules: every package's src/");
-        assert!(steps(&one).contains(&(7, "/srv/app/d0/node_modules")), "still the loader's, not repeated-path's");
+        assert!(steps(&walks(&one)).contains(&(7, "/srv/app/d0/node_modules")), "still the loader's, not repeated-path's");
         let mut t = trace(100_000_000, &[("statx", 40, 40_000)]);
         for d in ["/a/node_modules", "/a/b/node_modules"] {
             argument(&mut t, "statx", path(d), 10, 10_000).errors = 10;
@@ -380,7 +386,7 @@ mod tests {
     fn a_file_stated_far_more_often_is_not_on_sys_path() {
         let mut t = python(Some("/opt/p1:/opt/p2:/opt/last"), &["/work", "/opt/p1", "/opt/p2", "/opt/last"]);
         argument(&mut t, "newfstatat", path("/etc/app.conf"), 10_000, 1_000_000);
-        assert!(!steps(&t).contains(&(7, "/etc/app.conf")));
+        assert!(!steps(&walks(&t)).contains(&(7, "/etc/app.conf")));
         assert!(check(&t)[0].what.starts_with("1,244 × newfstatat of 4 sys.path directories"), "{:?}", check(&t));
     }
 
@@ -390,7 +396,7 @@ mod tests {
         let default = ["/work", "/usr/lib/python3.11", "/usr/lib/python3.11/lib-dynload", "/usr/local/lib/python3.11/dist-packages"];
         let t = python(None, &default);
         assert!(check(&t).is_empty());
-        assert_eq!(steps(&t).len(), 4, "still the import system's, not repeated-path's");
+        assert_eq!(steps(&walks(&t)).len(), 4, "still the import system's, not repeated-path's");
         // Paths no Python layout names: repeated-path's.
         assert!(check(&python(None, &["/a", "/b", "/c", "/d", "/e", "/f", "/g"])).is_empty());
         // Six directories with site-packages among them: a long sys.path.

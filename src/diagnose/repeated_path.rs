@@ -149,7 +149,13 @@ impl FdCalls {
 /// new file, not the same one again.
 const REMOVALS: &[&str] = &["unlink", "unlinkat", "rename", "renameat", "renameat2"];
 
-pub fn check(trace: &Trace) -> Vec<Finding> {
+/// The rule alone, as its tests run it.
+#[cfg(test)]
+fn check(trace: &Trace) -> Vec<Finding> {
+    check_shared(trace, &super::Shared::new(trace))
+}
+
+pub fn check_shared(trace: &Trace, shared: &super::Shared) -> Vec<Finding> {
     // Per (process, path): how often the file was removed or renamed away.
     let mut removed: HashMap<(u32, &str), u64> = HashMap::default();
     for a in trace.arguments.iter().filter(|a| REMOVALS.contains(&a.syscall.as_str())) {
@@ -157,7 +163,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             *removed.entry((a.pid, path.as_str())).or_default() += a.calls;
         }
     }
-    let loaders = super::LoaderLookups::new(trace);
+    let loaders = shared.loader_lookups();
     // The repeats of one file each, with what each is: a lookup or an open.
     let mut repeats: Vec<(&ArgumentStats, &str, bool)> = Vec::new();
     for a in &trace.arguments {
