@@ -359,26 +359,35 @@ fn the_hot_hook_is_cheap_to_verify() {
     }
 }
 
+/// An empty cache for kept cut kernel types (XDG_CACHE_HOME); None, said
+/// why, where they cannot be made here (no BPF rights, no bpftool).
+fn cut_types_cache() -> Option<tempfile::TempDir> {
+    if skip_without_bpf() {
+        return None;
+    }
+    if std::process::Command::new("bpftool").arg("version").output().is_err() {
+        eprintln!("no bpftool: skipped");
+        return None;
+    }
+    Some(tempfile::tempdir().unwrap())
+}
+
+/// The files of `ext` kept in `cache`'s BTF directory.
+fn cache_files(cache: &std::path::Path, ext: &str) -> Vec<std::path::PathBuf> {
+    let dir = cache.join("sysdiet").join("btf");
+    std::fs::read_dir(dir).map_or(vec![], |d| d.map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == ext)).collect())
+}
+
 #[test]
 fn cut_kernel_types_that_fail_to_load_are_set_aside_and_the_load_goes_on() {
     // Loads relocate against the kernel types cut once by bpftool and kept
     // in the cache (src/backend/bpf/kernel_types.rs). A kept file that is
     // damaged must cost one retry against the whole BTF, never a failed run.
-    if skip_without_bpf() {
-        return;
-    }
-    if std::process::Command::new("bpftool").arg("version").output().is_err() {
-        eprintln!("no bpftool: skipped");
-        return;
-    }
-    let cache = tempfile::tempdir().unwrap();
-    let dir = cache.path().join("sysdiet").join("btf");
+    let Some(cache) = cut_types_cache() else { return };
+    let files = |ext: &str| cache_files(cache.path(), ext);
     let programs = || {
         let out = sysdiet().arg("__programs").arg("--no-stacks").env("XDG_CACHE_HOME", cache.path()).output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    };
-    let files = |ext: &str| -> Vec<std::path::PathBuf> {
-        std::fs::read_dir(&dir).map_or(vec![], |d| d.map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == ext)).collect())
     };
     programs();
     let cut = files("btf");
@@ -399,6 +408,30 @@ fn cut_kernel_types_that_fail_to_load_are_set_aside_and_the_load_goes_on() {
     assert_eq!(files("unusable").len(), 1);
     programs();
     assert!(files("btf").is_empty(), "and not made again");
+}
+
+#[test]
+fn the_floor_loads_against_cut_kernel_types_too() {
+    // The floor's start is the floor of sysdiet's own (bench/short): it
+    // relocates against its own kept cut types, not the kernel's whole BTF,
+    // and one that is damaged is set aside with the floor still running.
+    let Some(cache) = cut_types_cache() else { return };
+    let files = |ext: &str| cache_files(cache.path(), ext);
+    let floor = || {
+        let out = sysdiet()
+            .args(["__floor", "--hooks", "exit", "--paths", "--", "sh", "-c", "exit 3"])
+            .env("XDG_CACHE_HOME", cache.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    floor();
+    let cut = files("btf");
+    assert_eq!(cut.len(), 1, "the floor's own cut types: {:?}", files(""));
+    std::fs::write(&cut[0], b"not BTF").unwrap();
+    floor();
+    assert!(files("btf").is_empty(), "the damaged file is gone: {:?}", files(""));
+    assert_eq!(files("unusable").len(), 1);
 }
 
 #[test]

@@ -4,7 +4,8 @@
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 
-use crate::backend::bpf::maps::{bpf_error, object_storage};
+use crate::backend::bpf::kernel_types::{self, CutTypes};
+use crate::backend::bpf::maps::{bpf_error, fnv1a, kernel_btf_overridden, kernel_btf_path, object_storage};
 use crate::backend::bpf::tracepoint_ids;
 use crate::error::Result;
 use crate::linux::syscalls::{self, ArgKind};
@@ -12,6 +13,10 @@ use crate::linux::syscalls::{self, ArgKind};
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/floor.skel.rs"));
 }
+
+/// The floor's object, for its cut kernel types (kernel_types.rs).
+const OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/floor.bpf.o"));
+const OBJECT_HASH: u64 = fnv1a(OBJECT);
 
 /// Which hooks to attach.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,36 +43,73 @@ impl Floor {
     /// the floor of a tracer that counts each path in the kernel, its keys
     /// as close together as the table.
     pub fn attach(hooks: Hooks, clock: bool, paths: bool, state: bool, keys: Option<u32>) -> Result<Floor> {
-        // Loaded as sysdiet's own programs are: with the tracepoints' ids
-        // kept, without a parse of the kernel's BTF (looked up again if the
-        // kernel refuses them).
-        let mut skel = tracepoint_ids::loaded(|| -> Result<skel::FloorSkel<'static>> {
-            let mut open = skel::FloorSkelBuilder::default().open(object_storage()?).map_err(bpf_error)?;
-            let rodata = open.maps.rodata_data.as_deref_mut().expect("floor has read-only data");
-            rodata.read_clock = u8::from(clock);
-            rodata.thread_state = u8::from(state);
-            rodata.count_keys = u8::from(keys.is_some());
-            if let Some(words) = keys {
-                if !words.is_power_of_two() {
-                    return Err(crate::error::Error::Usage(format!("--keys {words}: the table's words must be a power of two")));
+        if let Some(words) = keys.filter(|w| !w.is_power_of_two()) {
+            return Err(crate::error::Error::Usage(format!("--keys {words}: the table's words must be a power of two")));
+        }
+        // Loaded as sysdiet's own programs are, so that its start is the
+        // floor of theirs: with the tracepoints' ids kept (looked up again
+        // if the kernel refuses them), and relocated against the kernel
+        // types it uses, cut out and kept, not the kernel's whole BTF,
+        // which libbpf would parse at every start.
+        let types = kernel_types::kernel_build_id()
+            .filter(|_| !kernel_btf_overridden())
+            .and_then(|kernel| kernel_types::cut(OBJECT, OBJECT_HASH, &kernel_btf_path(), &kernel));
+        let load = |types: Option<&CutTypes>| {
+            tracepoint_ids::loaded(|| -> Result<skel::FloorSkel<'static>> { Self::load(types, hooks, clock, paths, state, keys) })
+        };
+        let mut skel = match (load(types.as_ref()), &types) {
+            (Ok(skel), _) => skel,
+            // Only the cut types' fault if the whole BTF loads.
+            (Err(first), Some(types)) => match load(None) {
+                Ok(skel) => {
+                    types.set_aside();
+                    skel
                 }
-                rodata.keys_mask = words - 1;
-                open.maps.floor_keys.set_max_entries(words).map_err(bpf_error)?;
-            }
-            if paths {
-                for info in syscalls::all() {
-                    if let (ArgKind::Path(i), Some(slot)) = (info.arg, rodata.path_arg.get_mut(info.nr as usize)) {
-                        *slot = i + 1;
-                    }
-                }
-            }
-            open.maps.floor_states.set_autocreate(state).map_err(bpf_error)?;
-            open.maps.floor_keys.set_autocreate(keys.is_some()).map_err(bpf_error)?;
-            open.progs.floor_enter.set_autoload(hooks != Hooks::Exit);
-            open.progs.floor_exit.set_autoload(hooks != Hooks::Enter);
-            open.load().map_err(bpf_error)
-        })?;
+                Err(_) => return Err(first),
+            },
+            (Err(e), None) => return Err(e),
+        };
         skel.attach().map_err(bpf_error)?;
         Ok(Floor { _skel: skel })
+    }
+
+    /// Opens the object (against `types` if given), sets it up as asked
+    /// and loads it.
+    fn load(types: Option<&CutTypes>, hooks: Hooks, clock: bool, paths: bool, state: bool, keys: Option<u32>) -> Result<skel::FloorSkel<'static>> {
+        let builder = skel::FloorSkelBuilder::default();
+        let custom = types.and_then(|t| std::ffi::CString::new(t.path().into_os_string().into_encoded_bytes()).ok());
+        let mut open = match &custom {
+            // libbpf copies the path at open.
+            Some(path) => builder.open_opts(
+                libbpf_sys::bpf_object_open_opts {
+                    sz: std::mem::size_of::<libbpf_sys::bpf_object_open_opts>() as _,
+                    btf_custom_path: path.as_ptr(),
+                    ..Default::default()
+                },
+                object_storage()?,
+            ),
+            None => builder.open(object_storage()?),
+        }
+        .map_err(bpf_error)?;
+        let rodata = open.maps.rodata_data.as_deref_mut().expect("floor has read-only data");
+        rodata.read_clock = u8::from(clock);
+        rodata.thread_state = u8::from(state);
+        rodata.count_keys = u8::from(keys.is_some());
+        if let Some(words) = keys {
+            rodata.keys_mask = words - 1;
+            open.maps.floor_keys.set_max_entries(words).map_err(bpf_error)?;
+        }
+        if paths {
+            for info in syscalls::all() {
+                if let (ArgKind::Path(i), Some(slot)) = (info.arg, rodata.path_arg.get_mut(info.nr as usize)) {
+                    *slot = i + 1;
+                }
+            }
+        }
+        open.maps.floor_states.set_autocreate(state).map_err(bpf_error)?;
+        open.maps.floor_keys.set_autocreate(keys.is_some()).map_err(bpf_error)?;
+        open.progs.floor_enter.set_autoload(hooks != Hooks::Exit);
+        open.progs.floor_exit.set_autoload(hooks != Hooks::Enter);
+        open.load().map_err(bpf_error)
     }
 }

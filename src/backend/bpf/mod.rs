@@ -14,7 +14,7 @@ mod exits;
 pub mod features;
 mod fold;
 pub mod keeper;
-mod kernel_types;
+pub(crate) mod kernel_types;
 mod live;
 pub mod maps;
 mod premade;
