@@ -2,10 +2,10 @@
 //! the host what hooking syscalls costs at all; bench/overhead measures
 //! sysdiet's own work above them.
 
-use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::skel::{OpenSkel, Skel};
 
-use crate::backend::bpf::kernel_types::{self, CutTypes};
-use crate::backend::bpf::maps::{bpf_error, fnv1a, kernel_btf_overridden, kernel_btf_path, object_storage};
+use crate::backend::bpf::kernel_types;
+use crate::backend::bpf::maps::{bpf_error, fnv1a, object_storage};
 use crate::backend::bpf::tracepoint_ids;
 use crate::error::Result;
 use crate::linux::syscalls::{self, ArgKind};
@@ -51,46 +51,23 @@ impl Floor {
         // if the kernel refuses them), and relocated against the kernel
         // types it uses, cut out and kept, not the kernel's whole BTF,
         // which libbpf would parse at every start.
-        let types = kernel_types::kernel_build_id()
-            .filter(|_| !kernel_btf_overridden())
-            .and_then(|kernel| kernel_types::cut(OBJECT, OBJECT_HASH, &kernel_btf_path(), &kernel));
-        let load = |types: Option<&CutTypes>| {
-            tracepoint_ids::loaded(|| -> Result<skel::FloorSkel<'static>> { Self::load(types, hooks, clock, paths, state, keys) })
-        };
-        let mut skel = match (load(types.as_ref()), &types) {
-            (Ok(skel), _) => skel,
-            // Only the cut types' fault if the whole BTF loads.
-            (Err(first), Some(types)) => match load(None) {
-                Ok(skel) => {
-                    types.set_aside();
-                    skel
-                }
-                Err(_) => return Err(first),
-            },
-            (Err(e), None) => return Err(e),
-        };
+        let mut skel =
+            kernel_types::loaded_with(OBJECT, OBJECT_HASH, |types| tracepoint_ids::loaded(|| Self::load(types, hooks, clock, paths, state, keys)))?;
         skel.attach().map_err(bpf_error)?;
         Ok(Floor { _skel: skel })
     }
 
     /// Opens the object (against `types` if given), sets it up as asked
     /// and loads it.
-    fn load(types: Option<&CutTypes>, hooks: Hooks, clock: bool, paths: bool, state: bool, keys: Option<u32>) -> Result<skel::FloorSkel<'static>> {
-        let builder = skel::FloorSkelBuilder::default();
-        let custom = types.and_then(|t| std::ffi::CString::new(t.path().into_os_string().into_encoded_bytes()).ok());
-        let mut open = match &custom {
-            // libbpf copies the path at open.
-            Some(path) => builder.open_opts(
-                libbpf_sys::bpf_object_open_opts {
-                    sz: std::mem::size_of::<libbpf_sys::bpf_object_open_opts>() as _,
-                    btf_custom_path: path.as_ptr(),
-                    ..Default::default()
-                },
-                object_storage()?,
-            ),
-            None => builder.open(object_storage()?),
-        }
-        .map_err(bpf_error)?;
+    fn load(
+        types: Option<&std::path::Path>,
+        hooks: Hooks,
+        clock: bool,
+        paths: bool,
+        state: bool,
+        keys: Option<u32>,
+    ) -> Result<skel::FloorSkel<'static>> {
+        let mut open = kernel_types::open(skel::FloorSkelBuilder::default(), object_storage()?, types).map_err(bpf_error)?;
         let rodata = open.maps.rodata_data.as_deref_mut().expect("floor has read-only data");
         rodata.read_clock = u8::from(clock);
         rodata.thread_state = u8::from(state);

@@ -13,11 +13,17 @@
 //! else may write it, and libbpf reads it through the descriptor that was
 //! checked, so that it cannot be swapped in between.
 
+use std::ffi::CString;
 use std::fs::File;
+use std::mem::MaybeUninit;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use libbpf_rs::skel::SkelBuilder;
+use libbpf_rs::OpenObject;
+
+use super::maps::{kernel_btf_overridden, kernel_btf_path};
 use crate::linux::host::{open_own, run_quietly};
 
 /// Where the running kernel's build id is: its ELF notes.
@@ -48,6 +54,40 @@ impl CutTypes {
 pub fn cut(object: &[u8], object_hash: u64, kernel_btf: &Path, kernel: &str) -> Option<CutTypes> {
     let kept = cut_in(object, object_hash, kernel_btf, kernel, &crate::linux::host::cache_dir()?)?;
     Some(CutTypes { file: open_own(&kept)?, kept })
+}
+
+/// `load(types)` with the cut types of `object` (whose maps::fnv1a is
+/// `object_hash`) for the running kernel, or with None where there are
+/// none (no build id, no bpftool, SYSDIET_KERNEL_BTF set); once more with
+/// None if that failed, the file then set aside for good if the whole BTF
+/// loads (only then was it the file's fault).
+pub fn loaded_with<T, E>(object: &[u8], object_hash: u64, load: impl Fn(Option<&Path>) -> Result<T, E>) -> Result<T, E> {
+    let types = kernel_build_id().filter(|_| !kernel_btf_overridden()).and_then(|kernel| cut(object, object_hash, &kernel_btf_path(), &kernel));
+    let Some(types) = types else { return load(None) };
+    load(Some(&types.path())).or_else(|first| match load(None) {
+        Ok(loaded) => {
+            types.set_aside();
+            Ok(loaded)
+        }
+        Err(_) => Err(first),
+    })
+}
+
+/// `builder`'s object opened to relocate against `types` (a file of cut
+/// types) when given, else against the kernel's whole BTF.
+pub fn open<'o, B: SkelBuilder<'o>>(builder: B, storage: &'o mut MaybeUninit<OpenObject>, types: Option<&Path>) -> libbpf_rs::Result<B::Output> {
+    match types.and_then(|p| CString::new(p.as_os_str().as_encoded_bytes()).ok()) {
+        // libbpf copies the path at open.
+        Some(path) => builder.open_opts(
+            libbpf_sys::bpf_object_open_opts {
+                sz: std::mem::size_of::<libbpf_sys::bpf_object_open_opts>() as _,
+                btf_custom_path: path.as_ptr(),
+                ..Default::default()
+            },
+            storage,
+        ),
+        None => builder.open(storage),
+    }
 }
 
 /// The running kernel's build id, in hex: what names the files kept for it.

@@ -6,16 +6,21 @@
 use std::io::Read;
 use std::os::fd::AsFd;
 
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::skel::OpenSkel;
 use libbpf_rs::{Link, MapHandle};
 
-use super::maps::{bpf_error, from_bytes, object_storage};
+use super::kernel_types;
+use super::maps::{bpf_error, fnv1a, from_bytes, object_storage};
 use super::skel::types::{live_head, task_state};
 use crate::error::Result;
 
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/live.skel.rs"));
 }
+
+/// The iterator's object, for its cut kernel types (kernel_types.rs).
+const OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/live.bpf.o"));
+const OBJECT_HASH: u64 = fnv1a(OBJECT);
 
 // Both objects' states are one type (syscount.h's), read as the set's.
 const _: () = assert!(std::mem::size_of::<skel::types::task_state>() == std::mem::size_of::<task_state>());
@@ -43,9 +48,13 @@ impl LiveIterator {
     /// Loads the iterator on the set's `states` (task storage).
     pub fn load(states: &MapHandle) -> Result<LiveIterator> {
         let _t = crate::timings::span("load the live threads' iterator");
-        let mut open = skel::LiveSkelBuilder::default().open(object_storage()?).map_err(bpf_error)?;
-        open.maps.states.reuse_fd(states.as_fd()).map_err(bpf_error)?;
-        let loaded = open.load().map_err(bpf_error)?;
+        // Relocated against the kernel types it reads, cut out and kept:
+        // not a parse of the kernel's whole BTF at each read-out.
+        let loaded = kernel_types::loaded_with(OBJECT, OBJECT_HASH, |types| {
+            let mut open = kernel_types::open(skel::LiveSkelBuilder::default(), object_storage()?, types).map_err(bpf_error)?;
+            open.maps.states.reuse_fd(states.as_fd()).map_err(bpf_error)?;
+            open.load().map_err(bpf_error)
+        })?;
         let link = loaded.progs.live_states.attach_iter_with_opts(libbpf_rs::IterOpts::None).map_err(bpf_error)?;
         Ok(LiveIterator { link })
     }

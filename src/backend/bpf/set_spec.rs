@@ -3,8 +3,6 @@
 //! all `open` writes into the object, so it names the set a keeper holds
 //! (keeper.rs), and a run that borrows one never opens the object.
 
-use libbpf_rs::skel::SkelBuilder;
-
 use super::features::Variant;
 use super::maps::{bpf_error, fnv1a, OBJECT_HASH};
 use super::skel::types::{arg_kind, rodata, syscall_spec};
@@ -200,20 +198,7 @@ impl SetSpec {
         part: Part,
     ) -> Result<OpenSyscountSkel<'static>> {
         let opening = crate::timings::span("open object");
-        let builder = SyscountSkelBuilder::default();
-        let mut open = match types.and_then(|p| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).ok()) {
-            // libbpf copies the path at open.
-            Some(path) => builder.open_opts(
-                libbpf_sys::bpf_object_open_opts {
-                    sz: std::mem::size_of::<libbpf_sys::bpf_object_open_opts>() as _,
-                    btf_custom_path: path.as_ptr(),
-                    ..Default::default()
-                },
-                storage,
-            ),
-            None => builder.open(storage),
-        }
-        .map_err(bpf_error)?;
+        let mut open = super::kernel_types::open(SyscountSkelBuilder::default(), storage, types).map_err(bpf_error)?;
         *open.maps.rodata_data.as_deref_mut().expect("rodata is mmapped") = self.rodata;
         open.maps.samples.set_max_entries(self.samples_bytes).map_err(bpf_error)?;
         open.maps.exits.set_max_entries(self.exits_bytes).map_err(bpf_error)?;
@@ -328,7 +313,7 @@ mod tests {
         // `open` replaces every variable: a value the C side gave a
         // `const volatile` would be lost without a word.
         let storage = Box::leak(Box::new(std::mem::MaybeUninit::uninit()));
-        let open = SyscountSkelBuilder::default().open(storage).unwrap();
+        let open = libbpf_rs::skel::SkelBuilder::open(SyscountSkelBuilder::default(), storage).unwrap();
         // Past the variables, the section holds the code's own constants:
         // the object's, hashed with it.
         let initial = &open.maps.rodata.initial_value().unwrap()[..std::mem::size_of::<rodata>()];
