@@ -331,11 +331,13 @@ impl BpfTracer {
         variant: Variant,
     ) -> Result<(SyscountSkel<'static>, Option<split::Loaded>)> {
         let beside = !options.verifier_stats;
+        let early = premade::Early::start(spec.first_sightings);
         // Opened on its own thread while this one opens the first copy.
         let others = beside.then(|| split::Others::open(spec, types)).transpose()?;
         let mut open = spec.open(object_storage()?, types, if beside { Part::SysExit } else { Part::All })?;
         let m = &open.maps;
         let premade = premade::Premade::start(
+            early,
             &[&m.arg_stats, &m.first_calls, &m.first_tags, &m.exits, &m.strings, &m.samples],
             // The global data's zeros (.bss, 300 KB) too: libbpf would make
             // it here and then write every byte of its first contents.

@@ -3,7 +3,9 @@
 //! loads. Making them is mostly the kernel zeroing and charging pages (the
 //! three ring buffers, first_calls, arg_stats' buckets), which the held
 //! command would otherwise wait for in series with the load, on a host
-//! with a second CPU (`SYSDIET_TIMINGS=1` shows both).
+//! with a second CPU (`SYSDIET_TIMINGS=1` shows both). The two largest
+//! start before the object is even opened, from definitions known here
+//! (`Early`): one the object defines otherwise is not used.
 
 use std::ffi::OsString;
 use std::os::fd::AsFd;
@@ -11,7 +13,15 @@ use std::thread::JoinHandle;
 
 use libbpf_rs::{MapHandle, MapType, OpenMapMut};
 
+use super::skel::types::{arg_key, arg_val};
+
+/// first_calls' slots (FIRST_SLOTS in state.bpf.h).
+const FIRST_SLOTS: u32 = 1 << 20;
+/// arg_stats' entries (its max_entries in state.bpf.h).
+const ARG_STATS_ENTRIES: u32 = 262_144;
+
 /// What a map is made with: its object definition, after the setters.
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Definition {
     name: OsString,
     map_type: MapType,
@@ -21,8 +31,51 @@ struct Definition {
     flags: u32,
 }
 
+/// A thread making maps: what it made, by name.
+type Making = JoinHandle<Vec<(OsString, MapHandle)>>;
+
 /// Maps being made; `hand_over` gives them to the object.
-pub struct Premade(Vec<JoinHandle<Vec<(OsString, MapHandle)>>>);
+pub struct Premade(Vec<Making>);
+
+/// The largest maps, being made before the object is opened.
+pub struct Early(Vec<(Definition, Making)>);
+
+impl Early {
+    /// Starts making first_calls (when it has room for first sightings)
+    /// and arg_stats, each on a thread of its own.
+    pub fn start(first_sightings: bool) -> Early {
+        let definitions = Early::definitions().into_iter().filter(|d| first_sightings || d.name != "first_calls");
+        Early(definitions.map(|d| (d.clone(), std::thread::spawn(move || d.make().into_iter().collect()))).collect())
+    }
+
+    /// As state.bpf.h defines them (a unit test holds the two together).
+    fn definitions() -> Vec<Definition> {
+        vec![
+            Definition {
+                name: "first_calls".into(),
+                map_type: MapType::Array,
+                key_size: 4,
+                value_size: 8,
+                max_entries: FIRST_SLOTS,
+                flags: libbpf_sys::BPF_F_MMAPABLE,
+            },
+            Definition {
+                name: "arg_stats".into(),
+                map_type: MapType::Hash,
+                key_size: std::mem::size_of::<arg_key>() as u32,
+                value_size: std::mem::size_of::<arg_val>() as u32,
+                max_entries: ARG_STATS_ENTRIES,
+                flags: libbpf_sys::BPF_F_NO_PREALLOC,
+            },
+        ]
+    }
+
+    /// Whether `map`, as the object defines it now, is being made here.
+    fn makes(&self, map: &OpenMapMut<'_>) -> bool {
+        let wanted = Definition::of(map);
+        self.0.iter().any(|(d, _)| *d == wanted)
+    }
+}
 
 impl Premade {
     /// Starts making maps like `big` and `small` (as they are defined
@@ -31,10 +84,17 @@ impl Premade {
     /// of a millisecond each, that libbpf would otherwise spend in series
     /// before the verifier starts). Maps with BTF-typed values (task
     /// storage) are libbpf's to make.
-    pub fn start(big: &[&OpenMapMut<'_>], small: &[&OpenMapMut<'_>]) -> Premade {
-        let mut threads: Vec<_> = big.iter().map(|m| Definition::of(m)).map(|d| std::thread::spawn(move || d.make().into_iter().collect())).collect();
+    ///
+    /// `early`'s maps are taken where the object defines them alike, and
+    /// made here where it does not (those of `early` are then dropped).
+    pub fn start(early: Early, big: &[&OpenMapMut<'_>], small: &[&OpenMapMut<'_>]) -> Premade {
+        let to_make = big.iter().filter(|m| !early.makes(m)).map(|m| Definition::of(m));
+        let mut threads: Vec<_> = to_make.map(|d| std::thread::spawn(move || d.make().into_iter().collect())).collect();
         let small: Vec<Definition> = small.iter().map(|m| Definition::of(m)).collect();
         threads.push(std::thread::spawn(move || small.into_iter().filter_map(Definition::make).collect()));
+        // One defined otherwise is left to end on its own, unused.
+        let wanted: Vec<Definition> = big.iter().map(|m| Definition::of(m)).collect();
+        threads.extend(early.0.into_iter().filter(|(d, _)| wanted.contains(d)).map(|(_, t)| t));
         Premade(threads)
     }
 
@@ -74,5 +134,29 @@ impl Definition {
         };
         let map = MapHandle::create(self.map_type, Some(&self.name), self.key_size, self.value_size, self.max_entries, &opts).ok()?;
         Some((self.name, map))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::features::Variant;
+    use super::super::set_spec::{BpfOptions, Part, SetSpec};
+    use super::*;
+    use crate::backend::filter::SyscallSet;
+
+    #[test]
+    fn the_early_maps_are_defined_as_the_object_defines_them() {
+        // Else a run would make them twice: early, unused, and again.
+        for variant in [Variant::Current, Variant::Bounded, Variant::Legacy] {
+            for keep_every_key in [false, true] {
+                let spec = SetSpec::new(&SyscallSet::default(), &BpfOptions { keep_every_key, ..BpfOptions::default() }, variant);
+                let open = spec.open(Box::leak(Box::new(std::mem::MaybeUninit::uninit())), None, Part::All).unwrap();
+                let early = Early::definitions();
+                let made = |name: &str| early.iter().find(|d| d.name == name).unwrap().clone();
+                assert_eq!(made("arg_stats"), Definition::of(&open.maps.arg_stats), "{variant:?}");
+                // One slot when every key goes to arg_stats at once.
+                assert_eq!(made("first_calls") == Definition::of(&open.maps.first_calls), spec.first_sightings, "{variant:?} {keep_every_key}");
+            }
+        }
     }
 }
