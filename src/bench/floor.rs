@@ -39,13 +39,10 @@ impl Floor {
     /// the thread's state in task storage first, as sysdiet's does: the
     /// floor of a tracer that keeps per-thread state there. With `keys`
     /// (and `paths`), sys_exit adds 1 to a word of a table of that many
-    /// words (a power of two) picked by a hash of each path call's key:
-    /// the floor of a tracer that counts each path in the kernel, its keys
-    /// as close together as the table.
+    /// words (a power of two, as `--keys` checks) picked by a hash of each
+    /// path call's key: the floor of a tracer that counts each path in the
+    /// kernel, its keys as close together as the table.
     pub fn attach(hooks: Hooks, clock: bool, paths: bool, state: bool, keys: Option<u32>) -> Result<Floor> {
-        if let Some(words) = keys.filter(|w| !w.is_power_of_two()) {
-            return Err(crate::error::Error::Usage(format!("--keys {words}: the table's words must be a power of two")));
-        }
         // Loaded as sysdiet's own programs are, so that its start is the
         // floor of theirs: with the tracepoints' ids kept (looked up again
         // if the kernel refuses them), and relocated against the kernel

@@ -61,8 +61,15 @@ pub fn cut(object: &[u8], object_hash: u64, kernel_btf: &Path, kernel: &str) -> 
 /// none (no build id, no bpftool, SYSDIET_KERNEL_BTF set); once more with
 /// None if that failed, the file then set aside for good if the whole BTF
 /// loads (only then was it the file's fault).
-pub fn loaded_with<T, E>(object: &[u8], object_hash: u64, load: impl Fn(Option<&Path>) -> Result<T, E>) -> Result<T, E> {
-    let types = kernel_build_id().filter(|_| !kernel_btf_overridden()).and_then(|kernel| cut(object, object_hash, &kernel_btf_path(), &kernel));
+pub fn loaded_with<T, E>(object: &[u8], object_hash: u64, load: impl FnMut(Option<&Path>) -> Result<T, E>) -> Result<T, E> {
+    loaded_on(kernel_build_id().as_deref(), object, object_hash, load)
+}
+
+/// As `loaded_with`, on the kernel whose build id is `kernel`.
+pub fn loaded_on<T, E>(kernel: Option<&str>, object: &[u8], object_hash: u64, mut load: impl FnMut(Option<&Path>) -> Result<T, E>) -> Result<T, E> {
+    let cutting = crate::timings::span("cut kernel types");
+    let types = kernel.filter(|_| !kernel_btf_overridden()).and_then(|kernel| cut(object, object_hash, &kernel_btf_path(), kernel));
+    drop(cutting);
     let Some(types) = types else { return load(None) };
     load(Some(&types.path())).or_else(|first| match load(None) {
         Ok(loaded) => {

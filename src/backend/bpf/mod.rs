@@ -43,7 +43,7 @@ use crate::model::builder::TraceBuilder;
 use crate::model::{Argument, Lost, TimeKind};
 use exits::{ExitReader, SweepMaps};
 use features::Variant;
-use maps::{bpf_error, kernel_btf_path, object_storage};
+use maps::{bpf_error, object_storage};
 use readout::{Names, Paths};
 pub use set_spec::{BpfOptions, RingSize, SAMPLE_FIRST_GAP, SAMPLE_INTERVAL_NS, TICK_NS};
 use set_spec::{Part, SetSpec};
@@ -213,7 +213,6 @@ impl BpfTracer {
         kernel: Option<&str>,
         fresh: &mut dyn FnMut(),
     ) -> Result<LoadedTracer> {
-        let object_hash = maps::OBJECT_HASH;
         maps::require_btf()?;
         let keep = match options.keep_loaded.then(keeper::idle).flatten() {
             Some(idle) if !options.verifier_stats => Some(idle),
@@ -234,38 +233,20 @@ impl BpfTracer {
                 keeping = Keeping::Leave { set, idle };
             }
         }
-        let cut = crate::timings::span("cut kernel types");
-        let types = match kernel {
-            Some(kernel) if !maps::kernel_btf_overridden() => kernel_types::cut(OBJECT, object_hash, &kernel_btf_path(), kernel),
-            _ => None,
-        };
-        // With the CO-RE types cut, the tracepoints' ids are all libbpf
-        // would parse the kernel's whole BTF for.
-        if types.is_some() {
-            tracepoint_ids::install();
-        }
-        drop(cut);
-        let types_path = types.as_ref().map(|t| t.path());
-        fresh();
-        let loaded = match Self::load_fresh(&spec, types_path.as_deref(), &options, variant) {
-            // Kept tracepoint ids the kernel refused, and its BTF says
-            // otherwise: once more with its own.
-            Err(_) if tracepoint_ids::look_again() => Self::load_fresh(&spec, types_path.as_deref(), &options, variant),
-            loaded => loaded,
-        };
-        let (skel, others) = match (loaded, types) {
-            (Ok(loaded), _) => loaded,
-            // Only the cut types' fault if the whole BTF loads: without
-            // BPF rights, say, both fail and the file stays.
-            (Err(first), Some(types)) => match Self::load_fresh(&spec, None, &options, variant) {
-                Ok(loaded) => {
-                    types.set_aside();
-                    loaded
-                }
-                Err(_) => return Err(first),
-            },
-            (Err(e), None) => return Err(e),
-        };
+        let (skel, others) = kernel_types::loaded_on(kernel, OBJECT, maps::OBJECT_HASH, |types| {
+            // With the CO-RE types cut, the tracepoints' ids are all libbpf
+            // would parse the kernel's whole BTF for.
+            if types.is_some() {
+                tracepoint_ids::install();
+            }
+            fresh();
+            match Self::load_fresh(&spec, types, &options, variant) {
+                // Kept tracepoint ids the kernel refused, and its BTF says
+                // otherwise: once more with its own.
+                Err(_) if tracepoint_ids::look_again() => Self::load_fresh(&spec, types, &options, variant),
+                loaded => loaded,
+            }
+        })?;
         let verification_us = if options.verifier_stats { verifier_log::times() } else { Vec::new() };
         let (others, links) = match others {
             Some(split::Loaded { skel, links }) => (Some(skel), links),

@@ -69,12 +69,6 @@ impl Early {
             },
         ]
     }
-
-    /// Whether `map`, as the object defines it now, is being made here.
-    fn makes(&self, map: &OpenMapMut<'_>) -> bool {
-        let wanted = Definition::of(map);
-        self.0.iter().any(|(d, _)| *d == wanted)
-    }
 }
 
 impl Premade {
@@ -88,13 +82,15 @@ impl Premade {
     /// `early`'s maps are taken where the object defines them alike, and
     /// made here where it does not (those of `early` are then dropped).
     pub fn start(early: Early, big: &[&OpenMapMut<'_>], small: &[&OpenMapMut<'_>]) -> Premade {
-        let to_make = big.iter().filter(|m| !early.makes(m)).map(|m| Definition::of(m));
+        let wanted: Vec<Definition> = big.iter().map(|m| Definition::of(m)).collect();
+        let (taken, unused): (Vec<_>, Vec<_>) = early.0.into_iter().partition(|(d, _)| wanted.contains(d));
+        // One defined otherwise is left to end on its own, unused.
+        drop(unused);
+        let to_make = wanted.into_iter().filter(|w| !taken.iter().any(|(d, _)| d == w));
         let mut threads: Vec<_> = to_make.map(|d| std::thread::spawn(move || d.make().into_iter().collect())).collect();
         let small: Vec<Definition> = small.iter().map(|m| Definition::of(m)).collect();
         threads.push(std::thread::spawn(move || small.into_iter().filter_map(Definition::make).collect()));
-        // One defined otherwise is left to end on its own, unused.
-        let wanted: Vec<Definition> = big.iter().map(|m| Definition::of(m)).collect();
-        threads.extend(early.0.into_iter().filter(|(d, _)| wanted.contains(d)).map(|(_, t)| t));
+        threads.extend(taken.into_iter().map(|(_, t)| t));
         Premade(threads)
     }
 
