@@ -342,11 +342,14 @@ struct {
 
 static const struct io_hist zero_hist;
 
-static __always_inline void count_lost(__u32 what, __u64 n)
+/* Global, so verified once, not with each caller, and its lookup inlined
+ * once: a call of it is rare (something lost), its call sites many. */
+__noinline int count_lost(__u32 what, __u64 n)
 {
 	__u64 *v = bpf_map_lookup_elem(&lost, &what);
 	if (v)
 		*v += n;
+	return 0;
 }
 
 /* The slot of syscall `nr` among the thread's counts, taken at its first
