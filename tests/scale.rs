@@ -477,3 +477,41 @@ fn kept_tracepoint_ids_that_the_kernel_refuses_are_looked_up_again() {
     assert_eq!(counted(), first);
     assert_eq!(std::fs::read_to_string(&files[0]).unwrap(), ids);
 }
+
+#[test]
+fn a_kept_iterator_id_that_the_kernel_refuses_is_looked_up_again() {
+    // The live threads' task iterator loads with its target's id kept
+    // beside the tracepoints' (tracepoint_ids.rs), not a parse of the
+    // kernel's BTF: a wrong one costs a lookup, never the iterator.
+    if skip_without_bpf() {
+        return;
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let dir = cache.path().join("sysdiet").join("btf");
+    let target = Running(std::process::Command::new("sleep").arg("30").spawn().unwrap());
+    let attach = || {
+        let out = sysdiet()
+            .args(["attach", "-p", &target.0.id().to_string(), "--duration", "300ms", "--no-stacks", "--json", "-o", "/dev/null"])
+            .envs([("XDG_CACHE_HOME", cache.path().to_str().unwrap()), ("SYSDIET_KEEP", "0"), ("SYSDIET_TIMINGS", "1")])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr_of(&out));
+        stderr_of(&out)
+    };
+    let by_iterator = |said: &str| said.contains("read the live threads from the kernel's task list");
+    let first = attach();
+    let kept: Vec<_> = std::fs::read_dir(&dir)
+        .map_or(vec![], |d| d.map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "tracepoints")).collect());
+    if kept.is_empty() || !by_iterator(&first) {
+        eprintln!("no kept ids or no task iterator (legacy programs) here: skipped");
+        return;
+    }
+    let ids = std::fs::read_to_string(&kept[0]).unwrap();
+    assert!(ids.lines().any(|l| l.starts_with("iter/task ")), "{ids}");
+    // The iterator's id wrong (type 1 is no iterator's), the rest right.
+    let wrong: String = ids.lines().map(|l| if l.starts_with("iter/task ") { "iter/task 1\n".to_string() } else { format!("{l}\n") }).collect();
+    std::fs::write(&kept[0], &wrong).unwrap();
+    let again = attach();
+    assert!(by_iterator(&again), "{again}");
+    assert_eq!(std::fs::read_to_string(&kept[0]).unwrap(), ids, "the kernel's id kept again");
+}

@@ -9,9 +9,9 @@ use std::os::fd::AsFd;
 use libbpf_rs::skel::OpenSkel;
 use libbpf_rs::{Link, MapHandle};
 
-use super::kernel_types;
 use super::maps::{bpf_error, fnv1a, from_bytes, object_storage};
 use super::skel::types::{live_head, task_state};
+use super::{kernel_types, tracepoint_ids};
 use crate::error::Result;
 
 mod skel {
@@ -48,12 +48,15 @@ impl LiveIterator {
     /// Loads the iterator on the set's `states` (task storage).
     pub fn load(states: &MapHandle) -> Result<LiveIterator> {
         let _t = crate::timings::span("load the live threads' iterator");
-        // Relocated against the kernel types it reads, cut out and kept:
-        // not a parse of the kernel's whole BTF at each read-out.
+        // Relocated against the kernel types it reads, cut out and kept,
+        // and given its target's kept id: not a parse of the kernel's
+        // whole BTF at each read-out.
         let loaded = kernel_types::loaded_with(OBJECT, OBJECT_HASH, |types| {
-            let mut open = kernel_types::open(skel::LiveSkelBuilder::default(), object_storage()?, types).map_err(bpf_error)?;
-            open.maps.states.reuse_fd(states.as_fd()).map_err(bpf_error)?;
-            open.load().map_err(bpf_error)
+            tracepoint_ids::loaded(|| {
+                let mut open = kernel_types::open(skel::LiveSkelBuilder::default(), object_storage()?, types).map_err(bpf_error)?;
+                open.maps.states.reuse_fd(states.as_fd()).map_err(bpf_error)?;
+                open.load().map_err(bpf_error)
+            })
         })?;
         let link = loaded.progs.live_states.attach_iter_with_opts(libbpf_rs::IterOpts::None).map_err(bpf_error)?;
         Ok(LiveIterator { link })

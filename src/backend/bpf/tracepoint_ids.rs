@@ -6,19 +6,30 @@
 //! section handler of ours for `tp_btf`, which marks each program as not
 //! needing the kernel's BTF and sets its id at load. The kernel checks the
 //! id as it would libbpf's: the typedef `btf_trace_<tracepoint>` and its
-//! prototype. Without a kernel build id or a writable cache, the ids are
-//! found in this process only; a tracepoint not among them is looked up
-//! when its program loads.
+//! prototype. The live threads' task iterator (`iter/task`, live.rs) is
+//! handled alike, by the id of its function `bpf_iter_task`. Without a
+//! kernel build id or a writable cache, the ids are found in this process
+//! only; a target not among them is looked up when its program loads.
 
 use std::collections::HashMap;
 use std::ffi::{c_int, c_long, CStr, CString};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
-/// The tracepoints sysdiet's programs attach to (a program of another is
-/// looked up when it loads).
-const TRACEPOINTS: &[&str] =
-    &["sys_enter", "sys_exit", "sched_process_fork", "sched_process_exec", "sched_process_exit", "signal_deliver", "hrtimer_expire_entry"];
+/// What sysdiet's programs attach to by BTF id: tracepoints by name, task
+/// iterators as their section names them (a program of another is looked
+/// up when it loads). Every kernel the BPF tracer loads on (5.8 and newer)
+/// has them all.
+const TARGETS: &[&str] = &[
+    "sys_enter",
+    "sys_exit",
+    "sched_process_fork",
+    "sched_process_exec",
+    "sched_process_exit",
+    "signal_deliver",
+    "hrtimer_expire_entry",
+    "iter/task",
+];
 
 /// What libbpf's `attach_prog_fd` holds for our programs until they load:
 /// not 0, so that libbpf does not take them for programs that need the
@@ -31,17 +42,17 @@ static IDS: Mutex<Option<HashMap<String, u32>>> = Mutex::new(None);
 /// Whether our handler is in place.
 static INSTALLED: OnceLock<bool> = OnceLock::new();
 
-/// Makes libbpf load every `tp_btf` program opened from now on with the ids
-/// kept for the running kernel, found now if none are kept: true if the
-/// handler is in place (once per process).
+/// Makes libbpf load every `tp_btf` and `iter` program opened from now on
+/// with the ids kept for the running kernel, found now if none are kept:
+/// true if the `tp_btf` handler is in place (once per process).
 pub fn install() -> bool {
     *INSTALLED.get_or_init(|| {
         let kept = kept();
         let ids = match kept.as_deref().and_then(read_kept) {
-            Some(ids) if TRACEPOINTS.iter().all(|t| ids.contains_key(*t)) => ids,
+            Some(ids) if TARGETS.iter().all(|t| ids.contains_key(*t)) => ids,
             _ => {
-                let _t = crate::timings::span("find the tracepoints' BTF ids");
-                let Some(ids) = look_up(TRACEPOINTS) else { return false };
+                let _t = crate::timings::span("find the attach targets' BTF ids");
+                let Some(ids) = look_up(TARGETS) else { return false };
                 if let Some(path) = &kept {
                     crate::linux::host::replace_file(path, |tmp| std::fs::write(tmp, to_text(&ids)).is_ok());
                 }
@@ -63,7 +74,7 @@ pub fn loaded<T>(load: impl Fn() -> crate::error::Result<T>) -> crate::error::Re
     }
 }
 
-/// Whether `tp_btf` programs opened now load with our ids.
+/// Whether `tp_btf` and `iter` programs opened now load with our ids.
 pub fn installed() -> bool {
     INSTALLED.get().copied().unwrap_or(false)
 }
@@ -143,28 +154,35 @@ fn with_kernel_btf<T>(f: impl FnOnce(*mut libbpf_sys::btf) -> T) -> Option<T> {
     Some(answer)
 }
 
-/// The id of `tracepoint`'s typedef in `btf`, a live BTF object.
-fn id_in(btf: *mut libbpf_sys::btf, tracepoint: &str) -> Option<u32> {
-    let name = CString::new(format!("btf_trace_{tracepoint}")).ok()?;
+/// The id in `btf`, a live BTF object, of what `target` attaches to: a
+/// tracepoint's typedef, or an iterator's function (`iter/task`:
+/// `bpf_iter_task`), as libbpf finds them.
+fn id_in(btf: *mut libbpf_sys::btf, target: &str) -> Option<u32> {
+    let (name, kind) = match target.strip_prefix("iter/") {
+        Some(iterator) => (format!("bpf_iter_{iterator}"), libbpf_sys::BTF_KIND_FUNC),
+        None => (format!("btf_trace_{target}"), libbpf_sys::BTF_KIND_TYPEDEF),
+    };
+    let name = CString::new(name).ok()?;
     // SAFETY: a live BTF object and a C string.
-    let id = unsafe { libbpf_sys::btf__find_by_name_kind(btf, name.as_ptr(), libbpf_sys::BTF_KIND_TYPEDEF) };
+    let id = unsafe { libbpf_sys::btf__find_by_name_kind(btf, name.as_ptr(), kind) };
     (id > 0).then_some(id as u32)
 }
 
-/// The id of `tracepoint`, looked up now if it is not among the ids.
-fn id_of(tracepoint: &str) -> Option<u32> {
+/// The id of `target`, looked up now if it is not among the ids.
+fn id_of(target: &str) -> Option<u32> {
     let mut ids = IDS.lock().unwrap_or_else(|e| e.into_inner());
     let ids = ids.as_mut()?;
-    if let Some(id) = ids.get(tracepoint) {
+    if let Some(id) = ids.get(target) {
         return Some(*id);
     }
-    let found = look_up(&[tracepoint])?;
+    let found = look_up(&[target])?;
     ids.extend(found);
-    ids.get(tracepoint).copied()
+    ids.get(target).copied()
 }
 
-/// The tracepoint a program's section names: `tp_btf/<tracepoint>`.
-fn tracepoint_of(prog: *const libbpf_sys::bpf_program) -> Option<String> {
+/// What a program's section attaches to: `tp_btf/<tracepoint>`'s
+/// tracepoint, or `iter/<name>` whole.
+fn target_of(prog: *const libbpf_sys::bpf_program) -> Option<String> {
     // SAFETY: libbpf's program, alive for the callback.
     let section = unsafe { libbpf_sys::bpf_program__section_name(prog) };
     if section.is_null() {
@@ -172,7 +190,10 @@ fn tracepoint_of(prog: *const libbpf_sys::bpf_program) -> Option<String> {
     }
     // SAFETY: a C string owned by the program.
     let section = unsafe { CStr::from_ptr(section) }.to_str().ok()?;
-    section.strip_prefix("tp_btf/").map(str::to_string)
+    match section.strip_prefix("tp_btf/") {
+        Some(tracepoint) => Some(tracepoint.to_string()),
+        None => section.starts_with("iter/").then(|| section.to_string()),
+    }
 }
 
 /// At open: not a program that needs the kernel's BTF (libbpf's test is
@@ -182,9 +203,9 @@ unsafe extern "C" fn setup(prog: *mut libbpf_sys::bpf_program, _cookie: c_long) 
     unsafe { libbpf_sys::bpf_program__set_attach_target(prog, NOT_A_PROGRAM, std::ptr::null()) }
 }
 
-/// At load: the tracepoint's id, in the kernel's own BTF.
+/// At load: the target's id, in the kernel's own BTF.
 unsafe extern "C" fn prepare(prog: *mut libbpf_sys::bpf_program, opts: *mut libbpf_sys::bpf_prog_load_opts, _cookie: c_long) -> c_int {
-    let Some(id) = tracepoint_of(prog).as_deref().and_then(id_of) else {
+    let Some(id) = target_of(prog).as_deref().and_then(id_of) else {
         return -libc::ENOENT;
     };
     // SAFETY: the options libbpf is about to load the program with.
@@ -209,20 +230,23 @@ unsafe extern "C" fn attach(prog: *const libbpf_sys::bpf_program, _cookie: c_lon
     0
 }
 
-/// Our handler for `tp_btf` sections, before libbpf's own.
+/// Our handlers for `tp_btf` and `iter` sections, before libbpf's own:
+/// true if the first is in place. An iterator without ours is libbpf's
+/// (live.rs attaches it itself).
 fn register() -> bool {
-    let opts = libbpf_sys::libbpf_prog_handler_opts {
+    let handler = |attach_fn| libbpf_sys::libbpf_prog_handler_opts {
         sz: std::mem::size_of::<libbpf_sys::libbpf_prog_handler_opts>() as _,
         prog_setup_fn: Some(setup),
         prog_prepare_load_fn: Some(prepare),
-        prog_attach_fn: Some(attach),
+        prog_attach_fn: attach_fn,
         ..Default::default()
     };
-    // SAFETY: libbpf copies the section name; the callbacks live as long as the process.
-    let id = unsafe {
-        libbpf_sys::libbpf_register_prog_handler(c"tp_btf+".as_ptr(), libbpf_sys::BPF_PROG_TYPE_TRACING, libbpf_sys::BPF_TRACE_RAW_TP, &opts)
-    };
-    id > 0
+    let tracing = libbpf_sys::BPF_PROG_TYPE_TRACING;
+    // SAFETY: libbpf copies the section names; the callbacks live as long as the process.
+    unsafe {
+        libbpf_sys::libbpf_register_prog_handler(c"iter+".as_ptr(), tracing, libbpf_sys::BPF_TRACE_ITER, &handler(None));
+        libbpf_sys::libbpf_register_prog_handler(c"tp_btf+".as_ptr(), tracing, libbpf_sys::BPF_TRACE_RAW_TP, &handler(Some(attach))) > 0
+    }
 }
 
 /// After a load the kernel refused: if the ids came from the cache and
@@ -232,10 +256,10 @@ pub fn look_again() -> bool {
     if !installed() {
         return false;
     }
-    let Some(found) = look_up(TRACEPOINTS) else { return false };
+    let Some(found) = look_up(TARGETS) else { return false };
     let mut ids = IDS.lock().unwrap_or_else(|e| e.into_inner());
     let Some(ids) = ids.as_mut() else { return false };
-    if TRACEPOINTS.iter().all(|t| ids.get(*t) == found.get(*t)) {
+    if TARGETS.iter().all(|t| ids.get(*t) == found.get(*t)) {
         return false;
     }
     ids.extend(found);
