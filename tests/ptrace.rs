@@ -221,6 +221,36 @@ fn a_kernel_without_typed_tracepoints_is_said_without_capabilities() {
     assert_eq!(err, format!("sysdiet: this kernel ({release}) has no BTF-typed tracepoints, which sysdiet's BPF tracer needs (Linux 5.5 has it)\n"));
 }
 
+/// A kernel without BTF (Ubuntu 18.04's 4.15; here, /sys/kernel/btf
+/// hidden under an empty tmpfs in a mount namespace of its own), with and
+/// without capabilities: sysdiet's one line, not libbpf's own words about
+/// the BTF it looked for first.
+#[test]
+fn a_kernel_without_btf_is_said_in_sysdiets_line_alone() {
+    if !nix::unistd::geteuid().is_root() || which("unshare").is_none() {
+        eprintln!("not root or no unshare: skipped");
+        return;
+    }
+    let release = kernel_release();
+    for caps in [&[][..], &["setpriv", "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--"][..]] {
+        // A cache of its own: probe answers kept for this kernel would
+        // skip the probes.
+        let cache = tempfile::tempdir().unwrap();
+        let out = Command::new("unshare")
+            .env_remove("LD_LIBRARY_PATH")
+            .env("XDG_CACHE_HOME", cache.path())
+            .args(["-m", "sh", "-c", "mount -t tmpfs none /sys/kernel/btf && exec \"$@\"", "sh"])
+            .args(caps)
+            .arg(env!("CARGO_BIN_EXE_sysdiet"))
+            .args(["run", "-o", "/dev/null", "--", "true"])
+            .output()
+            .unwrap();
+        let err = stderr_of(&out);
+        assert!(out.status.success(), "{caps:?}: {err}");
+        assert_eq!(err, format!("sysdiet: counting with ptrace (slower than BPF): this kernel ({release}) has no BTF\n"), "{caps:?}");
+    }
+}
+
 /// A plain user (nobody) traces their own command and gets a full report;
 /// another user's process is refused in one line.
 #[test]

@@ -59,6 +59,7 @@ impl Variant {
                 return Ok(v);
             }
         }
+        super::maps::quiet_libbpf();
         let kept = crate::linux::host::cache_dir().zip(kernel).filter(|_| !super::maps::kernel_btf_overridden()).map(|(dir, id)| kept_in(&dir, id));
         if let Some(v) = kept.as_deref().and_then(read_kept) {
             return Ok(v);

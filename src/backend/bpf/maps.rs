@@ -18,10 +18,22 @@ use crate::error::{Error, Result};
 /// one small leak per load.
 pub fn object_storage() -> Result<&'static mut MaybeUninit<libbpf_rs::OpenObject>> {
     require_btf()?;
-    if std::env::var_os("SYSDIET_DEBUG").is_none() {
-        libbpf_rs::set_print(None);
-    }
+    quiet_libbpf();
     Ok(Box::leak(Box::new(MaybeUninit::uninit())))
+}
+
+/// Keeps libbpf's own messages (a missing BTF, a refused probe) off the
+/// user's terminal, unless SYSDIET_DEBUG asks for them: sysdiet says what
+/// went wrong in its own line. Called before any call into libbpf; once
+/// per process, so that a later call never undoes a printer set since
+/// (the verifier log's).
+pub fn quiet_libbpf() {
+    static QUIET: std::sync::Once = std::sync::Once::new();
+    QUIET.call_once(|| {
+        if std::env::var_os("SYSDIET_DEBUG").is_none() {
+            libbpf_rs::set_print(None);
+        }
+    });
 }
 
 /// Runs a loaded program once (BPF_PROG_TEST_RUN), never attached, with

@@ -132,6 +132,7 @@ fn look_up(tracepoints: &[&str]) -> Option<HashMap<String, u32>> {
 /// `f` of the kernel's BTF (SYSDIET_KERNEL_BTF's file when set, as
 /// maps::kernel_btf_path), parsed now; None if it cannot be read.
 fn with_kernel_btf<T>(f: impl FnOnce(*mut libbpf_sys::btf) -> T) -> Option<T> {
+    super::maps::quiet_libbpf();
     let path = super::maps::kernel_btf_overridden().then(super::maps::kernel_btf_path);
     let path = match path.map(|p| CString::new(p.into_os_string().into_encoded_bytes())) {
         Some(Ok(p)) => Some(p),
