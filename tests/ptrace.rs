@@ -248,7 +248,10 @@ fn a_kernel_without_btf_is_said_in_sysdiets_line_alone() {
             .unwrap();
         let err = stderr_of(&out);
         assert!(out.status.success(), "{caps:?}: {err}");
-        assert_eq!(err, format!("sysdiet: counting with ptrace (slower than BPF): this kernel ({release}) has no BTF\n"), "{caps:?}");
+        // One line, sysdiet's: what the kernel lacks first (no BTF here; on
+        // 4.15, with the rights to probe, its missing BPF ring buffer).
+        let why = format!("sysdiet: counting with ptrace (slower than BPF): this kernel ({release}) has no ");
+        assert!(err.starts_with(&why) && err.lines().count() == 1, "{caps:?}: {err}");
     }
 }
 
