@@ -434,6 +434,11 @@ fn the_floor_loads_against_cut_kernel_types_too() {
     assert_eq!(files("unusable").len(), 1);
 }
 
+/// The files of kept attach-target ids (tracepoint_ids.rs) in `dir`.
+fn kept_tracepoint_ids(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir).map_or(vec![], |d| d.map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "tracepoints")).collect())
+}
+
 #[test]
 fn kept_tracepoint_ids_that_the_kernel_refuses_are_looked_up_again() {
     // Loads give the kernel the tracepoints' BTF ids kept in the cache
@@ -455,12 +460,8 @@ fn kept_tracepoint_ids_that_the_kernel_refuses_are_looked_up_again() {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         counts_of(&doc)["newfstatat"].0
     };
-    let kept = || -> Vec<std::path::PathBuf> {
-        std::fs::read_dir(&dir)
-            .map_or(vec![], |d| d.map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "tracepoints")).collect())
-    };
     let first = counted();
-    let files = kept();
+    let files = kept_tracepoint_ids(&dir);
     if files.is_empty() {
         eprintln!("no kernel build id or no cut types here: ids not kept, skipped");
         return;
@@ -500,8 +501,7 @@ fn a_kept_iterator_id_that_the_kernel_refuses_is_looked_up_again() {
     };
     let by_iterator = |said: &str| said.contains("read the live threads from the kernel's task list");
     let first = attach();
-    let kept: Vec<_> = std::fs::read_dir(&dir)
-        .map_or(vec![], |d| d.map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "tracepoints")).collect());
+    let kept = kept_tracepoint_ids(&dir);
     if kept.is_empty() || !by_iterator(&first) {
         eprintln!("no kept ids or no task iterator (legacy programs) here: skipped");
         return;
