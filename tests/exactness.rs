@@ -300,9 +300,10 @@ fn forced_programs_count_as_strace_does(variant: &str, loaded: &[&str], not_load
     check_env("manykinds", &["50"], &[], forced);
 }
 
-/// The backup hook that preemptible kernels load (sys_exit_backup, after
-/// sys_exit) counts only the syscall ends the kernel skipped sys_exit for:
-/// forced on here, where none is skipped, it counts nothing twice.
+/// The backup hooks that preemptible kernels load, each after its hook
+/// (sys_exit's, and the forks', execs' and thread exits'), take only the
+/// events the kernel skipped that hook for: forced on here, where none is
+/// skipped, they count nothing twice, and follow every child and thread.
 #[test]
 fn the_backup_hook_counts_nothing_twice() {
     if skip_without_bpf() {
@@ -314,10 +315,14 @@ fn the_backup_hook_counts_nothing_twice() {
     // The legacy and bounded programs' kernels (before 5.17) hook
     // syscalls with preemption off: only the current programs have a backup.
     let current = loaded.contains("sys_exit ");
-    assert_eq!(loaded.contains("sys_exit_backup "), current, "{loaded}");
+    for hook in ["sys_exit", "sched_process_fork", "sched_process_exec", "sched_process_exit"] {
+        assert_eq!(loaded.contains(&format!("{hook}_backup ")), current, "{loaded}");
+    }
     check_env("timeloop", &["localtime", "2000"], &[], BACKUP);
     check_env("manykinds", &["50"], &[], BACKUP);
     check_env("pipeline", &["500"], &[], BACKUP);
+    // Threads that end while traced: each one's record sent once.
+    check_env("manythreads", &["40", "8"], &["futex"], BACKUP);
 }
 
 /// Runs beside strace tracing other programs, all at once: each still

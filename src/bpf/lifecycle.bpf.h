@@ -10,6 +10,7 @@
 #include "state.bpf.h"
 #include "arguments.bpf.h"
 
+/* 1 if it made the child a target, else 0. */
 static __always_inline int follow_fork(struct task_struct *parent, struct task_struct *child, const bool legacy)
 {
 	struct task_state *pts, *cts;
@@ -28,7 +29,7 @@ static __always_inline int follow_fork(struct task_struct *parent, struct task_s
 	note_task(cts, child, child->tgid != parent->tgid ? parent->tgid : BPF_CORE_READ(parent, real_parent, tgid));
 	cts->mask = child->blocked.sig[0];
 	cts->mask_known = 1;
-	return 0;
+	return 1;
 }
 
 /* The new program: the file it runs, and its environment as exec laid it
@@ -155,7 +156,8 @@ static __always_inline long exiting_syscall(struct task_struct *p, const bool le
 	return regs && regs_in_syscall_btf(regs) ? regs_syscall_nr(regs) : -1;
 }
 
-/* `loops`: the kernel has bpf_loop (5.17). */
+/* `loops`: the kernel has bpf_loop (5.17). 1 if it took the thread (a
+ * target not sent before), else 0. */
 static __always_inline int send_exit(struct task_struct *p, const bool legacy, const bool loops)
 {
 	struct exit_ctx x = { .tid = p->pid };
@@ -234,7 +236,7 @@ out:
 		bpf_map_delete_elem(&thread_states, &x.tid);
 		bpf_map_delete_elem(&thread_ticks, &x.tid);
 	}
-	return 0;
+	return 1;
 }
 
 #endif

@@ -83,18 +83,29 @@ volatile __u32 stopped = 0;
  * before its exit there or after a migration's barriers). */
 __u64 legacy_ticks_pending = 0;
 
-/* Whether sys_exit is running on this CPU (with backup_hook): a task's
- * syscall end that finds it so was skipped by the kernel, whose hook runs
- * one at a time on a CPU, and is counted by sys_exit_backup instead. */
+/* This CPU's runs of sys_exit (with backup_hook), by thread id (0: none;
+ * no task of the idle thread's id makes syscalls). A task's syscall end
+ * that finds one running was skipped by the kernel, whose hook runs one at
+ * a time on a CPU, and is counted by sys_exit_backup instead; unless the
+ * task's own sys_exit ended here and its backup had yet to run (the task
+ * was preempted between the two hooks, and the one running started
+ * since): that one is `ended`, or `pending` once another has started. */
+struct hook_cpu {
+	__u32 running;
+	__u32 ended;
+	__u32 pending;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u32);
+	__type(value, struct hook_cpu);
 } hook_busy SEC(".maps");
 
-/* Syscall ends sys_exit_backup took over (sys_exit's recursion_misses less
- * these were counted by neither). */
+/* Syscall ends sys_exit_backup took over, and forks, execs and thread
+ * exits the lifecycle hooks' backups did (the hooks' recursion_misses less
+ * these were taken by neither). */
 __u64 backup_runs = 0;
 
 /* Targets' tasks made by fork, and targets' tasks that ended. With the

@@ -211,30 +211,53 @@ static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
-	__u32 zero = 0, *busy = backup_hook ? bpf_map_lookup_elem(&hook_busy, &zero) : NULL;
+	__u32 zero = 0, me = 0;
+	struct hook_cpu *h = backup_hook ? bpf_map_lookup_elem(&hook_busy, &zero) : NULL;
 
-	if (busy)
-		*busy = 1;
+	if (h) {
+		me = (__u32)bpf_get_current_pid_tgid();
+		/* One whose backup has yet to run keeps its mark. */
+		if (h->ended)
+			h->pending = h->ended;
+		h->ended = 0;
+		h->running = me;
+	}
 	count_exit(regs, ret, false, true, false);
 	/* Else the compiler threads the second test through count_exit by
 	 * copying it whole, one copy per answer: twice the code to load. */
-	barrier_var(busy);
-	if (busy)
-		*busy = 0;
+	barrier_var(h);
+	if (h) {
+		h->running = 0;
+		h->ended = me;
+	}
 	return 0;
 }
 
 /* Where a syscall's hook can be preempted (7.x's lazy preemption, or full),
  * another task's syscall end on that CPU finds it still running, and the
  * kernel skips it there (its recursion_misses). This second hook, attached
- * after sys_exit, counts such a call: sys_exit marked the CPU busy. Else
- * it returns at once. */
+ * after sys_exit, counts such a call: a sys_exit is running on the CPU, and
+ * the task's own did not end there since its last backup. Else it returns
+ * at once. A task that moved to another CPU between the two hooks while a
+ * sys_exit is preempted there, or whose mark a third task's took over, is
+ * counted twice. */
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit_backup, struct pt_regs *regs, long ret)
 {
-	__u32 zero = 0, *busy = bpf_map_lookup_elem(&hook_busy, &zero);
+	__u32 zero = 0, me = (__u32)bpf_get_current_pid_tgid();
+	struct hook_cpu *h = bpf_map_lookup_elem(&hook_busy, &zero);
 
-	if (!busy || !*busy)
+	if (!h)
+		return 0;
+	if (h->ended == me) {
+		h->ended = 0;
+		return 0;
+	}
+	if (h->pending == me) {
+		h->pending = 0;
+		return 0;
+	}
+	if (!h->running)
 		return 0;
 	__sync_fetch_and_add(&backup_runs, 1);
 	return count_exit(regs, ret, false, true, true);
@@ -439,18 +462,47 @@ int copy_logged(void *ctx)
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)
 {
-	return follow_fork(parent, child, false);
+	follow_fork(parent, child, false);
+	return 0;
+}
+
+/* The lifecycle hooks' backups, attached after each where hooks can be
+ * preempted (backup_hook): the kernel skips a hook for a task whose event
+ * comes on a CPU where a run of it is preempted. Each does what its hook
+ * did not, and nothing where it did: a target's child has its state, a
+ * held child that exec'd counts, an ended thread's record went. */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(sched_process_fork_backup, struct task_struct *parent, struct task_struct *child)
+{
+	if (!bpf_task_storage_get(&states, child, 0, 0) && follow_fork(parent, child, false))
+		__sync_fetch_and_add(&backup_runs, 1);
+	return 0;
 }
 
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(sched_process_fork_legacy, struct task_struct *parent, struct task_struct *child)
 {
-	return follow_fork(parent, child, true);
+	follow_fork(parent, child, true);
+	return 0;
 }
 
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
+	return follow_exec(p, bprm, false);
+}
+
+/* A target's new program when sched_process_exec was skipped goes
+ * unnamed (its counts stay the old one's); a held child's would go
+ * uncounted. */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(sched_process_exec_backup, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	struct task_state *ts = bpf_task_storage_get(&states, p, 0, 0);
+
+	if (!ts || ts->state != TARGET_PENDING_EXEC)
+		return 0;
+	__sync_fetch_and_add(&backup_runs, 1);
 	return follow_exec(p, bprm, false);
 }
 
@@ -475,19 +527,31 @@ int BPF_PROG(signal_deliver_legacy, int sig, struct kernel_siginfo *info, struct
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_process_exit, struct task_struct *p)
 {
-	return send_exit(p, false, true);
+	send_exit(p, false, true);
+	return 0;
+}
+
+/* An ended thread's counts would go with its storage. */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(sched_process_exit_backup, struct task_struct *p)
+{
+	if (send_exit(p, false, true))
+		__sync_fetch_and_add(&backup_runs, 1);
+	return 0;
 }
 
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_process_exit_bounded, struct task_struct *p)
 {
-	return send_exit(p, false, false);
+	send_exit(p, false, false);
+	return 0;
 }
 
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_process_exit_legacy, struct task_struct *p)
 {
-	return send_exit(p, true, false);
+	send_exit(p, true, false);
+	return 0;
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

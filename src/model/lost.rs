@@ -59,10 +59,11 @@ pub struct Lost {
     /// syscall as its state holds, and the table beyond it was full.
     #[serde(default)]
     pub syscall_spill_full: u64,
-    /// Syscall ends on the whole host at which the kernel did not run
-    /// sysdiet's hook, because a run of it was under way on that CPU (one
-    /// preempted, which kernels since 7.x do): up to this many of the
-    /// targets' calls went uncounted.
+    /// Syscall ends, and forks, execs and thread exits, on the whole host
+    /// at which the kernel did not run sysdiet's hook, because a run of it
+    /// was under way on that CPU (one preempted, which kernels since 7.x
+    /// can do): each syscall end a call, each exit a thread's counts, each
+    /// fork or exec a task's, that may have gone uncounted.
     #[serde(default)]
     pub hook_runs_missed: u64,
     /// Failed lookups of paths tried once that could not be sent by name

@@ -54,8 +54,8 @@ pub fn lost_lines(lost: &Lost) -> Vec<(&'static str, u64)> {
         ),
         (
             (
-                "syscall end on the host the kernel ran no hook of sysdiet's for (one was under way on its CPU): a call may be uncounted",
-                "syscall ends on the host the kernel ran no hook of sysdiet's for (one was under way on their CPU): up to as many calls uncounted",
+                "event on the host the kernel ran no hook of sysdiet's for (one was under way on its CPU): a call, or an exited thread's counts, may be uncounted",
+                "events on the host the kernel ran no hook of sysdiet's for (one was under way on their CPU): calls, or exited threads' counts, may be uncounted",
             ),
             lost.hook_runs_missed,
         ),

@@ -92,8 +92,9 @@ pub struct BpfTracer {
     syscall_ns: u64,
     /// Set by `stop`: whether a target was alive when counting stopped.
     live_at_stop: Option<bool>,
-    /// sys_exit's runs the kernel had skipped, less those sys_exit_backup
-    /// took, when the hooks were attached (`hook_runs_missed`).
+    /// The counting hooks' runs the kernel had skipped, less those
+    /// sys_exit_backup took, when the hooks were attached
+    /// (`hook_runs_missed`).
     misses_at_attach: u64,
     /// The live threads' task iterator, loaded the first time live threads
     /// are read (None inside: the legacy programs', which have no task
@@ -394,7 +395,7 @@ impl BpfTracer {
                 return Err(e);
             }
         };
-        let misses_at_attach = sys_exit_skipped(&programs).saturating_sub(backup_runs(&tables));
+        let misses_at_attach = hooks_skipped(&programs).saturating_sub(backup_runs(&tables));
         Ok(BpfTracer {
             tables,
             options,
@@ -550,12 +551,11 @@ impl BpfTracer {
         Ok(lost)
     }
 
-    /// Syscall ends since the hooks were attached that the kernel ran no
-    /// sys_exit for and sys_exit_backup did not count either: on any task
-    /// of the host, so at most this many of the targets' calls went
-    /// uncounted.
+    /// Syscall ends (and forks, execs, exits) since the hooks were
+    /// attached that the kernel ran no hook for, and sys_exit_backup did
+    /// not count either: on any task of the host.
     fn hook_runs_missed(&self) -> u64 {
-        sys_exit_skipped(&self.programs).saturating_sub(backup_runs(&self.tables)).saturating_sub(self.misses_at_attach)
+        hooks_skipped(&self.programs).saturating_sub(backup_runs(&self.tables)).saturating_sub(self.misses_at_attach)
     }
 
     /// Freezes the counts and the sampling, and lets programs already
@@ -734,29 +734,32 @@ fn backup_runs(tables: &Tables) -> u64 {
     unsafe { std::ptr::read_volatile(&tables.bss().backup_runs) }
 }
 
-/// The program that counts the syscall ends the kernel skipped sys_exit
-/// for (syscount.bpf.c), where hooks can be preempted.
-const BACKUP_HOOK: &str = "sys_exit_backup";
+/// Whether program `name` takes over the runs the kernel skipped of the
+/// hook it is attached after (syscount.bpf.c's sys_exit_backup and
+/// sched_process_exit_backup), where hooks can be preempted.
+pub(crate) fn is_backup(name: &str) -> bool {
+    name.ends_with("_backup")
+}
 
-/// The runs of sys_exit the kernel skipped so far, because a run of it was
-/// under way on that CPU (a syscall's hook can be preempted under full or
-/// lazy preemption, 7.x's default; 5.12 and newer count them, 0 before).
-fn sys_exit_skipped(programs: &[(String, OwnedFd)]) -> u64 {
-    program_infos(programs)
-        .iter()
-        .filter(|(name, _)| name.starts_with("sys_exit") && name != BACKUP_HOOK)
-        .map(|(_, info)| info.recursion_misses)
-        .sum()
+/// The runs of the hooks that count the kernel skipped so far, because a
+/// run of the same hook was under way on that CPU (a hook can be preempted
+/// under full or lazy preemption, 7.x's default; 5.12 and newer count
+/// them, 0 before): sys_exit's, each a call; and the lifecycle hooks', each
+/// a thread's counts (its exit), or a new task's or program's (its fork,
+/// its exec).
+fn hooks_skipped(programs: &[(String, OwnedFd)]) -> u64 {
+    let counts = |name: &str| name.starts_with("sys_exit") || name.starts_with("sched_process_");
+    program_infos(programs).iter().filter(|(name, _)| counts(name) && !is_backup(name)).map(|(_, info)| info.recursion_misses).sum()
 }
 
 /// Attaches each program but the CPU time's (ticks.rs) to the tracepoint it was
 /// loaded for, but those `lent` attached already; each returned
 /// descriptor holds one attached.
 fn attach_hooks(programs: &[(String, OwnedFd)], mut lent: Vec<(String, OwnedFd)>) -> Result<Vec<(String, OwnedFd)>> {
-    // A tracepoint runs its hooks in the order attached: the backup after
-    // the sys_exit whose skipped runs it takes over.
+    // A tracepoint runs its hooks in the order attached: a backup after
+    // the hook whose skipped runs it takes over.
     let mut ordered: Vec<_> = programs.iter().collect();
-    ordered.sort_by_key(|(name, _)| name == BACKUP_HOOK);
+    ordered.sort_by_key(|(name, _)| is_backup(name));
     ordered
         .into_iter()
         .filter(|(name, _)| !ticks::attaches(name) && name != readout::COPY_LOGGED)

@@ -233,7 +233,10 @@ impl SetSpec {
         // (ticks.rs), is found by bpf_kallsyms_lookup_name (5.16). The
         // other variants keep the clock, and look each logged key up.
         let current = v == Variant::Current;
-        p.sys_exit_backup.set_autoload(self.rodata.backup_hook != 0 && others && current);
+        let backups = self.rodata.backup_hook != 0 && others && current;
+        for backup in [&mut p.sys_exit_backup, &mut p.sched_process_fork_backup, &mut p.sched_process_exec_backup, &mut p.sched_process_exit_backup] {
+            backup.set_autoload(backups);
+        }
         let kernel_ticks = self.on_tick && others && current;
         p.kernel_tick.set_autoload(kernel_ticks);
         p.find_tick_fn.set_autoload(kernel_ticks);

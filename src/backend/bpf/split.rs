@@ -117,11 +117,13 @@ fn is_lifecycle(name: &str) -> bool {
     name.starts_with("sched_process_") || name.starts_with("signal_deliver")
 }
 
-/// Attaches the loaded lifecycle hooks; one that fails is left to the set's
-/// attach, which says why.
+/// Attaches the loaded lifecycle hooks, each backup after the hook it
+/// backs up; one that fails is left to the set's attach, which says why.
 fn attach_lifecycle(skel: &SyscountSkel<'static>) -> Vec<(String, OwnedFd)> {
-    skel.object()
-        .progs()
+    let mut progs: Vec<_> = skel.object().progs().collect();
+    progs.sort_by_key(|p| super::is_backup(&p.name().to_string_lossy()));
+    progs
+        .into_iter()
         .filter(|p| p.autoload())
         .filter_map(|p| {
             let name = p.name().to_string_lossy().into_owned();
