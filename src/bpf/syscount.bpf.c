@@ -211,24 +211,24 @@ static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
-	__u32 zero = 0, me = 0;
+	__u32 zero = 0;
 	struct hook_cpu *h = backup_hook ? bpf_map_lookup_elem(&hook_busy, &zero) : NULL;
 
 	if (h) {
-		me = (__u32)bpf_get_current_pid_tgid();
 		/* One whose backup has yet to run keeps its mark. */
 		if (h->ended)
 			h->pending = h->ended;
 		h->ended = 0;
-		h->running = me;
+		h->running = (__u32)bpf_get_current_pid_tgid();
 	}
 	count_exit(regs, ret, false, true, false);
 	/* Else the compiler threads the second test through count_exit by
 	 * copying it whole, one copy per answer: twice the code to load. */
 	barrier_var(h);
 	if (h) {
+		/* Asked again, not kept: one register fewer through count_exit. */
+		h->ended = (__u32)bpf_get_current_pid_tgid();
 		h->running = 0;
-		h->ended = me;
 	}
 	return 0;
 }
