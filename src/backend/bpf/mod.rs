@@ -92,9 +92,8 @@ pub struct BpfTracer {
     syscall_ns: u64,
     /// Set by `stop`: whether a target was alive when counting stopped.
     live_at_stop: Option<bool>,
-    /// The counting hooks' runs the kernel had skipped, less those
-    /// sys_exit_backup took, when the hooks were attached
-    /// (`hook_runs_missed`).
+    /// The counting hooks' runs the kernel had skipped, less those their
+    /// backups took, when the hooks were attached (`hook_runs_missed`).
     misses_at_attach: u64,
     /// The live threads' task iterator, loaded the first time live threads
     /// are read (None inside: the legacy programs', which have no task
@@ -552,8 +551,8 @@ impl BpfTracer {
     }
 
     /// Syscall ends (and forks, execs, exits) since the hooks were
-    /// attached that the kernel ran no hook for, and sys_exit_backup did
-    /// not count either: on any task of the host.
+    /// attached that the kernel ran no hook for, and no backup took
+    /// either: on any task of the host.
     fn hook_runs_missed(&self) -> u64 {
         hooks_skipped(&self.programs).saturating_sub(backup_runs(&self.tables)).saturating_sub(self.misses_at_attach)
     }
@@ -735,8 +734,9 @@ fn backup_runs(tables: &Tables) -> u64 {
 }
 
 /// Whether program `name` takes over the runs the kernel skipped of the
-/// hook it is attached after (syscount.bpf.c's sys_exit_backup and
-/// sched_process_exit_backup), where hooks can be preempted.
+/// hook it is attached after (syscount.bpf.c's `*_backup` programs, of
+/// sys_exit and the fork, exec and exit hooks), where hooks can be
+/// preempted.
 pub(crate) fn is_backup(name: &str) -> bool {
     name.ends_with("_backup")
 }
