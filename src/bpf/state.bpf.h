@@ -67,10 +67,10 @@ const volatile __u64 exits_wakeup_bytes = 0;
 /* The same for path strings and exec records: an eighth of theirs. */
 const volatile __u64 strings_wakeup_bytes = 0;
 
-/* sys_exit_backup is loaded: sys_exit marks this CPU's hook_busy while it
- * runs. A word, so that the section's own constants after the variables
- * (find_tick_fn's names) start past the end of the struct user space
- * writes, not in its padding. */
+/* The backups are loaded (0: not), and the host's possible CPUs, whose
+ * hook_busy marks sys_exit_backup looks through. A word, so that the
+ * section's own constants after the variables (find_tick_fn's names) start
+ * past the end of the struct user space writes, not in its padding. */
 const volatile __u64 backup_hook = 0;
 
 /* Set by sysdiet when it reads out: counts freeze, so that what it reads

@@ -233,19 +233,43 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	return 0;
 }
 
+struct mark_search {
+	__u32 tid;
+	__u32 found;
+};
+
+/* Takes thread `s->tid`'s mark off CPU `cpu`'s hook_busy, if it is there. */
+static long take_mark_on(__u32 cpu, struct mark_search *s)
+{
+	__u32 zero = 0;
+	struct hook_cpu *h = bpf_map_lookup_percpu_elem(&hook_busy, &zero, cpu);
+
+	if (!h)
+		return 0;
+	if (h->ended == s->tid)
+		h->ended = 0;
+	else if (h->pending == s->tid)
+		h->pending = 0;
+	else
+		return 0;
+	s->found = 1;
+	return 1;
+}
+
 /* Where a syscall's hook can be preempted (7.x's lazy preemption, or full),
  * another task's syscall end on that CPU finds it still running, and the
  * kernel skips it there (its recursion_misses). This second hook, attached
  * after sys_exit, counts such a call: a sys_exit is running on the CPU, and
- * the task's own did not end there since its last backup. Else it returns
- * at once. A task that moved to another CPU between the two hooks while a
- * sys_exit is preempted there, or whose mark a third task's took over, is
+ * the task's own did not end since its last backup, here or on another CPU
+ * it left between the two hooks. Else it returns at once. A task whose mark
+ * a third task's took over (three runs preempted in turn on one CPU) is
  * counted twice. */
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit_backup, struct pt_regs *regs, long ret)
 {
 	__u32 zero = 0, me = (__u32)bpf_get_current_pid_tgid();
 	struct hook_cpu *h = bpf_map_lookup_elem(&hook_busy, &zero);
+	struct mark_search s = { .tid = me };
 
 	if (!h)
 		return 0;
@@ -258,6 +282,10 @@ int BPF_PROG(sys_exit_backup, struct pt_regs *regs, long ret)
 		return 0;
 	}
 	if (!h->running)
+		return 0;
+	/* Rare: only where a run of sys_exit is preempted. */
+	bpf_loop(backup_hook, take_mark_on, &s, 0);
+	if (s.found)
 		return 0;
 	__sync_fetch_and_add(&backup_runs, 1);
 	return count_exit(regs, ret, false, true, true);

@@ -129,15 +129,16 @@ impl SetSpec {
         // left 0 otherwise, so that a command's runs have the same set.
         rodata.self_tgid = if options.system_wide { std::process::id() } else { 0 };
         rodata.tick_ns = TICK_NS;
+        let cpus = perf::online_cpus().len();
+        let possible_cpus = libbpf_rs::num_possible_cpus().unwrap_or(cpus).max(1);
         // The legacy and bounded programs' kernels (before 5.17) run a
         // syscall's hooks with preemption off.
-        rodata.backup_hook = (variant == Variant::Current && super::features::syscall_hooks_preemptible()) as u64;
+        rodata.backup_hook = if variant == Variant::Current && super::features::syscall_hooks_preemptible() { possible_cpus as u64 } else { 0 };
         rodata.sample_stacks = options.stacks as u8;
         rodata.sample_first_gap = SAMPLE_FIRST_GAP;
         rodata.sample_interval_ns = SAMPLE_INTERVAL_NS;
         // Ring buffers are allocated whole at load, and a run maps every
         // page of them: no bigger than the CPUs can fill.
-        let cpus = perf::online_cpus().len();
         let samples_bytes = if options.stacks { RingSize::SAMPLES.bytes(cpus) } else { perf::page_size() as u32 };
         let exits_bytes = RingSize::EXITS.bytes(cpus);
         let strings_bytes = RingSize::STRINGS.bytes(cpus);
