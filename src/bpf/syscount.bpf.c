@@ -502,7 +502,7 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(sched_process_fork_backup, struct task_struct *parent, struct task_struct *child)
 {
-	if (!bpf_task_storage_get(&states, child, 0, 0) && follow_fork(parent, child, false))
+	if (!state_of(child, child->pid, false, false) && follow_fork(parent, child, false))
 		__sync_fetch_and_add(&backup_runs, 1);
 	return 0;
 }
@@ -526,7 +526,7 @@ int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct li
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(sched_process_exec_backup, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	struct task_state *ts = bpf_task_storage_get(&states, p, 0, 0);
+	struct task_state *ts = state_of(p, p->pid, false, false);
 
 	if (!ts || ts->state != TARGET_PENDING_EXEC)
 		return 0;

@@ -130,10 +130,14 @@ impl SetSpec {
         rodata.self_tgid = if options.system_wide { std::process::id() } else { 0 };
         rodata.tick_ns = TICK_NS;
         let cpus = perf::online_cpus().len();
-        let possible_cpus = libbpf_rs::num_possible_cpus().unwrap_or(cpus).max(1);
         // The legacy and bounded programs' kernels (before 5.17) run a
-        // syscall's hooks with preemption off.
-        rodata.backup_hook = if variant == Variant::Current && super::features::syscall_hooks_preemptible() { possible_cpus as u64 } else { 0 };
+        // syscall's hooks with preemption off. The possible CPUs (a file
+        // read) only where the backups load.
+        rodata.backup_hook = if variant == Variant::Current && super::features::syscall_hooks_preemptible() {
+            libbpf_rs::num_possible_cpus().unwrap_or(cpus).max(1) as u64
+        } else {
+            0
+        };
         rodata.sample_stacks = options.stacks as u8;
         rodata.sample_first_gap = SAMPLE_FIRST_GAP;
         rodata.sample_interval_ns = SAMPLE_INTERVAL_NS;
