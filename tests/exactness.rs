@@ -325,6 +325,33 @@ fn the_backup_hook_counts_nothing_twice() {
     check_env("manythreads", &["40", "8"], &["futex"], BACKUP);
 }
 
+/// The backups count what their hooks were skipped for: sys_exit and the
+/// fork and exit hooks made to skip runs at random (SYSDIET_TEST_SKIP, as
+/// the kernel skips a preempted hook's), every one of them, or none.
+#[test]
+fn the_backups_count_what_their_hooks_skipped() {
+    if skip_without_bpf() {
+        return;
+    }
+    // Only the current programs can skip, and have backups.
+    let out = sysdiet().arg("__programs").output().unwrap();
+    if !String::from_utf8_lossy(&out.stdout).contains("sys_exit ") {
+        return;
+    }
+    // Skipped, and no backup: nothing counted, so the knob works.
+    let argv = [victim("timeloop").to_str().unwrap().to_owned(), "localtime".into(), "200".into()];
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let (doc, _) = sysdiet_json_env(&[], &argv, &[("SYSDIET_BACKUP_HOOK", "0"), ("SYSDIET_TEST_SKIP", "1")]);
+    assert_eq!(counts_of(&doc).values().map(|c| c.0).sum::<u64>(), 0, "{doc}");
+    for every in ["1", "2", "3"] {
+        let env = [("SYSDIET_BACKUP_HOOK", "1"), ("SYSDIET_TEST_SKIP", every)];
+        check_env("timeloop", &["localtime", "2000"], &[], &env);
+        check_env("pipeline", &["500"], &[], &env);
+        // Threads made and ended: the fork and exit hooks skipped too.
+        check_env("manythreads", &["40", "8"], &["futex"], &env);
+    }
+}
+
 /// Runs beside strace tracing other programs, all at once: each still
 /// counts exactly. (Debian 12's arm64 kernel under TCG lost every call of
 /// whole rounds of such runs: docs/kernels.md.)

@@ -67,11 +67,21 @@ const volatile __u64 exits_wakeup_bytes = 0;
 /* The same for path strings and exec records: an eighth of theirs. */
 const volatile __u64 strings_wakeup_bytes = 0;
 
-/* The backups are loaded (0: not), and the host's possible CPUs, whose
- * hook_busy marks sys_exit_backup looks through. A word, so that the
+/* Tests only (SYSDIET_TEST_SKIP=N): one run in N of the current programs'
+ * sys_exit and fork and exit hooks, at random, does nothing, as if the
+ * kernel had skipped it, so that the backups' counting is tested on any
+ * kernel (SYSDIET_BACKUP_HOOK=1). 0: none. */
+const volatile __u64 test_skip_one_in = 0;
+
+/* The backups are loaded (0: not). A word, so that the
  * section's own constants after the variables (find_tick_fn's names) start
  * past the end of the struct user space writes, not in its padding. */
 const volatile __u64 backup_hook = 0;
+
+static __always_inline bool skipped_for_test(void)
+{
+	return test_skip_one_in && bpf_get_prandom_u32() % test_skip_one_in == 0;
+}
 
 /* Set by sysdiet when it reads out: counts freeze, so that what it reads
  * from a live thread is all there is. */
@@ -82,26 +92,6 @@ volatile __u32 stopped = 0;
  * tick that charges one raises this first (on the CPU the thread runs on,
  * before its exit there or after a migration's barriers). */
 __u64 legacy_ticks_pending = 0;
-
-/* This CPU's runs of sys_exit (with backup_hook), by thread id (0: none;
- * no task of the idle thread's id makes syscalls). A task's syscall end
- * that finds one running was skipped by the kernel, whose hook runs one at
- * a time on a CPU, and is counted by sys_exit_backup instead; unless the
- * task's own sys_exit ended here and its backup had yet to run (the task
- * was preempted between the two hooks, and the one running started
- * since): that one is `ended`, or `pending` once another has started. */
-struct hook_cpu {
-	__u32 running;
-	__u32 ended;
-	__u32 pending;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct hook_cpu);
-} hook_busy SEC(".maps");
 
 /* Syscall ends sys_exit_backup took over, and forks, execs and thread
  * exits the lifecycle hooks' backups did (the hooks' recursion_misses less

@@ -61,7 +61,12 @@ static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool
 
 	if (!ts && system_wide && !stopped)
 		ts = enrol(t, legacy);
-	if (!ts || stopped)
+	if (!ts)
+		return 0;
+	/* For sys_exit_backup: this thread's hook ran for this call. */
+	if (backup_hook && !backup)
+		ts->exit_hooked = 1;
+	if (stopped)
 		return 0;
 	/* The time of the call that just ended is its own, counted or not:
 	 * taken here so that it never spills into the next one. A legacy
@@ -211,82 +216,32 @@ static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
-	__u32 zero = 0;
-	struct hook_cpu *h = backup_hook ? bpf_map_lookup_elem(&hook_busy, &zero) : NULL;
-
-	if (h) {
-		/* One whose backup has yet to run keeps its mark. */
-		if (h->ended)
-			h->pending = h->ended;
-		h->ended = 0;
-		h->running = (__u32)bpf_get_current_pid_tgid();
-	}
-	count_exit(regs, ret, false, true, false);
-	/* Else the compiler threads the second test through count_exit by
-	 * copying it whole, one copy per answer: twice the code to load. */
-	barrier_var(h);
-	if (h) {
-		/* Asked again, not kept: one register fewer through count_exit. */
-		h->ended = (__u32)bpf_get_current_pid_tgid();
-		h->running = 0;
-	}
-	return 0;
-}
-
-struct mark_search {
-	__u32 tid;
-	__u32 found;
-};
-
-/* Takes thread `s->tid`'s mark off CPU `cpu`'s hook_busy, if it is there. */
-static long take_mark_on(__u32 cpu, struct mark_search *s)
-{
-	__u32 zero = 0;
-	struct hook_cpu *h = bpf_map_lookup_percpu_elem(&hook_busy, &zero, cpu);
-
-	if (!h)
+	if (skipped_for_test())
 		return 0;
-	if (h->ended == s->tid)
-		h->ended = 0;
-	else if (h->pending == s->tid)
-		h->pending = 0;
-	else
-		return 0;
-	s->found = 1;
-	return 1;
+	return count_exit(regs, ret, false, true, false);
 }
 
 /* Where a syscall's hook can be preempted (7.x's lazy preemption, or full),
  * another task's syscall end on that CPU finds it still running, and the
  * kernel skips it there (its recursion_misses). This second hook, attached
- * after sys_exit, counts such a call: a sys_exit is running on the CPU, and
- * the task's own did not end since its last backup, here or on another CPU
- * it left between the two hooks. Else it returns at once. A task whose mark
- * a third task's took over (three runs preempted in turn on one CPU) is
- * counted twice. */
+ * after sys_exit, counts such a call: its thread's sys_exit did not run since
+ * its last backup (count_exit marks the thread's state, this takes the mark
+ * off). A thread's own two hooks run in turn, whatever preempts them or
+ * wherever it migrates between them, so a call is never counted twice. */
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit_backup, struct pt_regs *regs, long ret)
 {
-	__u32 zero = 0, me = (__u32)bpf_get_current_pid_tgid();
-	struct hook_cpu *h = bpf_map_lookup_elem(&hook_busy, &zero);
-	struct mark_search s = { .tid = me };
+	struct task_state *ts = state_of(bpf_get_current_task_btf(), 0, false, false);
 
-	if (!h)
-		return 0;
-	if (h->ended == me) {
-		h->ended = 0;
+	if (ts) {
+		if (ts->exit_hooked) {
+			ts->exit_hooked = 0;
+			return 0;
+		}
+	} else if (!system_wide || stopped || bpf_get_current_pid_tgid() >> 32 == self_tgid) {
+		/* Not traced: sys_exit enrols every other task of a host. */
 		return 0;
 	}
-	if (h->pending == me) {
-		h->pending = 0;
-		return 0;
-	}
-	if (!h->running)
-		return 0;
-	/* Rare: only where a run of sys_exit is preempted. */
-	bpf_loop(backup_hook, take_mark_on, &s, 0);
-	if (s.found)
-		return 0;
 	__sync_fetch_and_add(&backup_runs, 1);
 	return count_exit(regs, ret, false, true, true);
 }
@@ -490,6 +445,8 @@ int copy_logged(void *ctx)
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)
 {
+	if (skipped_for_test())
+		return 0;
 	follow_fork(parent, child, false);
 	return 0;
 }
@@ -555,6 +512,8 @@ int BPF_PROG(signal_deliver_legacy, int sig, struct kernel_siginfo *info, struct
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_process_exit, struct task_struct *p)
 {
+	if (skipped_for_test())
+		return 0;
 	send_exit(p, false, true);
 	return 0;
 }

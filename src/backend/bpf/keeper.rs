@@ -208,7 +208,7 @@ pub fn keep(set: &str, idle: Duration, syscall_ns: u64, given: &[String]) -> Res
             if attached.is_empty() {
                 return Ok(());
             }
-            attached.clear();
+            super::detach(std::mem::take(&mut attached));
             continue;
         }
         let Ok(run) = accept(&listener) else { continue };

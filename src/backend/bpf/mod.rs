@@ -436,6 +436,7 @@ impl BpfTracer {
             }
             _ => {}
         }
+        detach(links);
     }
 
     /// The processes folded into their program's row so far (pid -> row),
@@ -479,6 +480,9 @@ impl BpfTracer {
         put(&mut state, std::mem::offset_of!(task_state, ppid), &ppid.to_ne_bytes());
         let name: Vec<u8> = comm.bytes().take(15).collect();
         put(&mut state, std::mem::offset_of!(task_state, comm), &name);
+        // A call ending as the state arrives is sys_exit's to count or not:
+        // the backup takes this mark off instead of counting it.
+        state[std::mem::offset_of!(task_state, exit_hooked)] = 1;
         match self.variant {
             Variant::Current | Variant::Bounded => {
                 let pidfd = crate::target::pidfd(tid).ok_or(Error::NoSuchProcess(tid))?;
@@ -594,7 +598,12 @@ impl BpfTracer {
             return;
         }
         // Not spawned: dropped here, on this thread, as before.
-        let closing = move || crate::timings::timed("detach the hooks", || drop((ticks, links)));
+        let closing = move || {
+            crate::timings::timed("detach the hooks", || {
+                drop(ticks);
+                detach(links);
+            })
+        };
         self.detaching = std::thread::Builder::new().name("sysdiet-detach".into()).spawn(closing).ok();
     }
 
@@ -679,6 +688,13 @@ impl BpfTracer {
 /// The backend's name, as `--backend` and a run document say it.
 pub const NAME: &str = "bpf";
 
+impl Drop for BpfTracer {
+    /// An error's way out, too: the backups detach first.
+    fn drop(&mut self) {
+        detach(std::mem::take(&mut self.links));
+    }
+}
+
 impl Tracer for BpfTracer {
     fn backend(&self) -> &str {
         NAME
@@ -739,6 +755,13 @@ fn backup_runs(tables: &Tables) -> u64 {
 /// preempted.
 pub(crate) fn is_backup(name: &str) -> bool {
     name.ends_with("_backup")
+}
+
+/// Detaches hooks `links` (by program), the backups first: a backup left
+/// attached alone would take every call for one its hook skipped.
+pub(crate) fn detach(mut links: Vec<(String, OwnedFd)>) {
+    links.sort_by_key(|(name, _)| !is_backup(name));
+    drop(links);
 }
 
 /// The runs of the hooks that count the kernel skipped so far, because a

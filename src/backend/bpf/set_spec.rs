@@ -131,13 +131,10 @@ impl SetSpec {
         rodata.tick_ns = TICK_NS;
         let cpus = perf::online_cpus().len();
         // The legacy and bounded programs' kernels (before 5.17) run a
-        // syscall's hooks with preemption off. The possible CPUs (a file
-        // read) only where the backups load.
-        rodata.backup_hook = if variant == Variant::Current && super::features::syscall_hooks_preemptible() {
-            libbpf_rs::num_possible_cpus().unwrap_or(cpus).max(1) as u64
-        } else {
-            0
-        };
+        // syscall's hooks with preemption off.
+        rodata.backup_hook = u64::from(variant == Variant::Current && super::features::syscall_hooks_preemptible());
+        // Tests only: hook runs dropped at random, for the backups to count.
+        rodata.test_skip_one_in = std::env::var("SYSDIET_TEST_SKIP").ok().and_then(|n| n.parse().ok()).unwrap_or(0);
         rodata.sample_stacks = options.stacks as u8;
         rodata.sample_first_gap = SAMPLE_FIRST_GAP;
         rodata.sample_interval_ns = SAMPLE_INTERVAL_NS;
@@ -180,6 +177,7 @@ impl SetSpec {
             sample_wakeup_bytes,
             exits_wakeup_bytes,
             strings_wakeup_bytes,
+            test_skip_one_in,
             backup_hook,
         } = rodata;
         // The specs as bytes: formatting 512 of them is a kept run's cost.
@@ -187,7 +185,7 @@ impl SetSpec {
         let rest = (
             (variant, sys_enter, on_tick, samples_bytes, exits_bytes, strings_bytes, first_sightings),
             (latency, keep_every_key, system_wide, self_tgid, tick_ns, sample_stacks, backup_hook),
-            (sample_first_gap, sample_interval_ns, sample_wakeup_bytes, exits_wakeup_bytes, strings_wakeup_bytes),
+            (sample_first_gap, sample_interval_ns, sample_wakeup_bytes, exits_wakeup_bytes, strings_wakeup_bytes, test_skip_one_in),
         );
         bytes.extend_from_slice(format!("{:016x} {rest:?}", OBJECT_HASH).as_bytes());
         format!("{:016x}", fnv1a(&bytes))
