@@ -78,11 +78,6 @@ const volatile __u64 test_skip_one_in = 0;
  * past the end of the struct user space writes, not in its padding. */
 const volatile __u64 backup_hook = 0;
 
-static __always_inline bool skipped_for_test(void)
-{
-	return test_skip_one_in && bpf_get_prandom_u32() % test_skip_one_in == 0;
-}
-
 /* Set by sysdiet when it reads out: counts freeze, so that what it reads
  * from a live thread is all there is. */
 volatile __u32 stopped = 0;
@@ -97,6 +92,7 @@ __u64 legacy_ticks_pending = 0;
  * exits the lifecycle hooks' backups did (the hooks' recursion_misses less
  * these were taken by neither). */
 __u64 backup_runs = 0;
+
 
 /* Targets' tasks made by fork, and targets' tasks that ended. With the
  * targets user space added, they bound how many may be alive: when none
@@ -432,6 +428,27 @@ static __always_inline struct task_state *state_of(struct task_struct *t, __u32 
 	if (ts && bpf_map_update_elem(&thread_ticks, &tid, &no_ticks, BPF_ANY))
 		count_lost(LOST_NO_TASK_STORAGE, 1); /* counted, its CPU time unseen */
 	return ts;
+}
+
+/* Hook runs skipped_for_test skipped: taken by the backups, or missed, as
+ * the kernel's skips are. */
+__u64 test_skips = 0;
+
+/* Whether to skip this run of a current program's hook for task `t`:
+ * only a traced task's, so that each skip stands for a run that counted;
+ * not a held child's, whose state comes marked (add_target) for the call
+ * it is in. */
+static __always_inline bool skipped_for_test(struct task_struct *t)
+{
+	struct task_state *ts;
+
+	if (!test_skip_one_in || bpf_get_prandom_u32() % test_skip_one_in)
+		return false;
+	ts = state_of(t, 0, false, false);
+	if (!ts || ts->state == TARGET_PENDING_EXEC)
+		return false;
+	__sync_fetch_and_add(&test_skips, 1);
+	return true;
 }
 
 /* The running task: a BTF pointer, or on legacy kernels (before 5.15) an

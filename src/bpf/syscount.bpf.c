@@ -216,7 +216,7 @@ static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
-	if (skipped_for_test())
+	if (skipped_for_test(bpf_get_current_task_btf()))
 		return 0;
 	return count_exit(regs, ret, false, true, false);
 }
@@ -445,7 +445,7 @@ int copy_logged(void *ctx)
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)
 {
-	if (skipped_for_test())
+	if (skipped_for_test(parent))
 		return 0;
 	follow_fork(parent, child, false);
 	return 0;
@@ -512,7 +512,7 @@ int BPF_PROG(signal_deliver_legacy, int sig, struct kernel_siginfo *info, struct
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_process_exit, struct task_struct *p)
 {
-	if (skipped_for_test())
+	if (skipped_for_test(p))
 		return 0;
 	send_exit(p, false, true);
 	return 0;

@@ -394,7 +394,7 @@ impl BpfTracer {
                 return Err(e);
             }
         };
-        let misses_at_attach = hooks_skipped(&programs).saturating_sub(backup_runs(&tables));
+        let misses_at_attach = skipped_runs(&programs, &tables).saturating_sub(backup_runs(&tables));
         Ok(BpfTracer {
             tables,
             options,
@@ -558,7 +558,7 @@ impl BpfTracer {
     /// attached that the kernel ran no hook for, and no backup took
     /// either: on any task of the host.
     fn hook_runs_missed(&self) -> u64 {
-        hooks_skipped(&self.programs).saturating_sub(backup_runs(&self.tables)).saturating_sub(self.misses_at_attach)
+        skipped_runs(&self.programs, &self.tables).saturating_sub(backup_runs(&self.tables)).saturating_sub(self.misses_at_attach)
     }
 
     /// Freezes the counts and the sampling, and lets programs already
@@ -747,6 +747,13 @@ fn program_infos(programs: &[(String, OwnedFd)]) -> Vec<(String, libbpf_sys::bpf
 fn backup_runs(tables: &Tables) -> u64 {
     // SAFETY: a field of the mapped .bss, which the programs add to.
     unsafe { std::ptr::read_volatile(&tables.bss().backup_runs) }
+}
+
+/// The counting hooks' runs skipped so far: by the kernel
+/// (`hooks_skipped`), or by SYSDIET_TEST_SKIP as the kernel would.
+fn skipped_runs(programs: &[(String, OwnedFd)], tables: &Tables) -> u64 {
+    // SAFETY: as backup_runs.
+    hooks_skipped(programs) + unsafe { std::ptr::read_volatile(&tables.bss().test_skips) }
 }
 
 /// Whether program `name` takes over the runs the kernel skipped of the
