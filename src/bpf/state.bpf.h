@@ -93,7 +93,6 @@ __u64 legacy_ticks_pending = 0;
  * these were taken by neither). */
 __u64 backup_runs = 0;
 
-
 /* Targets' tasks made by fork, and targets' tasks that ended. With the
  * targets user space added, they bound how many may be alive: when none
  * can be, the read-out does not look through /proc for them. */
