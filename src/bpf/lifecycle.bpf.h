@@ -34,10 +34,11 @@ static __always_inline int follow_fork(struct task_struct *parent, struct task_s
 
 /* The new program: the file it runs, and its environment as exec laid it
  * out on its stack. */
-static __always_inline void send_exec(struct task_struct *p, struct task_state *ts, struct linux_binprm *bprm)
+static __always_inline void send_exec(struct task_struct *p, struct task_state *ts, struct linux_binprm *bprm,
+				      const bool backup)
 {
-	__u32 zero = 0;
-	struct exec_record *r = bpf_map_lookup_elem(&exec_scratch, &zero);
+	__u32 slot = backup;
+	struct exec_record *r = bpf_map_lookup_elem(&exec_scratch, &slot);
 	__u64 start = BPF_CORE_READ(p, mm, env_start), end = BPF_CORE_READ(p, mm, env_end);
 	__u64 len = end > start ? end - start : 0;
 
@@ -62,7 +63,8 @@ static __always_inline void send_exec(struct task_struct *p, struct task_state *
 		count_lost(LOST_EXEC, 1);
 }
 
-static __always_inline int follow_exec(struct task_struct *p, struct linux_binprm *bprm, const bool legacy)
+static __always_inline int follow_exec(struct task_struct *p, struct linux_binprm *bprm, const bool legacy,
+				       const bool backup)
 {
 	struct task_state *ts = state_of(p, p->pid, false, legacy);
 
@@ -75,7 +77,7 @@ static __always_inline int follow_exec(struct task_struct *p, struct linux_binpr
 	ts->state = TARGET_ACTIVE;
 	ts->failures_seen = 0; /* the new program's own */
 	note_task(ts, p, BPF_CORE_READ(p, real_parent, tgid));
-	send_exec(p, ts, bprm);
+	send_exec(p, ts, bprm, backup);
 	return 0;
 }
 
@@ -156,14 +158,15 @@ static __always_inline long exiting_syscall(struct task_struct *p, const bool le
 	return regs && regs_in_syscall_btf(regs) ? regs_syscall_nr(regs) : -1;
 }
 
-/* `loops`: the kernel has bpf_loop (5.17). 1 if it took the thread (a
- * target not sent before), else 0. */
-static __always_inline int send_exit(struct task_struct *p, const bool legacy, const bool loops)
+/* `loops`: the kernel has bpf_loop (5.17); `backup`: the exit hook's
+ * backup runs it (its own scratch slot). 1 if it took the thread (a target
+ * not sent before), else 0. */
+static __always_inline int send_exit(struct task_struct *p, const bool legacy, const bool loops, const bool backup)
 {
 	struct exit_ctx x = { .tid = p->pid };
 	struct task_state *ts = state_of(p, x.tid, false, legacy);
 	struct exit_record *rec;
-	__u32 zero = 0, i;
+	__u32 slot = backup, i;
 	/* 64-bit: checked, the size is what the ring's output is given, not a
 	 * copy cut to 32 bits whose bound the verifier does not learn. */
 	__u64 size, n;
@@ -190,7 +193,7 @@ static __always_inline int send_exit(struct task_struct *p, const bool legacy, c
 	}
 	ts->exited = 1;
 	__sync_fetch_and_add(&targets_ended, 1);
-	rec = bpf_map_lookup_elem(&exit_scratch, &zero);
+	rec = bpf_map_lookup_elem(&exit_scratch, &slot);
 	if (!rec)
 		goto out;
 	x.ts = ts;

@@ -276,9 +276,12 @@ struct {
 	__uint(max_entries, 4 << 20);
 } exits SEC(".maps");
 
+/* Where an exit record is put together: a slot for sched_process_exit,
+ * one for its backup, which runs on the CPU while a preempted run of the
+ * hook fills its own (7.x). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, struct exit_record);
 } exit_scratch SEC(".maps");
@@ -292,9 +295,10 @@ struct {
 	__type(value, struct path_record);
 } path_scratch SEC(".maps");
 
+/* The same for an exec record: the exec hook's slot, its backup's. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, struct exec_record);
 } exec_scratch SEC(".maps");

@@ -474,7 +474,7 @@ int BPF_PROG(sched_process_fork_legacy, struct task_struct *parent, struct task_
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	return follow_exec(p, bprm, false);
+	return follow_exec(p, bprm, false, false);
 }
 
 /* A target's new program when sched_process_exec was skipped goes
@@ -488,13 +488,13 @@ int BPF_PROG(sched_process_exec_backup, struct task_struct *p, pid_t old_pid, st
 	if (!ts || ts->state != TARGET_PENDING_EXEC)
 		return 0;
 	__sync_fetch_and_add(&backup_runs, 1);
-	return follow_exec(p, bprm, false);
+	return follow_exec(p, bprm, false, true);
 }
 
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(sched_process_exec_legacy, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	return follow_exec(p, bprm, true);
+	return follow_exec(p, bprm, true, false);
 }
 
 SEC("tp_btf/signal_deliver")
@@ -514,7 +514,7 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 {
 	if (skipped_for_test(p))
 		return 0;
-	send_exit(p, false, true);
+	send_exit(p, false, true, false);
 	return 0;
 }
 
@@ -522,7 +522,7 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_process_exit_backup, struct task_struct *p)
 {
-	if (send_exit(p, false, true))
+	if (send_exit(p, false, true, true))
 		__sync_fetch_and_add(&backup_runs, 1);
 	return 0;
 }
@@ -530,14 +530,14 @@ int BPF_PROG(sched_process_exit_backup, struct task_struct *p)
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_process_exit_bounded, struct task_struct *p)
 {
-	send_exit(p, false, false);
+	send_exit(p, false, false, false);
 	return 0;
 }
 
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_process_exit_legacy, struct task_struct *p)
 {
-	send_exit(p, true, false);
+	send_exit(p, true, false, false);
 	return 0;
 }
 
