@@ -25,6 +25,12 @@ fn check_env(name: &str, args: &[&str], skip: &[&str], env: &[(&str, &str)]) -> 
     doc
 }
 
+/// What `sysdiet __programs` loads with `env`: a line per program.
+fn programs_loaded(env: &[(&str, &str)]) -> String {
+    let out = sysdiet().arg("__programs").envs(env.iter().copied()).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Asserts the run's counts equal strace's; a failure says what else the
 /// run saw.
 fn assert_counts_as_strace(what: &str, oracle: &Counts, doc: &serde_json::Value, skip: &[&str]) {
@@ -278,14 +284,12 @@ fn forced_programs_count_as_strace_does(variant: &str, loaded: &[&str], not_load
     }
     // A kernel that runs the legacy programs (before 5.15: Debian 11's
     // 5.10) lacks what the others need: forced, they fall back to legacy.
-    let own = sysdiet().arg("__programs").output().unwrap();
-    if variant != "legacy" && String::from_utf8_lossy(&own.stdout).contains("sys_exit_legacy ") {
+    if variant != "legacy" && programs_loaded(&[]).contains("sys_exit_legacy ") {
         eprintln!("{variant}: this kernel runs the legacy programs: skipped");
         return;
     }
     let forced: &[(&str, &str)] = &[("SYSDIET_BPF_VARIANT", variant)];
-    let out = sysdiet().arg("__programs").envs(forced.iter().copied()).output().unwrap();
-    let programs = String::from_utf8_lossy(&out.stdout);
+    let programs = programs_loaded(forced);
     for name in loaded {
         assert!(programs.contains(name), "{variant}: {name}: {programs}");
     }
@@ -311,8 +315,7 @@ fn the_backup_hook_counts_nothing_twice() {
         return;
     }
     const BACKUP: &[(&str, &str)] = &[("SYSDIET_BACKUP_HOOK", "1")];
-    let out = sysdiet().arg("__programs").envs(BACKUP.iter().copied()).output().unwrap();
-    let loaded = String::from_utf8_lossy(&out.stdout);
+    let loaded = programs_loaded(BACKUP);
     // The legacy and bounded programs' kernels (before 5.17) hook
     // syscalls with preemption off: only the current programs have a backup.
     let current = loaded.contains("sys_exit ");
@@ -335,8 +338,7 @@ fn the_backups_count_what_their_hooks_skipped() {
         return;
     }
     // Only the current programs can skip, and have backups.
-    let out = sysdiet().arg("__programs").output().unwrap();
-    let loaded = String::from_utf8_lossy(&out.stdout);
+    let loaded = programs_loaded(&[]);
     if !loaded.contains("sys_exit ") {
         return;
     }

@@ -63,8 +63,11 @@ static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool
 		ts = enrol(t, legacy);
 	if (!ts)
 		return 0;
-	/* For sys_exit_backup: this thread's hook ran for this call. */
-	if (backup_hook && !backup)
+	/* For sys_exit_backup: this thread's hook ran for this call; or the
+	 * backup takes over a call its hook was skipped for. */
+	if (backup)
+		__sync_fetch_and_add(&backup_runs, 1);
+	else if (backup_hook)
 		ts->exit_hooked = 1;
 	if (stopped)
 		return 0;
@@ -233,16 +236,13 @@ int BPF_PROG(sys_exit_backup, struct pt_regs *regs, long ret)
 {
 	struct task_state *ts = state_of(bpf_get_current_task_btf(), 0, false, false);
 
-	if (ts) {
-		if (ts->exit_hooked) {
-			ts->exit_hooked = 0;
-			return 0;
-		}
-	} else if (!system_wide || stopped || bpf_get_current_pid_tgid() >> 32 == self_tgid) {
-		/* Not traced: sys_exit enrols every other task of a host. */
+	if (ts && ts->exit_hooked) {
+		ts->exit_hooked = 0;
 		return 0;
 	}
-	__sync_fetch_and_add(&backup_runs, 1);
+	/* Not traced: sys_exit enrols every other task of a host. */
+	if (!ts && !system_wide)
+		return 0;
 	return count_exit(regs, ret, false, true, true);
 }
 
