@@ -306,9 +306,10 @@ fn forced_programs_count_as_strace_does(variant: &str, loaded: &[&str], not_load
 }
 
 /// The backup hooks that preemptible kernels load, each after its hook
-/// (sys_exit's, and the forks', execs' and thread exits'), take only the
-/// events the kernel skipped that hook for: forced on here, where none is
-/// skipped, they count nothing twice, and follow every child and thread.
+/// (sys_exit's, and the forks', execs', thread exits' and signals'), take
+/// only the events the kernel skipped that hook for: forced on here, where
+/// none is skipped, they count nothing twice, and follow every child and
+/// thread.
 #[test]
 fn the_backup_hook_counts_nothing_twice() {
     if skip_without_bpf() {
@@ -319,7 +320,7 @@ fn the_backup_hook_counts_nothing_twice() {
     // The legacy and bounded programs' kernels (before 5.17) hook
     // syscalls with preemption off: only the current programs have a backup.
     let current = loaded.contains("sys_exit ");
-    for hook in ["sys_exit", "sched_process_fork", "sched_process_exec", "sched_process_exit"] {
+    for hook in ["sys_exit", "sched_process_fork", "sched_process_exec", "sched_process_exit", "signal_deliver"] {
         assert_eq!(loaded.contains(&format!("{hook}_backup ")), current, "{loaded}");
     }
     check_env("timeloop", &["localtime", "2000"], &[], BACKUP);

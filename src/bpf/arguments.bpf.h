@@ -222,9 +222,9 @@ static __always_inline void summarise_once(struct call *c, __s64 keys, __s64 err
 	struct once_summary *o = bpf_map_lookup_elem(&once_summary, &nr);
 
 	if (o) {
-		o->keys += keys;
-		o->errors += errors;
-		o->ns += ns;
+		percpu_add(&o->keys, keys);
+		percpu_add(&o->errors, errors);
+		percpu_add(&o->ns, ns);
 	}
 }
 
@@ -611,9 +611,10 @@ static __always_inline void promote(struct task_state *ts, struct call *c, struc
 		h = bpf_map_lookup_or_try_init(&io_hists, k, &zero_hist);
 		if (!h)
 			count_lost(LOST_HIST_TABLE_FULL, 1);
+		/* Shared: another thread's call of the key may be adding. */
 		if (h) {
-			h->requested[requested & (HIST_BUCKETS - 1)]++;
-			h->returned[returned & (HIST_BUCKETS - 1)]++;
+			__sync_fetch_and_add(&h->requested[requested & (HIST_BUCKETS - 1)], 1);
+			__sync_fetch_and_add(&h->returned[returned & (HIST_BUCKETS - 1)], 1);
 		}
 	}
 	if (c->kind == ARG_PATH && c->path_hash != PATH_HASH_UNREADABLE && c->path_hash != PATH_HASH_NULL &&

@@ -342,13 +342,24 @@ struct {
 
 static const struct io_hist zero_hist;
 
+/* Adds to a per-CPU counter. Where hooks can be preempted (backup_hook),
+ * another program may run on this CPU between a plain add's load and its
+ * store, and one of the two adds would be lost. */
+static __always_inline void percpu_add(__u64 *v, __u64 n)
+{
+	if (backup_hook)
+		__sync_fetch_and_add(v, n);
+	else
+		*v += n;
+}
+
 /* Global, so verified once, not with each caller, and its lookup inlined
  * once: a call of it is rare (something lost), its call sites many. */
 __noinline int count_lost(__u32 what, __u64 n)
 {
 	__u64 *v = bpf_map_lookup_elem(&lost, &what);
 	if (v)
-		*v += n;
+		percpu_add(v, n);
 	return 0;
 }
 

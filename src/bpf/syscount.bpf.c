@@ -503,6 +503,15 @@ int BPF_PROG(signal_deliver, int sig, struct kernel_siginfo *info, struct k_siga
 	return forget_mask(false);
 }
 
+/* A skipped signal_deliver would leave the mask of a thread that took a
+ * signal known, and its next sigprocmask misclassed (never miscounted).
+ * Forgetting twice does no harm: no mark is needed. */
+SEC("tp_btf/signal_deliver")
+int BPF_PROG(signal_deliver_backup, int sig, struct kernel_siginfo *info, struct k_sigaction *ka)
+{
+	return forget_mask(false);
+}
+
 SEC("tp_btf/signal_deliver")
 int BPF_PROG(signal_deliver_legacy, int sig, struct kernel_siginfo *info, struct k_sigaction *ka)
 {

@@ -237,7 +237,13 @@ impl SetSpec {
         // other variants keep the clock, and look each logged key up.
         let current = v == Variant::Current;
         let backups = self.rodata.backup_hook != 0 && others && current;
-        for backup in [&mut p.sys_exit_backup, &mut p.sched_process_fork_backup, &mut p.sched_process_exec_backup, &mut p.sched_process_exit_backup] {
+        for backup in [
+            &mut p.sys_exit_backup,
+            &mut p.sched_process_fork_backup,
+            &mut p.sched_process_exec_backup,
+            &mut p.sched_process_exit_backup,
+            &mut p.signal_deliver_backup,
+        ] {
             backup.set_autoload(backups);
         }
         let kernel_ticks = self.on_tick && others && current;
