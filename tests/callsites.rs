@@ -137,7 +137,10 @@ fn a_main_threads_sample_copies_its_frames_not_its_environment() {
     let (doc, _) = sysdiet_json_env(&[], &[victim("timeloop").to_str().unwrap(), "localtime", "50000"], &[("SYSDIET_TEST_BIG", &environment)]);
     let sampling = &doc["sampling"];
     let copied = sampling["stack_bytes_copied"].as_u64().unwrap();
-    assert!(copied < 8192, "a main thread's sample copied {copied} bytes, its environment with it: {sampling}");
+    // The environment alone is 12,000 bytes above the stack's start. The
+    // frames are not always shallow: most samples need 4-6 KiB to unwind,
+    // one run's deepest (of 232, under the whole suite) 9,416 bytes.
+    assert!(copied < 12_000, "a main thread's sample copied {copied} bytes, its environment with it: {sampling}");
     assert!(copied >= sampling["stack_bytes_max"].as_u64().unwrap(), "{sampling}");
     assert_eq!(sampling["stack_too_short"], 0, "{sampling}");
     assert!(reaching(&doc, path_argument(&doc, "/etc/localtime"), &["main"]) >= 0.99, "{sampling}");
