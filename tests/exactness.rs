@@ -368,6 +368,34 @@ fn the_backups_count_what_their_hooks_skipped() {
     }
 }
 
+/// A signal's handler runs with its signal blocked, so the handler's own
+/// sigprocmask blocking it again changes nothing: each of sighandler's is
+/// "same". A skipped signal_deliver would leave the thread's mask from
+/// before the signal known, and the call classed a block; its backup
+/// forgets that mask again. (Without the backup, every skip misclasses.)
+#[test]
+fn a_skipped_signal_hook_leaves_no_stale_mask() {
+    if skip_without_bpf() {
+        return;
+    }
+    if !programs_loaded(&[]).contains("sys_exit ") {
+        return;
+    }
+    let exe = victim("sighandler");
+    let argv = [exe.to_str().unwrap(), "300"];
+    for env in [&[("SYSDIET_BACKUP_HOOK", "1")][..], &[("SYSDIET_BACKUP_HOOK", "1"), ("SYSDIET_TEST_SKIP", "1")]] {
+        let (doc, _) = sysdiet_json_env(&[], &argv, env);
+        let classes: Vec<(String, u64)> = doc["arguments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["syscall"] == "rt_sigprocmask")
+            .map(|a| (a["argument"]["change"].as_str().unwrap_or("?").to_owned(), a["calls"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(classes, [("same".to_owned(), 300)], "{env:?}");
+    }
+}
+
 /// Runs beside strace tracing other programs, all at once: each still
 /// counts exactly. (Debian 12's arm64 kernel under TCG lost every call of
 /// whole rounds of such runs: docs/kernels.md.)

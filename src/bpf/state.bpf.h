@@ -68,9 +68,9 @@ const volatile __u64 exits_wakeup_bytes = 0;
 const volatile __u64 strings_wakeup_bytes = 0;
 
 /* Tests only (SYSDIET_TEST_SKIP=N): one run in N of the current programs'
- * sys_exit and fork and exit hooks, at random, does nothing, as if the
- * kernel had skipped it, so that the backups' counting is tested on any
- * kernel (SYSDIET_BACKUP_HOOK=1). 0: none. */
+ * sys_exit, fork, exit and signal hooks, at random, does nothing, as if the
+ * kernel had skipped it, so that the backups are tested on any kernel
+ * (SYSDIET_BACKUP_HOOK=1). 0: none. */
 const volatile __u64 test_skip_one_in = 0;
 
 /* The backups are loaded (0: not). A word, so that the
@@ -448,18 +448,24 @@ static __always_inline struct task_state *state_of(struct task_struct *t, __u32 
  * the kernel's skips are. */
 __u64 test_skips = 0;
 
-/* Whether to skip this run of a current program's hook for task `t`:
- * only a traced task's, so that each skip stands for a run that counted;
- * not a held child's, whose state comes marked (add_target) for the call
- * it is in. */
-static __always_inline bool skipped_for_test(struct task_struct *t)
+/* Whether this run of a current program's hook for task `t` is drawn to
+ * be skipped: only a traced task's, so that each skip stands for a run that
+ * counted; not a held child's, whose state comes marked (add_target) for
+ * the call it is in. */
+static __always_inline bool drawn_for_test_skip(struct task_struct *t)
 {
 	struct task_state *ts;
 
 	if (!test_skip_one_in || bpf_get_prandom_u32() % test_skip_one_in)
 		return false;
 	ts = state_of(t, 0, false, false);
-	if (!ts || ts->state == TARGET_PENDING_EXEC)
+	return ts && ts->state != TARGET_PENDING_EXEC;
+}
+
+/* The same for a hook whose skipped runs are counted as missed. */
+static __always_inline bool skipped_for_test(struct task_struct *t)
+{
+	if (!drawn_for_test_skip(t))
 		return false;
 	__sync_fetch_and_add(&test_skips, 1);
 	return true;
