@@ -392,7 +392,11 @@ fn a_skipped_signal_hook_leaves_no_stale_mask() {
             .filter(|a| a["syscall"] == "rt_sigprocmask")
             .map(|a| (a["argument"]["change"].as_str().unwrap_or("?").to_owned(), a["calls"].as_u64().unwrap()))
             .collect();
-        assert_eq!(classes, [("same".to_owned(), 300)], "{env:?}");
+        // Where the kernel skips hooks too, a call it skipped with its
+        // backup goes uncounted (and counted as missed).
+        let [(class, calls)] = &classes[..] else { panic!("{env:?}: {classes:?}") };
+        assert_eq!(class, "same", "{env:?}: {classes:?}");
+        assert!(exact_but_missed(*calls, 300, hook_runs_missed(&doc)), "{env:?}: {classes:?}");
     }
 }
 
