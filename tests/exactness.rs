@@ -331,8 +331,8 @@ fn the_backup_hook_counts_nothing_twice() {
 }
 
 /// The backups count what their hooks were skipped for: sys_exit and the
-/// fork and exit hooks made to skip runs at random (SYSDIET_TEST_SKIP, as
-/// the kernel skips a preempted hook's), every one of them, or none.
+/// fork, exec and exit hooks made to skip runs at random (SYSDIET_TEST_SKIP,
+/// as the kernel skips a preempted hook's), every one of them, or none.
 #[test]
 fn the_backups_count_what_their_hooks_skipped() {
     if skip_without_bpf() {
@@ -362,7 +362,12 @@ fn the_backups_count_what_their_hooks_skipped() {
         }
         // Threads made and ended: the fork and exit hooks skipped too.
         let threads = check_env("manythreads", &["40", "8"], &["futex"], &env);
-        for doc in [timeloop, pipeline, threads] {
+        // Children that exec: each named by its new program, whose exec
+        // hook may have been skipped (its backup's work then).
+        let children = check_env("forkexec", &["3", "/bin/true"], &[], &env);
+        let names: Vec<&str> = children["processes"].as_array().unwrap().iter().map(|p| p["comm"].as_str().unwrap()).collect();
+        assert_eq!(names.iter().filter(|&&n| n == "true").count(), 3, "one in {every}: {names:?}");
+        for doc in [timeloop, pipeline, threads, children] {
             assert_eq!(hook_runs_missed(&doc), 0, "{doc}");
         }
     }

@@ -73,6 +73,10 @@ static __always_inline int follow_exec(struct task_struct *p, struct linux_binpr
 	/* A held child's time counts from here too. */
 	if (legacy && ts->state != TARGET_ACTIVE)
 		drop_legacy_ticks(p->pid);
+	/* For sched_process_exec_backup: this exec is done (the mark is the
+	 * thread's own, as sys_exit's is). */
+	if (!legacy && !backup && backup_hook)
+		ts->exec_hooked = 1;
 	/* A held child counts from here: its execve is counted at its exit. */
 	ts->state = TARGET_ACTIVE;
 	ts->failures_seen = 0; /* the new program's own */

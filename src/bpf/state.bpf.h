@@ -68,9 +68,9 @@ const volatile __u64 exits_wakeup_bytes = 0;
 const volatile __u64 strings_wakeup_bytes = 0;
 
 /* Tests only (SYSDIET_TEST_SKIP=N): one run in N of the current programs'
- * sys_exit, fork, exit and signal hooks, at random, does nothing, as if the
- * kernel had skipped it, so that the backups are tested on any kernel
- * (SYSDIET_BACKUP_HOOK=1). 0: none. */
+ * sys_exit, fork, exec, exit and signal hooks, at random, does nothing, as
+ * if the kernel had skipped it, so that the backups are tested on any
+ * kernel (SYSDIET_BACKUP_HOOK=1). 0: none. */
 const volatile __u64 test_skip_one_in = 0;
 
 /* The backups are loaded (0: not). A word, so that the

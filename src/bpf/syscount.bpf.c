@@ -474,19 +474,25 @@ int BPF_PROG(sched_process_fork_legacy, struct task_struct *parent, struct task_
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
+	if (skipped_for_test(p))
+		return 0;
 	return follow_exec(p, bprm, false, false);
 }
 
-/* A target's new program when sched_process_exec was skipped goes
- * unnamed (its counts stay the old one's); a held child's would go
- * uncounted. */
+/* Where sched_process_exec was skipped, a held child would go uncounted
+ * and a target's new program unnamed (its counts the old one's). The hook
+ * marks the thread's state; an exec that finds no mark is the backup's. */
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(sched_process_exec_backup, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	struct task_state *ts = state_of(p, p->pid, false, false);
 
-	if (!ts || ts->state != TARGET_PENDING_EXEC)
+	if (!ts)
 		return 0;
+	if (ts->exec_hooked) {
+		ts->exec_hooked = 0;
+		return 0;
+	}
 	__sync_fetch_and_add(&backup_runs, 1);
 	return follow_exec(p, bprm, false, true);
 }

@@ -213,6 +213,7 @@ struct task_state {
 	__u8 in_call;   /* --latency: between enter and exit */
 	__u8 timeout_class; /* --latency: read at entry */
 	__u8 exit_hooked; /* sys_exit ran since sys_exit_backup last ran */
+	__u8 exec_hooked; /* the same for sched_process_exec and its backup */
 	char comm[COMM_LEN];
 	__u64 cgroup;   /* its cgroup v2 id, at fork or exec */
 	struct exe_id exe; /* at fork or exec */
