@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use sysdiet::compare::{compare as measure, variants, CompareOptions};
+use sysdiet::compare::{compare as measure, variants, CompareOptions, Untraced};
 use sysdiet::error::Error;
 use sysdiet::report::{Document, Outputs};
 use sysdiet::Result;
@@ -37,7 +37,7 @@ pub fn run(a: CompareArgs, mut outputs: Outputs) -> Result<i32> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register_usize(sig, Arc::clone(&stop), sig as usize)?;
     }
-    let result = measure(&variants, &opts, &mut show, &stop);
+    let result = measure(&variants, &opts, &mut Untraced, &mut show, &stop);
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }

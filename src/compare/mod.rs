@@ -18,7 +18,7 @@ use crate::pipeline::{trace_command, TraceOptions};
 use crate::stats::{self, Summary};
 pub use diff::{diff, ArgumentChange, ArgumentCount, Change, Counted, Diff, FindingChange, FindingSummary, SiteChange, SiteCount, SyscallChange};
 pub use saved::{diff_runs, MachineDependent, RunDiff};
-pub use timing::RunTiming;
+pub use timing::{Executor, RunTiming, Untraced};
 
 /// One thing to run: the baseline or a variant.
 #[derive(Debug, Clone)]
@@ -161,13 +161,14 @@ pub fn verdict(ratio: f64, lo: f64, hi: f64) -> Verdict {
     }
 }
 
-/// Measures the variants; `progress` hears of each run as it starts (runs
+/// Measures the variants, each run by `executor`; `progress` hears of each run as it starts (runs
 /// done, runs in all, the variant's label). `stop` becomes a signal's
 /// number when the user interrupts: the run under way ends (and is not
 /// kept), and the rounds every variant completed are the result.
 pub fn compare(
     variants: &[Variant],
     opts: &CompareOptions,
+    executor: &mut dyn Executor,
     progress: &mut dyn FnMut(usize, usize, &str),
     stop: &std::sync::atomic::AtomicUsize,
 ) -> Result<Comparison> {
@@ -194,7 +195,7 @@ pub fn compare(
                 break 'rounds;
             }
             progress(done, total, &v.label);
-            let (t, out) = timing::run_once(v, opts.check_output)?;
+            let (t, out) = executor.run(v, opts.check_output)?;
             // Interrupted meanwhile: the run was cut short (a Ctrl-C
             // reaches it too), so it measures nothing.
             if stop.load(Ordering::Relaxed) != 0 {
@@ -329,6 +330,60 @@ mod tests {
         assert_eq!(verdict(1.5, 1.4, 1.6), Verdict::Slower);
         assert_eq!(verdict(0.9, 0.8, 1.05), Verdict::NoSignificantDifference);
         assert_eq!(verdict(0.97, 0.965, 0.975), Verdict::NoSignificantDifference, "3% is drift");
+    }
+
+    /// Runs nothing: each run's wall time is `wall(run number, label)`.
+    struct Scripted<F: FnMut(usize, &str) -> f64> {
+        wall: F,
+        order: Vec<String>,
+    }
+
+    impl<F: FnMut(usize, &str) -> f64> Executor for Scripted<F> {
+        fn run(&mut self, v: &Variant, capture: bool) -> Result<(RunTiming, Option<Vec<u8>>)> {
+            let wall_s = (self.wall)(self.order.len(), &v.label);
+            self.order.push(v.label.clone());
+            Ok((RunTiming { wall_s, ..Default::default() }, capture.then(Vec::new)))
+        }
+    }
+
+    fn measured<F: FnMut(usize, &str) -> f64>(runs: usize, wall: F) -> (Comparison, String) {
+        let variants = variants(&["true".into()], &[], &[], &["true".into()]).unwrap();
+        let opts = CompareOptions { runs, warmup: 1, check_output: false, normalize: Vec::new(), ignore_failure: false, trace: false };
+        let mut executor = Scripted { wall, order: Vec::new() };
+        let result = compare(&variants, &opts, &mut executor, &mut |_, _, _| {}, &Default::default()).unwrap();
+        (result, executor.order.concat())
+    }
+
+    /// A noise of ±4% that repeats every 7 rounds, the same for A and B.
+    fn noise(run: usize) -> f64 {
+        [1.0, 1.03, 0.98, 1.04, 0.97, 1.01, 0.96][run % 7]
+    }
+
+    #[test]
+    fn the_runs_alternate_their_order_after_the_warm_up() {
+        let (result, order) = measured(3, |_, _| 1.0);
+        assert_eq!(order, "ABBAABBA", "a warm-up round, then three");
+        assert_eq!((result.runs, result.warmup, result.variants[1].runs.len()), (3, 1, 3));
+    }
+
+    #[test]
+    fn the_same_command_twice_is_no_significant_difference() {
+        // The first run of each round pays 10% more (caches the other
+        // command emptied): always A then B, B would be called faster;
+        // the order alternating, both pay it alike.
+        let (result, _) = measured(10, |run, _| noise(run / 2) * if run % 2 == 0 { 1.1 } else { 1.0 });
+        let b = result.variants[1].vs_baseline.as_ref().unwrap();
+        assert_eq!(b.verdict, Verdict::NoSignificantDifference, "{b:?}");
+        assert!(b.ci_low < 1.0 && b.ci_high > 1.0, "{b:?}");
+    }
+
+    #[test]
+    fn a_variant_taking_longer_or_shorter_is_called_so() {
+        for (factor, verdict) in [(1.2, Verdict::Slower), (0.8, Verdict::Faster), (1.03, Verdict::NoSignificantDifference)] {
+            let (result, _) = measured(10, |run, label| noise(run / 2) * if label == "B" { factor } else { 1.0 });
+            let b = result.variants[1].vs_baseline.as_ref().unwrap();
+            assert_eq!(b.verdict, verdict, "B at {factor}× A: {b:?}");
+        }
     }
 
     #[test]

@@ -20,8 +20,25 @@ pub struct RunTiming {
     pub status: i32,
 }
 
+/// Runs a variant once, as hyperfine's benchmark asks its Executor: the
+/// comparison is tested with timings chosen in advance (a mock in the
+/// tests below `compare`), not with the machine's wall clock.
+pub trait Executor {
+    /// One run of `v`: its timing and, when `capture`, its stdout.
+    fn run(&mut self, v: &Variant, capture: bool) -> Result<(RunTiming, Option<Vec<u8>>)>;
+}
+
+/// The real thing: the command started untraced, timed, reaped by wait4.
+pub struct Untraced;
+
+impl Executor for Untraced {
+    fn run(&mut self, v: &Variant, capture: bool) -> Result<(RunTiming, Option<Vec<u8>>)> {
+        run_once(v, capture)
+    }
+}
+
 /// Runs `v` once; returns its timing and, when `capture`, its stdout.
-pub fn run_once(v: &Variant, capture: bool) -> Result<(RunTiming, Option<Vec<u8>>)> {
+fn run_once(v: &Variant, capture: bool) -> Result<(RunTiming, Option<Vec<u8>>)> {
     let name = v.command.first().ok_or_else(|| Error::Usage("an empty command line".into()))?;
     let program = crate::target::spawn::resolve_program(name)?;
     let t0 = Instant::now();
