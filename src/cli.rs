@@ -165,8 +165,12 @@ pub enum Command {
         paths: bool,
         /// sys_exit finds the thread's state in task storage first: the
         /// floor of keeping per-thread state there
-        #[arg(long)]
+        #[arg(long, conflicts_with = "state_by_pid")]
         state: bool,
+        /// sys_exit finds the thread's state in an array indexed by its
+        /// id instead: the floor of per-thread state without a helper call
+        #[arg(long)]
+        state_by_pid: bool,
         /// sys_exit counts each path call in a word of a table of WORDS
         /// (a power of two; 2048, 16 KiB, by default) picked by a hash of its
         /// key: the floor of counting each path in the kernel

@@ -82,7 +82,17 @@ fn dispatch(cli: Cli, started: Instant) -> Result<i32> {
             Some(job) => Ok(sysdiet::bench::worker::work(job)),
             None => Err(sysdiet::Error::Usage("__bench-worker is run by `sysdiet bench`, not by hand".into())),
         },
-        Command::Floor { hooks, clock, paths, state, keys, command } => floor(&hooks, clock, paths, state, keys, &command),
+        Command::Floor { hooks, clock, paths, state, state_by_pid, keys, command } => {
+            use sysdiet::bench::floor::State;
+            let state = if state {
+                State::InTask
+            } else if state_by_pid {
+                State::ByPid
+            } else {
+                State::None
+            };
+            floor(&hooks, clock, paths, state, keys, &command)
+        }
         Command::Programs { no_stacks, latency, system_wide, log } => programs(
             BpfOptions { stacks: !no_stacks, latency, system_wide, verifier_stats: true, verifier_log: log.is_some(), ..Default::default() },
             log.as_deref(),
@@ -167,7 +177,7 @@ fn programs(options: BpfOptions, log: Option<&std::path::Path>) -> Result<i32> {
 }
 
 /// Runs `command` under empty hooks; its exit status is ours.
-fn floor(hooks: &str, clock: bool, paths: bool, state: bool, keys: Option<u32>, command: &[OsString]) -> Result<i32> {
+fn floor(hooks: &str, clock: bool, paths: bool, state: sysdiet::bench::floor::State, keys: Option<u32>, command: &[OsString]) -> Result<i32> {
     use sysdiet::bench::floor::{Floor, Hooks};
     let hooks = match hooks {
         "enter" => Hooks::Enter,

@@ -672,6 +672,7 @@ fn the_floor_runs_a_command_under_empty_hooks_and_passes_its_status() {
             &["--paths"][..],
             &["--clock", "--paths"][..],
             &["--paths", "--state"][..],
+            &["--paths", "--state-by-pid"][..],
             &["--paths", "--state", "--keys", "1048576"][..],
         ] {
             // The shell stats and opens paths: the path floor reads them.
@@ -687,6 +688,10 @@ fn the_floor_runs_a_command_under_empty_hooks_and_passes_its_status() {
     let out = sysdiet().args(["__floor", "--hooks", "exit", "--paths", "--keys", "3000", "--", "true"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a power of two"), "{}", String::from_utf8_lossy(&out.stderr));
+    // One state or the other: a floor of both is no tracer's.
+    let out = sysdiet().args(["__floor", "--hooks", "exit", "--state", "--state-by-pid", "--", "true"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[test]

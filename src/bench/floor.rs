@@ -18,6 +18,18 @@ mod skel {
 const OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/floor.bpf.o"));
 const OBJECT_HASH: u64 = fnv1a(OBJECT);
 
+/// Where sys_exit finds the thread's state, if it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    None,
+    /// In task storage (made at the thread's first call), as sysdiet's
+    /// sys_exit finds it: a helper call.
+    InTask,
+    /// In an array indexed by the thread's id, told from a reused id's by
+    /// its task's start time: an inlined lookup, no helper call.
+    ByPid,
+}
+
 /// Which hooks to attach.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Hooks {
@@ -35,14 +47,14 @@ impl Floor {
     /// With `clock`, each hook reads the clock (and discards it): the
     /// floor of a tracer that times every call. With `paths`, sys_exit
     /// reads the path of each call that takes one: the floor of a tracer
-    /// that counts calls per path exactly. With `state`, sys_exit finds
-    /// the thread's state in task storage first, as sysdiet's does: the
-    /// floor of a tracer that keeps per-thread state there. With `keys`
+    /// that counts calls per path exactly. With a `state`, sys_exit finds
+    /// the thread's state first, where `state` says: the floor of a
+    /// tracer that keeps per-thread state there. With `keys`
     /// (and `paths`), sys_exit adds 1 to a word of a table of that many
     /// words (a power of two, as `--keys` checks) picked by a hash of each
     /// path call's key: the floor of a tracer that counts each path in the
     /// kernel, its keys as close together as the table.
-    pub fn attach(hooks: Hooks, clock: bool, paths: bool, state: bool, keys: Option<u32>) -> Result<Floor> {
+    pub fn attach(hooks: Hooks, clock: bool, paths: bool, state: State, keys: Option<u32>) -> Result<Floor> {
         // Loaded as sysdiet's own programs are, so that its start is the
         // floor of theirs: with the tracepoints' ids kept (looked up again
         // if the kernel refuses them), and relocated against the kernel
@@ -61,13 +73,17 @@ impl Floor {
         hooks: Hooks,
         clock: bool,
         paths: bool,
-        state: bool,
+        state: State,
         keys: Option<u32>,
     ) -> Result<skel::FloorSkel<'static>> {
         let mut open = kernel_types::open(skel::FloorSkelBuilder::default(), object_storage()?, types).map_err(bpf_error)?;
         let rodata = open.maps.rodata_data.as_deref_mut().expect("floor has read-only data");
         rodata.read_clock = u8::from(clock);
-        rodata.thread_state = u8::from(state);
+        rodata.thread_state = match state {
+            State::None => 0,
+            State::InTask => 1,
+            State::ByPid => 2,
+        };
         rodata.count_keys = u8::from(keys.is_some());
         if let Some(words) = keys {
             rodata.keys_mask = words - 1;
@@ -80,10 +96,21 @@ impl Floor {
                 }
             }
         }
-        open.maps.floor_states.set_autocreate(state).map_err(bpf_error)?;
+        open.maps.floor_states.set_autocreate(state == State::InTask).map_err(bpf_error)?;
+        open.maps.floor_by_pid.set_autocreate(state == State::ByPid).map_err(bpf_error)?;
+        if state == State::ByPid {
+            open.maps.floor_by_pid.set_max_entries(pid_max()?).map_err(bpf_error)?;
+        }
         open.maps.floor_keys.set_autocreate(keys.is_some()).map_err(bpf_error)?;
         open.progs.floor_enter.set_autoload(hooks != Hooks::Exit);
         open.progs.floor_exit.set_autoload(hooks != Hooks::Enter);
         open.load().map_err(bpf_error)
     }
+}
+
+/// The kernel's highest thread id plus one: STATE_BY_PID's array size.
+fn pid_max() -> Result<u32> {
+    const PATH: &str = "/proc/sys/kernel/pid_max";
+    let text = std::fs::read_to_string(PATH).map_err(|source| crate::error::Error::File { path: PATH.into(), source })?;
+    text.trim().parse().map_err(|_| crate::error::Error::Usage(format!("{PATH}: not a number: {}", text.trim())))
 }

@@ -19,10 +19,14 @@ const volatile __u8 read_clock = 0;
  * calls per path exactly can cost, since the path is in the caller's
  * memory and may change between calls. */
 const volatile __u8 path_arg[FLOOR_SYSCALLS] = {};
-/* sys_exit finds the calling thread's state in task storage (made at its
- * first call), as sysdiet's sys_exit does before it counts anything: the
- * least a tracer that keeps per-thread state there can cost. */
-const volatile __u8 thread_state = 0;
+/* sys_exit finds the calling thread's state (made at its first call):
+ * STATE_IN_TASK, in task storage, as sysdiet's sys_exit does before it
+ * counts anything, the least a tracer that keeps per-thread state there
+ * can cost; STATE_BY_PID, in an array indexed by the thread's id, each
+ * entry told from a reused id's by its task's start time: found without a
+ * helper call (the verifier inlines an array's lookup). */
+enum { STATE_NONE, STATE_IN_TASK, STATE_BY_PID };
+const volatile __u8 thread_state = STATE_NONE;
 /* sys_exit, having read a path, adds 1 to a word of floor_keys picked by a
  * hash of the call's key (the path, its dirfd, the syscall, the process):
  * one hash and one word per key, the least any tracer that counts each
@@ -57,6 +61,19 @@ struct {
 	__type(value, __u64[FLOOR_PATH_LEN / 8]);
 } floor_path SEC(".maps");
 
+struct floor_slot {
+	__u64 start_time;
+	__u64 calls;
+};
+
+/* STATE_BY_PID's states: one a thread id (user space sizes it to pid_max). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct floor_slot);
+} floor_by_pid SEC(".maps");
+
 SEC("tp_btf/sys_enter")
 int BPF_PROG(floor_enter)
 {
@@ -75,12 +92,25 @@ int BPF_PROG(floor_exit, struct pt_regs *regs)
 
 	if (read_clock)
 		bpf_ktime_get_ns();
-	if (thread_state) {
+	if (thread_state == STATE_IN_TASK) {
 		__u64 *calls = bpf_task_storage_get(&floor_states, bpf_get_current_task_btf(), 0,
 						    BPF_LOCAL_STORAGE_GET_F_CREATE);
 
 		if (calls)
 			(*calls)++;
+	} else if (thread_state == STATE_BY_PID) {
+		struct task_struct *task = bpf_get_current_task_btf();
+		__u32 tid = task->pid;
+		__u64 start = task->start_time;
+		struct floor_slot *slot = bpf_map_lookup_elem(&floor_by_pid, &tid);
+
+		if (slot) {
+			if (slot->start_time != start) {
+				slot->start_time = start;
+				slot->calls = 0;
+			}
+			slot->calls++;
+		}
 	}
 	if (id < 0 || id >= FLOOR_SYSCALLS || !path_arg[id])
 		return 0;
