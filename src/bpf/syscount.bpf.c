@@ -46,10 +46,9 @@ static __noinline int spill_call(struct task_state *ts, const struct call *c)
 
 /* sys_exit, of any variant: `legacy` and `loops` (bpf_loop, 5.17) are
  * constants, so each keeps only its own code. */
-static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool legacy, const bool loops,
-				      const bool backup)
+static __always_inline int count_exit(struct task_struct *t, struct pt_regs *regs, long ret, const bool legacy,
+				      const bool loops, const bool backup)
 {
-	struct task_struct *t = current_task(legacy);
 	__u32 tid = legacy_tid(legacy);
 	struct task_state *ts = state_of(t, tid, false, legacy);
 	struct syscall_spec spec;
@@ -219,9 +218,13 @@ static __always_inline int count_exit(struct pt_regs *regs, long ret, const bool
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
-	if (skipped_for_test(bpf_get_current_task_btf()))
+	/* One helper call for both: on a CPU that mitigates returns, each
+	 * call is a few nanoseconds of every syscall. */
+	struct task_struct *t = bpf_get_current_task_btf();
+
+	if (skipped_for_test(t))
 		return 0;
-	return count_exit(regs, ret, false, true, false);
+	return count_exit(t, regs, ret, false, true, false);
 }
 
 /* Where a syscall's hook can be preempted (7.x's lazy preemption, or full),
@@ -234,7 +237,8 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit_backup, struct pt_regs *regs, long ret)
 {
-	struct task_state *ts = state_of(bpf_get_current_task_btf(), 0, false, false);
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct task_state *ts = state_of(t, 0, false, false);
 
 	if (ts && ts->exit_hooked) {
 		ts->exit_hooked = 0;
@@ -243,7 +247,7 @@ int BPF_PROG(sys_exit_backup, struct pt_regs *regs, long ret)
 	/* Not traced: sys_exit enrols every other task of a host. */
 	if (!ts && !system_wide)
 		return 0;
-	return count_exit(regs, ret, false, true, true);
+	return count_exit(t, regs, ret, false, true, true);
 }
 
 /* The bounded variant's (5.15 and 5.16: task storage, no bpf_loop): the
@@ -251,13 +255,13 @@ int BPF_PROG(sys_exit_backup, struct pt_regs *regs, long ret)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit_bounded, struct pt_regs *regs, long ret)
 {
-	return count_exit(regs, ret, false, false, false);
+	return count_exit(current_task(false), regs, ret, false, false, false);
 }
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit_legacy, struct pt_regs *regs, long ret)
 {
-	return count_exit(regs, ret, true, false, false);
+	return count_exit(current_task(true), regs, ret, true, false, false);
 }
 
 /* --latency only: stamps the call's start. */
