@@ -161,10 +161,11 @@ pub fn verdict(ratio: f64, lo: f64, hi: f64) -> Verdict {
     }
 }
 
-/// Measures the variants, each run by `executor`; `progress` hears of each run as it starts (runs
-/// done, runs in all, the variant's label). `stop` becomes a signal's
-/// number when the user interrupts: the run under way ends (and is not
-/// kept), and the rounds every variant completed are the result.
+/// Measures the variants, each run by `executor`; `progress` hears of each
+/// run as it starts (runs done, runs in all, the variant's label). `stop`
+/// becomes a signal's number when the user interrupts: the run under way
+/// ends (and is not kept), and the rounds every variant completed are the
+/// result.
 pub fn compare(
     variants: &[Variant],
     opts: &CompareOptions,
