@@ -18,16 +18,18 @@ mod skel {
 const OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/floor.bpf.o"));
 const OBJECT_HASH: u64 = fnv1a(OBJECT);
 
-/// Where sys_exit finds the thread's state, if it does.
+/// Where sys_exit finds the thread's state, if it does: the values of
+/// floor.bpf.c's `thread_state`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 pub enum State {
-    None,
+    None = 0,
     /// In task storage (made at the thread's first call), as sysdiet's
     /// sys_exit finds it: a helper call.
-    InTask,
+    InTask = 1,
     /// In an array indexed by the thread's id, told from a reused id's by
     /// its task's start time: an inlined lookup, no helper call.
-    ByPid,
+    ByPid = 2,
 }
 
 /// Which hooks to attach.
@@ -79,11 +81,7 @@ impl Floor {
         let mut open = kernel_types::open(skel::FloorSkelBuilder::default(), object_storage()?, types).map_err(bpf_error)?;
         let rodata = open.maps.rodata_data.as_deref_mut().expect("floor has read-only data");
         rodata.read_clock = u8::from(clock);
-        rodata.thread_state = match state {
-            State::None => 0,
-            State::InTask => 1,
-            State::ByPid => 2,
-        };
+        rodata.thread_state = state as u8;
         rodata.count_keys = u8::from(keys.is_some());
         if let Some(words) = keys {
             rodata.keys_mask = words - 1;
