@@ -165,19 +165,47 @@ fn a_log_without_times_or_stacks() {
     assert!(!text.contains("saves"), "no time, no saving: {text}");
 }
 
+/// Cut in the middle of a line: the log says it ends mid-way.
 #[test]
 fn a_cut_log_is_read_and_marked_incomplete() {
     let dir = tempfile::tempdir().unwrap();
     let exe = victim("statloop");
     let log = log_of(dir.path(), &[exe.to_str().unwrap(), "/etc/passwd", "500"]);
     let bytes = std::fs::read(&log).unwrap();
+    // Two thirds in, moved off any line's end so the last line is cut.
+    let mut at = bytes.len() * 2 / 3;
+    while bytes[at - 1] == b'\n' || bytes[at] == b'\n' {
+        at += 1;
+    }
     let cut = dir.path().join("cut.log");
-    std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    std::fs::write(&cut, &bytes[..at]).unwrap();
     let doc = analyze_json(&[cut.to_str().unwrap()]);
     assert_eq!(doc["run"]["log"]["incomplete"], true);
     assert!(counts_of(&doc)["newfstatat"].0 > 100);
     let out = sysdiet().args(["analyze", cut.to_str().unwrap()]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("INCOMPLETE: the log ends mid-way"));
+}
+
+/// Cut at a line's end, nothing in it looks cut; but the first process has
+/// no exit line, and the report says so rather than calling it whole.
+#[test]
+fn a_log_cut_between_lines_says_it_ends_before_the_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = victim("statloop");
+    let log = log_of(dir.path(), &[exe.to_str().unwrap(), "/etc/passwd", "500"]);
+    let bytes = std::fs::read(&log).unwrap();
+    let at = bytes.len() * 2 / 3 + bytes[bytes.len() * 2 / 3..].iter().position(|&b| b == b'\n').unwrap() + 1;
+    let cut = dir.path().join("cut.log");
+    std::fs::write(&cut, &bytes[..at]).unwrap();
+    let doc = analyze_json(&[cut.to_str().unwrap()]);
+    assert_eq!(doc["run"]["log"]["incomplete"], false);
+    assert_eq!(doc["run"]["log"]["ends_before_exit"], true);
+    let out = sysdiet().args(["analyze", cut.to_str().unwrap()]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("the log ends before the first process exited (cut, or strace detached)"), "{text}");
+    // The whole log has the exit line.
+    let whole = analyze_json(&[log.to_str().unwrap()]);
+    assert_eq!(whole["run"]["log"]["ends_before_exit"], false);
 }
 
 #[test]

@@ -82,6 +82,10 @@ pub struct LogFacts {
     /// never ended and no exit after them.
     pub incomplete: bool,
     pub unfinished: u64,
+    /// The first process has no exit line: the log was cut at a line's
+    /// end, or strace detached from it (`-p`).
+    #[serde(default)]
+    pub ends_before_exit: bool,
     /// Calls whose argument key found no room (counted, not keyed).
     pub keys_full: u64,
     /// strace's own messages (`strace: Process N attached`), the first few.

@@ -103,6 +103,8 @@ fn log_line(log: &crate::model::LogFacts) -> String {
     }
     if log.incomplete {
         line.push_str("; INCOMPLETE: the log ends mid-way");
+    } else if log.ends_before_exit {
+        line.push_str("; the log ends before the first process exited (cut, or strace detached)");
     }
     if log.unparsed > 0 {
         line.push_str(&format!("; {} lines not strace's (first: line {})", thousands(log.unparsed), log.first_unparsed.unwrap_or(0)));

@@ -494,6 +494,7 @@ impl LogReader {
             self.out.facts.incomplete = true;
             self.out.facts.unfinished = cut;
         }
+        self.out.facts.ends_before_exit = self.out.root_pid.is_some() && self.out.exit.is_none();
         let tgid = |tid: u32| -> u32 {
             let mut t = tid;
             // Threads' parents are threads of the same process; bounded
