@@ -220,6 +220,36 @@ fn threads_calling_localtime() {
     assert_eq!(doc["processes"][0]["threads"].as_array().unwrap().len(), 5, "main + 4 threads");
 }
 
+/// A thread other than the leader that execs takes the leader's tid: its
+/// state follows it (from the slot of its old tid, or the legacy programs'
+/// key), so the new program's calls count. The main thread's wait, cut by
+/// the exec, is timing's.
+fn a_thread_that_execs_counts_as_strace_does(env: &[(&str, &str)]) {
+    let exe = victim("threadexec");
+    let argv = [exe.to_str().unwrap(), "300"];
+    let oracle = strace_counts(&[], &argv);
+    let (doc, out) = sysdiet_json_env(&[], &argv, env);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let ours = counts_of(&doc);
+    let compared = |c: &Counts| -> Counts {
+        c.iter()
+            .filter(|(k, _)| ["getppid", "getuid", "getpid", "execve", "exit_group"].contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), *v))
+            .collect()
+    };
+    same_counts_but_missed("threadexec", &compared(&oracle), &compared(&ours), &[], hook_runs_missed(&doc)).unwrap();
+    assert_eq!(ours.get("getpid").map(|c| c.0), Some(300), "{env:?}: the new program's calls");
+    assert_eq!(ours.get("getuid").map(|c| c.0), Some(300), "{env:?}: the exec'ing thread's calls before it");
+}
+
+#[test]
+fn a_thread_that_execs_keeps_counting_under_the_leaders_tid() {
+    if skip_without_bpf() {
+        return;
+    }
+    a_thread_that_execs_counts_as_strace_does(&[]);
+}
+
 /// -e trace=SET counts exactly what strace's own -e trace=SET counts.
 #[test]
 fn filter_matches_strace_classes() {
@@ -303,6 +333,7 @@ fn forced_programs_count_as_strace_does(variant: &str, loaded: &[&str], not_load
     check_env("pipeline", &["500"], &[], forced);
     check_env("futimens", &["200"], &[], forced);
     check_env("manykinds", &["50"], &[], forced);
+    a_thread_that_execs_counts_as_strace_does(forced);
 }
 
 /// The backup hooks that preemptible kernels load, each after its hook

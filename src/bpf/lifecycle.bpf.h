@@ -63,6 +63,54 @@ static __always_inline void send_exec(struct task_struct *p, struct task_state *
 		count_lost(LOST_EXEC, 1);
 }
 
+/* A thread other than its process's leader that execs takes the leader's
+ * tid and start time (de_thread): a state in the slot of its old tid moves
+ * to its new tid's slot, or to its task storage if that is not free (a
+ * legacy one, to its new tid's key). The
+ * exec hook and its backup both call this before anything looks the state
+ * up; the second finds nothing to move. */
+static __always_inline void follow_tid_change(struct task_struct *p, __u32 old_pid, const bool legacy)
+{
+	struct state_slot *from, *to;
+	struct task_state *ts;
+	struct tick_count *tc;
+	__u32 pid = p->pid;
+
+	if (old_pid == pid)
+		return;
+	/* The legacy maps are keyed by tid: the entries move to the new one. */
+	if (legacy) {
+		ts = bpf_map_lookup_elem(&thread_states, &old_pid);
+		if (!ts)
+			return;
+		if (bpf_map_update_elem(&thread_states, &pid, ts, BPF_ANY))
+			count_lost(LOST_NO_TASK_STORAGE, 1);
+		tc = bpf_map_lookup_elem(&thread_ticks, &old_pid);
+		if (tc && bpf_map_update_elem(&thread_ticks, &pid, tc, BPF_ANY))
+			count_lost(LOST_NO_TASK_STORAGE, 1);
+		bpf_map_delete_elem(&thread_states, &old_pid);
+		bpf_map_delete_elem(&thread_ticks, &old_pid);
+		return;
+	}
+	from = slot_of_tid(old_pid);
+	/* The old tid was this thread's until now: a slot tagged with it is its
+	 * own (a start time it no longer has). */
+	if (!from || from->tid != old_pid || from->s.tgid != p->tgid)
+		return;
+	to = slot_of_tid(pid);
+	if (to && !to->tid && !__sync_val_compare_and_swap(&to->tid, 0, pid)) {
+		bpf_probe_read_kernel(&to->s, sizeof(to->s), &from->s);
+		to->start = p->start_time;
+	} else {
+		ts = bpf_task_storage_get(&states, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (ts)
+			bpf_probe_read_kernel(ts, sizeof(*ts), &from->s);
+		else
+			count_lost(LOST_NO_TASK_STORAGE, 1);
+	}
+	free_slot(from);
+}
+
 static __always_inline int follow_exec(struct task_struct *p, struct linux_binprm *bprm, const bool legacy,
 				       const bool backup)
 {
@@ -169,6 +217,7 @@ static __always_inline int send_exit(struct task_struct *p, const bool legacy, c
 {
 	struct exit_ctx x = { .tid = p->pid };
 	struct task_state *ts = state_of(p, x.tid, false, legacy);
+	struct state_slot *home;
 	struct exit_record *rec;
 	__u32 slot = backup, i;
 	/* 64-bit: checked, the size is what the ring's output is given, not a
@@ -238,10 +287,16 @@ static __always_inline int send_exit(struct task_struct *p, const bool legacy, c
 		for (i = 0; i < ARG_SLOTS; i++)
 			send_slot(i, &x);
 out:
-	/* A legacy thread's state is no task's storage: it goes now. */
+	/* A legacy thread's state is no task's storage: it goes now. A slot
+	 * is free for the next thread of its tid's low bits; a state user
+	 * space gave the thread's task storage since (a thread it armed as
+	 * a fork made it a target) goes too, or the backup would send it. */
 	if (legacy) {
 		bpf_map_delete_elem(&thread_states, &x.tid);
 		bpf_map_delete_elem(&thread_ticks, &x.tid);
+	} else if ((home = slot_of_tid(x.tid)) && slot_holds(home, x.tid, p->start_time)) {
+		free_slot(home);
+		bpf_task_storage_delete(&states, p);
 	}
 	return 1;
 }

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /* What every part of syscount.bpf.c shares: the options user space sets
  * before load, the maps, and how a task's state is found, made and
- * described. A target thread's state lives in its task storage (`states`),
- * or on kernels before 5.15 (the legacy programs) in a map keyed by its
- * tid. */
+ * described. A target thread's state lives in a slot by its tid
+ * (`state_slots`) or its task storage (`states`), or on kernels before 5.15
+ * (the legacy programs) in a map keyed by its tid. */
 #ifndef SYSDIET_STATE_BPF_H
 #define SYSDIET_STATE_BPF_H
 
@@ -317,6 +317,7 @@ const struct exec_record *unused_exec_record __attribute__((unused));
 const struct path_record *unused_path_record __attribute__((unused));
 const struct failure_record *unused_failure_record __attribute__((unused));
 const struct live_head *unused_live_head __attribute__((unused));
+const struct state_slot *unused_state_slot __attribute__((unused));
 const enum arg_kind *unused_arg_kind __attribute__((unused));
 const enum target_state *unused_target_state __attribute__((unused));
 const enum lost_counter *unused_lost_counter __attribute__((unused));
@@ -427,15 +428,43 @@ static __always_inline __u64 forget(struct task_state *ts, __u64 v)
 static const struct task_state empty_state;
 static const struct tick_count no_ticks;
 
+/* The state of target thread `t`, without moving it: its slot's, or its
+ * task storage's (the tick programs, which may interrupt a hook, use
+ * this). */
+static __always_inline struct task_state *found_state(struct task_struct *t)
+{
+	struct state_slot *slot = slot_of_tid(t->pid);
+
+	if (slot && slot_holds(slot, t->pid, t->start_time))
+		return &slot->s;
+	return bpf_task_storage_get(&states, t, 0, 0);
+}
+
 /* The state of target thread `t` (`tid`: read by the legacy variant only),
  * made if `create` and there is none; NULL if it is no target, or with no
- * room. */
+ * room. A state found in task storage moves into the thread's slot if that
+ * is free. */
 static __always_inline struct task_state *state_of(struct task_struct *t, __u32 tid, bool create, const bool legacy)
 {
+	struct state_slot *slot;
 	struct task_state *ts;
+	__u32 pid;
 
-	if (!legacy)
-		return bpf_task_storage_get(&states, t, 0, create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	if (!legacy) {
+		pid = t->pid;
+		slot = slot_of_tid(pid);
+		if (!slot)
+			return NULL;
+		if (slot_holds(slot, pid, t->start_time))
+			return &slot->s;
+		ts = bpf_task_storage_get(&states, t, 0, create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+		if (!ts || slot->tid || __sync_val_compare_and_swap(&slot->tid, 0, pid))
+			return ts;
+		bpf_probe_read_kernel(&slot->s, sizeof(slot->s), ts);
+		slot->start = t->start_time;
+		bpf_task_storage_delete(&states, t);
+		return &slot->s;
+	}
 	if (!create)
 		return bpf_map_lookup_elem(&thread_states, &tid);
 	ts = bpf_map_lookup_or_try_init(&thread_states, &tid, &empty_state);

@@ -315,7 +315,7 @@ SEC("perf_event")
 int on_tick(struct bpf_perf_event_data *ctx)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
-	struct task_state *ts = bpf_task_storage_get(&states, t, 0, 0);
+	struct task_state *ts = found_state(t);
 
 	if (ts && ts->state == TARGET_ACTIVE)
 		charge_tick(ctx, t, &ts->ticks, &ts->user_ticks, false);
@@ -363,7 +363,7 @@ int BPF_PROG(kernel_tick, struct hrtimer *timer)
 		return 0;
 	}
 	t = bpf_get_current_task_btf();
-	ts = bpf_task_storage_get(&states, t, 0, 0);
+	ts = found_state(t);
 	if (!ts || ts->state != TARGET_ACTIVE)
 		return 0;
 	/* The thread's own registers say whether the tick found it in a
@@ -478,6 +478,7 @@ int BPF_PROG(sched_process_fork_legacy, struct task_struct *parent, struct task_
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
+	follow_tid_change(p, old_pid, false);
 	if (skipped_for_test(p))
 		return 0;
 	return follow_exec(p, bprm, false, false);
@@ -489,8 +490,10 @@ int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct li
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(sched_process_exec_backup, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	struct task_state *ts = state_of(p, p->pid, false, false);
+	struct task_state *ts;
 
+	follow_tid_change(p, old_pid, false);
+	ts = state_of(p, p->pid, false, false);
 	if (!ts)
 		return 0;
 	if (ts->exec_hooked) {
@@ -504,6 +507,7 @@ int BPF_PROG(sched_process_exec_backup, struct task_struct *p, pid_t old_pid, st
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(sched_process_exec_legacy, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
+	follow_tid_change(p, old_pid, true);
 	return follow_exec(p, bprm, true, false);
 }
 

@@ -157,6 +157,12 @@ pub fn live_threads(pid: u32) -> Result<Vec<(u32, String)>> {
 }
 
 /// What `attach -p` was given, made into processes to trace: a thread id
+/// The process of thread `tid`, from /proc; None once it is gone.
+pub fn tgid_of(tid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    status.lines().find_map(|l| l.strip_prefix("Tgid:")).and_then(|v| v.trim().parse().ok())
+}
+
 /// becomes its process (with a note to show), a kernel thread is refused
 /// (it makes no syscalls of its own from user space). Duplicates go.
 pub fn processes_to_attach(pids: &[u32]) -> Result<(Vec<u32>, Vec<String>)> {
@@ -169,10 +175,7 @@ pub fn processes_to_attach(pids: &[u32]) -> Result<(Vec<u32>, Vec<String>)> {
         if flags & 0x0020_0000 != 0 {
             return Err(Error::KernelThread { pid, name: crate::human::escaped(&stat.name) });
         }
-        let tgid = std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .ok()
-            .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Tgid:")).and_then(|v| v.trim().parse().ok()))
-            .unwrap_or(pid);
+        let tgid = tgid_of(pid).unwrap_or(pid);
         if tgid != pid {
             notes.push(format!("{pid} is a thread of process {tgid}: tracing the whole process"));
         }

@@ -24,6 +24,10 @@ use super::skel::types::{arg_key, bss};
 use super::skel::SyscountSkelBuilder;
 use crate::error::{Error, Result};
 
+/// The bytes of a state slot's tag (its tid and start time) before its
+/// state: `state_slot` in states.bpf.h.
+const STATE_SLOT_TAG: usize = std::mem::offset_of!(super::skel::types::state_slot, s);
+
 /// How long a keeper waits for the next run when SYSDIET_KEEP does not say.
 const IDLE: Duration = Duration::from_secs(60);
 
@@ -342,6 +346,16 @@ impl Resetter {
                         let len = value_size * info.max_entries as usize;
                         let p = self.map(fd, 0, len, libc::PROT_READ | libc::PROT_WRITE).ok_or_else(|| failed("mmap"))?;
                         match logged.first_slots.as_deref().filter(|_| name == "first_calls") {
+                            // Threads' states: their tags freed, not their
+                            // 8 KiB each, which a thread taking a slot
+                            // copies its own over.
+                            _ if name == "state_slots" => {
+                                let stride = value_size.next_multiple_of(8);
+                                for slot in 0..info.max_entries as usize {
+                                    // SAFETY: a slot's tag, within the mapping.
+                                    unsafe { std::ptr::write_bytes(p.add(slot * stride), 0, STATE_SLOT_TAG) };
+                                }
+                            }
                             Some(slots) => {
                                 for &slot in slots.iter().filter(|&&s| (s as usize) < info.max_entries as usize) {
                                     // SAFETY: a value within the mapping.

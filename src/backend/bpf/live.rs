@@ -45,8 +45,9 @@ pub struct LiveIterator {
 }
 
 impl LiveIterator {
-    /// Loads the iterator on the set's `states` (task storage).
-    pub fn load(states: &MapHandle) -> Result<LiveIterator> {
+    /// Loads the iterator on the set's `states` (task storage) and
+    /// `state_slots`.
+    pub fn load(states: &MapHandle, slots: &MapHandle) -> Result<LiveIterator> {
         let _t = crate::timings::span("load the live threads' iterator");
         // Relocated against the kernel types it reads, cut out and kept,
         // and given its target's kept id: not a parse of the kernel's
@@ -55,6 +56,7 @@ impl LiveIterator {
             tracepoint_ids::loaded(|| {
                 let mut open = kernel_types::open(skel::LiveSkelBuilder::default(), object_storage()?, types).map_err(bpf_error)?;
                 open.maps.states.reuse_fd(states.as_fd()).map_err(bpf_error)?;
+                open.maps.state_slots.reuse_fd(slots.as_fd()).map_err(bpf_error)?;
                 open.load().map_err(bpf_error)
             })
         })?;

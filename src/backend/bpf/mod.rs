@@ -612,8 +612,8 @@ impl BpfTracer {
     /// load, /proc is walked instead.
     fn load_live_iterator(&mut self) {
         if self.live.is_none() {
-            self.live = Some(match (self.variant, &self.tables.states) {
-                (v, Some(states)) if v.task_storage() => live::LiveIterator::load(states).ok(),
+            self.live = Some(match (self.variant, &self.tables.states, &self.tables.state_slots) {
+                (v, Some(states), Some(slots)) if v.task_storage() => live::LiveIterator::load(states, slots).ok(),
                 _ => None,
             });
         }

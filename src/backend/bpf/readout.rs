@@ -18,7 +18,7 @@ use super::records::{
     brk_change_of, errno_entries, errnos_of, exe_id_of, mask_change_of, spill_entries, timeout_of, used, ExeNames, PathOf, PathText, Record,
     ThreadCounts, NULL_PATH, UNREADABLE_PATH,
 };
-use super::skel::types::{arg_key, arg_slot, arg_val, io_hist, lost_counter, once_summary, target_state, task_state};
+use super::skel::types::{arg_key, arg_slot, arg_val, io_hist, lost_counter, once_summary, state_slot, target_state, task_state};
 use super::tables::Tables;
 use super::word_counts::WordCounts;
 use crate::error::Result;
@@ -296,7 +296,10 @@ pub fn live_states<'a>(maps: &'a Tables, variant: Variant, iterator: Option<&Liv
         let v = match variant {
             Variant::Current | Variant::Bounded => {
                 let pidfd = crate::target::pidfd(tid)?;
-                maps.states.as_ref()?.lookup(&pidfd.as_raw_fd().to_ne_bytes(), MapFlags::ANY).ok()??
+                match maps.states.as_ref()?.lookup(&pidfd.as_raw_fd().to_ne_bytes(), MapFlags::ANY).ok()? {
+                    Some(v) => v,
+                    None => slot_state(maps.state_slots.as_ref()?, tid)?,
+                }
             }
             Variant::Legacy => maps.thread_states.as_ref()?.lookup(&tid.to_ne_bytes(), MapFlags::ANY).ok()??,
         };
@@ -305,7 +308,17 @@ pub fn live_states<'a>(maps: &'a Tables, variant: Variant, iterator: Option<&Liv
     }))
 }
 
-/// The traced threads still running, from their task storage.
+/// The state in thread `tid`'s slot (STATE_SLOTS in states.bpf.h), if the
+/// slot is tagged with its tid and the state is of its process: user space
+/// does not know the start time the programs tag it with too.
+fn slot_state(slots: &libbpf_rs::MapHandle, tid: u32) -> Option<Vec<u8>> {
+    let at = tid % slots.max_entries();
+    let v = slots.lookup(&at.to_ne_bytes(), MapFlags::ANY).ok()??;
+    let slot: state_slot = from_bytes(&v);
+    (slot.tid == u64::from(tid) && Some(slot.s.tgid) == crate::target::tgid_of(tid)).then(|| bytes_of(&slot.s).to_vec())
+}
+
+/// The traced threads still running, from their states.
 pub fn live_threads(maps: &Tables, variant: Variant, iterator: Option<&LiveIterator>) -> Vec<(ThreadCounts, Vec<arg_slot>)> {
     let mut live = Vec::new();
     for LiveThread { tid, comm, state: ts } in live_states(maps, variant, iterator) {

@@ -251,6 +251,7 @@ impl SetSpec {
         p.find_tick_fn.set_autoload(kernel_ticks);
         p.copy_logged.set_autoload(others && current);
         open.maps.states.set_autocreate(v.task_storage()).map_err(bpf_error)?;
+        open.maps.state_slots.set_autocreate(v.task_storage()).map_err(bpf_error)?;
         // Stack samples' scratch (33 KiB a CPU): only with samples; the
         // code that would use it otherwise is dead, and libbpf poisons it.
         open.maps.sample_scratch.set_autocreate(self.rodata.sample_stacks != 0).map_err(bpf_error)?;

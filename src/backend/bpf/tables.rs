@@ -38,8 +38,11 @@ pub struct Tables {
     pub samples: MapHandle,
     /// The CPU-time tick's weight.
     pub data_ticks: MapHandle,
-    /// Targets' states in task storage (the current variant).
+    /// Targets' states in task storage (the current variant): those whose
+    /// slot another thread holds, or not yet moved into it.
     pub states: Option<MapHandle>,
+    /// Targets' states in slots by tid (the current variant).
+    pub state_slots: Option<MapHandle>,
     /// Targets' states by tid (the legacy variant).
     pub thread_states: Option<MapHandle>,
     /// Targets' CPU ticks by tid (the legacy variant).
@@ -93,7 +96,8 @@ impl Tables {
             handles.iter_mut().find(|h| h.as_ref().is_some_and(|(name, _)| wanted(name))).and_then(Option::take).map(|(_, h)| h)
         };
         let mut named = |name: &'static str| find(&|n| n == name);
-        let (states, thread_states, thread_ticks) = (named("states"), named("thread_states"), named("thread_ticks"));
+        let (states, state_slots) = (named("states"), named("state_slots"));
+        let (thread_states, thread_ticks) = (named("thread_states"), named("thread_ticks"));
         let mut need = |name: &'static str| named(name).ok_or_else(|| Error::Bpf(format!("the set has no map {name}")));
         let (arg_stats, first_calls, io_hists, errno_stats) = (need("arg_stats")?, need("first_calls")?, need("io_hists")?, need("errno_stats")?);
         let syscall_spill = need("syscall_spill")?;
@@ -116,6 +120,7 @@ impl Tables {
             samples,
             data_ticks,
             states,
+            state_slots,
             thread_states,
             thread_ticks,
             all,
