@@ -102,7 +102,7 @@ static __always_inline void follow_tid_change(struct task_struct *p, __u32 old_p
 		bpf_probe_read_kernel(&to->s, sizeof(to->s), &from->s);
 		to->start = p->start_time;
 	} else {
-		ts = bpf_task_storage_get(&states, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		ts = stored_state_made(p);
 		if (ts)
 			bpf_probe_read_kernel(ts, sizeof(*ts), &from->s);
 		else
@@ -288,15 +288,17 @@ static __always_inline int send_exit(struct task_struct *p, const bool legacy, c
 			send_slot(i, &x);
 out:
 	/* A legacy thread's state is no task's storage: it goes now. A slot
-	 * is free for the next thread of its tid's low bits; a state user
-	 * space gave the thread's task storage since (a thread it armed as
-	 * a fork made it a target) goes too, or the backup would send it. */
+	 * is free for the next thread of its tid's low bits. A stored state
+	 * goes too, counted out: the one just sent, or one user space gave
+	 * the thread since its state took its slot (a thread it armed as a
+	 * fork made it a target), which the backup would send. */
 	if (legacy) {
 		bpf_map_delete_elem(&thread_states, &x.tid);
 		bpf_map_delete_elem(&thread_ticks, &x.tid);
-	} else if ((home = slot_of_tid(x.tid)) && slot_holds(home, x.tid, p->start_time)) {
-		free_slot(home);
-		bpf_task_storage_delete(&states, p);
+	} else {
+		if ((home = slot_of_tid(x.tid)) && slot_holds(home, x.tid, p->start_time))
+			free_slot(home);
+		stored_state_gone(p);
 	}
 	return 1;
 }

@@ -93,6 +93,13 @@ __u64 legacy_ticks_pending = 0;
  * these were taken by neither). */
 __u64 backup_runs = 0;
 
+/* How many states may be in task storage (the others are in slots): none,
+ * and a task with no slot of its own is no target without a helper call
+ * to learn it. Raised before a state is put there (user space raises it
+ * for the states it makes through a pidfd), lowered once one leaves it;
+ * never below the true count. */
+__u64 stored_states = 0;
+
 /* Targets' tasks made by fork, and targets' tasks that ended. With the
  * targets user space added, they bound how many may be alive: when none
  * can be, the read-out does not look through /proc for them. */
@@ -437,7 +444,29 @@ static __always_inline struct task_state *found_state(struct task_struct *t)
 
 	if (slot && slot_holds(slot, t->pid, t->start_time))
 		return &slot->s;
+	if (!stored_states)
+		return NULL;
 	return bpf_task_storage_get(&states, t, 0, 0);
+}
+
+/* A state made in task `t`'s storage, counted in stored_states first;
+ * NULL with no room. */
+static __always_inline struct task_state *stored_state_made(struct task_struct *t)
+{
+	struct task_state *ts;
+
+	__sync_fetch_and_add(&stored_states, 1);
+	ts = bpf_task_storage_get(&states, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!ts)
+		__sync_fetch_and_add(&stored_states, -1);
+	return ts;
+}
+
+/* Deletes task `t`'s stored state, if it has one. */
+static __always_inline void stored_state_gone(struct task_struct *t)
+{
+	if (stored_states && !bpf_task_storage_delete(&states, t))
+		__sync_fetch_and_add(&stored_states, -1);
 }
 
 /* The state of target thread `t` (`tid`: read by the legacy variant only),
@@ -457,12 +486,17 @@ static __always_inline struct task_state *state_of(struct task_struct *t, __u32 
 			return NULL;
 		if (slot_holds(slot, pid, t->start_time))
 			return &slot->s;
-		ts = bpf_task_storage_get(&states, t, 0, create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+		if (create)
+			ts = stored_state_made(t);
+		else if (stored_states)
+			ts = bpf_task_storage_get(&states, t, 0, 0);
+		else
+			return NULL;
 		if (!ts || slot->tid || __sync_val_compare_and_swap(&slot->tid, 0, pid))
 			return ts;
 		bpf_probe_read_kernel(&slot->s, sizeof(slot->s), ts);
 		slot->start = t->start_time;
-		bpf_task_storage_delete(&states, t);
+		stored_state_gone(t);
 		return &slot->s;
 	}
 	if (!create)

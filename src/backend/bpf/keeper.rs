@@ -732,6 +732,31 @@ mod tests {
     }
 
     #[test]
+    fn a_reset_frees_each_state_slots_tag_and_leaves_its_state() {
+        use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
+        use std::os::fd::AsFd;
+        let opts = libbpf_sys::bpf_map_create_opts {
+            sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _,
+            map_flags: libbpf_sys::BPF_F_MMAPABLE,
+            ..Default::default()
+        };
+        let size = std::mem::size_of::<super::super::skel::types::state_slot>();
+        let Ok(slots) = MapHandle::create(MapType::Array, Some("state_slots"), 4, size as u32, 4, &opts) else {
+            return; // no BPF rights here
+        };
+        for i in 0..4u32 {
+            slots.update(&i.to_ne_bytes(), &vec![0xa5u8; size], MapFlags::ANY).unwrap();
+        }
+        let fds = [slots.as_fd().try_clone_to_owned().unwrap()];
+        Resetter::new().unwrap().reset(&["m:state_slots".to_string()], &fds).unwrap();
+        for i in 0..4u32 {
+            let v = slots.lookup(&i.to_ne_bytes(), MapFlags::ANY).unwrap().unwrap();
+            assert!(v[..STATE_SLOT_TAG].iter().all(|&b| b == 0), "slot {i}'s tag");
+            assert!(v[STATE_SLOT_TAG..].iter().all(|&b| b == 0xa5), "slot {i}'s state");
+        }
+    }
+
+    #[test]
     fn sysdiet_keep_says_how_long_and_zero_says_never() {
         assert_eq!(idle_from(None), Some(IDLE));
         assert_eq!(idle_from(Some("5")), Some(Duration::from_secs(5)));

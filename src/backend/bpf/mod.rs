@@ -467,7 +467,8 @@ impl BpfTracer {
 
     /// Counts thread `tid` and the tasks it creates from now on; `held`
     /// means it is spawned and not yet exec'd: counting starts at its execve.
-    /// The count lives in the thread's task storage, set through a pidfd.
+    /// The count lives in the thread's task storage, set through a pidfd
+    /// (the programs move it into the thread's slot at its next syscall).
     pub fn add_target(&self, tid: u32, held: bool, tgid: u32, ppid: u32, comm: &str) -> Result<()> {
         let mut state = vec![0u8; std::mem::size_of::<task_state>()];
         let put = |b: &mut [u8], at: usize, v: &[u8]| b[at..at + v.len()].copy_from_slice(v);
@@ -487,7 +488,14 @@ impl BpfTracer {
             Variant::Current | Variant::Bounded => {
                 let pidfd = crate::target::pidfd(tid).ok_or(Error::NoSuchProcess(tid))?;
                 let states = self.tables.states.as_ref().ok_or_else(|| Error::Bpf("the set has no map states".into()))?;
-                states.update(&pidfd.as_raw_fd().to_ne_bytes(), &state, MapFlags::ANY).map_err(bpf_error)?;
+                // Counted before it is there: the programs look in task
+                // storage only while the count is not zero.
+                let stored = self.tables.stored_states();
+                stored.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if let Err(e) = states.update(&pidfd.as_raw_fd().to_ne_bytes(), &state, MapFlags::ANY) {
+                    stored.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                    return Err(bpf_error(e));
+                }
             }
             Variant::Legacy => {
                 let no_map = |name: &str| Error::Bpf(format!("the set has no map {name}"));

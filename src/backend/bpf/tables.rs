@@ -137,6 +137,15 @@ impl Tables {
         unsafe { &*self.bss.at.cast::<bss>() }
     }
 
+    /// The count of states that may be in task storage (`stored_states`
+    /// in state.bpf.h), which a state user space puts there raises first.
+    pub fn stored_states(&self) -> &std::sync::atomic::AtomicU64 {
+        // SAFETY: as in `bss`; an AtomicU64 has a u64's size and the
+        // field's 8-byte alignment, and the programs change it only with
+        // atomic adds.
+        unsafe { &*std::ptr::addr_of!((*self.bss.at.cast::<bss>()).stored_states).cast::<std::sync::atomic::AtomicU64>() }
+    }
+
     /// The programs' global variables, to set one (`stopped`).
     pub fn bss_mut(&mut self) -> &mut bss {
         // SAFETY: as in `bss`; the mapping is writable.
