@@ -521,4 +521,31 @@ mod tests {
         }
         assert!(kept.get(8).is_some());
     }
+
+    #[test]
+    fn a_slot_is_read_as_a_threads_state_only_if_tagged_with_it_and_of_its_process() {
+        use libbpf_rs::{MapCore, MapHandle, MapType};
+        let opts = libbpf_sys::bpf_map_create_opts { sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _, ..Default::default() };
+        let size = std::mem::size_of::<state_slot>();
+        let Ok(slots) = MapHandle::create(MapType::Array, Some("state_slots"), 4, size as u32, 256, &opts) else {
+            return; // no BPF rights here
+        };
+        let (tid, pid) = (unsafe { libc::gettid() } as u32, std::process::id());
+        let put = |tag: u32, tgid: u32| {
+            let mut slot: state_slot = from_bytes(&vec![0u8; size]);
+            slot.tid = u64::from(tag);
+            slot.s.tgid = tgid;
+            slot.s.seq = 42;
+            slots.update(&(tid % 256).to_ne_bytes(), bytes_of(&slot), MapFlags::ANY).unwrap();
+        };
+        put(tid, pid);
+        let state: Option<task_state> = slot_state(&slots, tid).map(|v| from_bytes(&v));
+        assert_eq!(state.map(|s| s.seq), Some(42));
+        // Another thread's tag on the same slot, or a state of another
+        // process under this tid (a stale one, its tid reused): none.
+        put(tid + 256, pid);
+        assert!(slot_state(&slots, tid).is_none());
+        put(tid, pid + 1);
+        assert!(slot_state(&slots, tid).is_none());
+    }
 }
