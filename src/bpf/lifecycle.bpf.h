@@ -66,9 +66,9 @@ static __always_inline void send_exec(struct task_struct *p, struct task_state *
 /* A thread other than its process's leader that execs takes the leader's
  * tid and start time (de_thread): a state in the slot of its old tid moves
  * to its new tid's slot, or to its task storage if that is not free (a
- * legacy one, to its new tid's key). The
- * exec hook and its backup both call this before anything looks the state
- * up; the second finds nothing to move. */
+ * legacy one, to its new tid's key). The exec hook and its backup both
+ * call this before anything looks the state up; the second finds nothing
+ * to move. */
 static __always_inline void follow_tid_change(struct task_struct *p, __u32 old_pid, const bool legacy)
 {
 	struct state_slot *from, *to;

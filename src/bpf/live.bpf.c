@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* The live threads' states, in one read: a task iterator that writes each
  * thread's id, name and state (its slot's or its task storage's), for the
- * threads that have one. User
- * space would otherwise walk /proc and look each thread up through a pidfd
- * of its own (three syscalls a thread, traced or not, every snapshot of a
- * whole-host run). Loaded beside syscount.bpf.c's set, with its `states` and `state_slots`. */
+ * threads that have one. User space would otherwise walk /proc and look
+ * each thread up through a pidfd of its own (three syscalls a thread,
+ * traced or not, every snapshot of a whole-host run). Loaded beside
+ * syscount.bpf.c's set, with its `states` and `state_slots`. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
