@@ -165,20 +165,28 @@ fn a_log_without_times_or_stacks() {
     assert!(!text.contains("saves"), "no time, no saving: {text}");
 }
 
+/// A statloop's whole log, and its first `at(bytes)` bytes in cut.log.
+fn statloop_log_cut(dir: &Path, at: impl Fn(&[u8]) -> usize) -> (PathBuf, PathBuf) {
+    let exe = victim("statloop");
+    let log = log_of(dir, &[exe.to_str().unwrap(), "/etc/passwd", "500"]);
+    let bytes = std::fs::read(&log).unwrap();
+    let cut = dir.join("cut.log");
+    std::fs::write(&cut, &bytes[..at(&bytes)]).unwrap();
+    (log, cut)
+}
+
 /// Cut in the middle of a line: the log says it ends mid-way.
 #[test]
 fn a_cut_log_is_read_and_marked_incomplete() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = victim("statloop");
-    let log = log_of(dir.path(), &[exe.to_str().unwrap(), "/etc/passwd", "500"]);
-    let bytes = std::fs::read(&log).unwrap();
     // Two thirds in, moved off any line's end so the last line is cut.
-    let mut at = bytes.len() * 2 / 3;
-    while bytes[at - 1] == b'\n' || bytes[at] == b'\n' {
-        at += 1;
-    }
-    let cut = dir.path().join("cut.log");
-    std::fs::write(&cut, &bytes[..at]).unwrap();
+    let (_, cut) = statloop_log_cut(dir.path(), |bytes| {
+        let mut at = bytes.len() * 2 / 3;
+        while bytes[at - 1] == b'\n' || bytes[at] == b'\n' {
+            at += 1;
+        }
+        at
+    });
     let doc = analyze_json(&[cut.to_str().unwrap()]);
     assert_eq!(doc["run"]["log"]["incomplete"], true);
     assert!(counts_of(&doc)["newfstatat"].0 > 100);
@@ -191,12 +199,10 @@ fn a_cut_log_is_read_and_marked_incomplete() {
 #[test]
 fn a_log_cut_between_lines_says_it_ends_before_the_exit() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = victim("statloop");
-    let log = log_of(dir.path(), &[exe.to_str().unwrap(), "/etc/passwd", "500"]);
-    let bytes = std::fs::read(&log).unwrap();
-    let at = bytes.len() * 2 / 3 + bytes[bytes.len() * 2 / 3..].iter().position(|&b| b == b'\n').unwrap() + 1;
-    let cut = dir.path().join("cut.log");
-    std::fs::write(&cut, &bytes[..at]).unwrap();
+    let (log, cut) = statloop_log_cut(dir.path(), |bytes| {
+        let third = bytes.len() * 2 / 3;
+        third + bytes[third..].iter().position(|&b| b == b'\n').unwrap() + 1
+    });
     let doc = analyze_json(&[cut.to_str().unwrap()]);
     assert_eq!(doc["run"]["log"]["incomplete"], false);
     assert_eq!(doc["run"]["log"]["ends_before_exit"], true);

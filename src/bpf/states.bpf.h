@@ -37,7 +37,7 @@ struct {
 	__type(value, struct state_slot);
 } state_slots SEC(".maps");
 
-/* The slot of thread `t`'s tid: its own if tagged with it. */
+/* The slot of thread `tid`: its own if tagged with it (slot_holds). */
 static __always_inline struct state_slot *slot_of_tid(__u32 tid)
 {
 	__u32 at = tid & (STATE_SLOTS - 1);

@@ -695,11 +695,7 @@ mod tests {
     fn a_reset_zeroes_the_logged_first_slots_or_every_one() {
         use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
         use std::os::fd::AsFd;
-        let opts = |flags| libbpf_sys::bpf_map_create_opts {
-            sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _,
-            map_flags: flags,
-            ..Default::default()
-        };
+        let opts = super::super::maps::create_opts;
         let size = std::mem::size_of::<bss>() as u32;
         let Ok(globals) = MapHandle::create(MapType::Array, Some("t.bss"), 4, size, 1, &opts(0)) else {
             return; // no BPF rights here
@@ -735,11 +731,7 @@ mod tests {
     fn a_reset_frees_each_state_slots_tag_and_leaves_its_state() {
         use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
         use std::os::fd::AsFd;
-        let opts = libbpf_sys::bpf_map_create_opts {
-            sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _,
-            map_flags: libbpf_sys::BPF_F_MMAPABLE,
-            ..Default::default()
-        };
+        let opts = super::super::maps::create_opts(libbpf_sys::BPF_F_MMAPABLE);
         let size = std::mem::size_of::<super::super::skel::types::state_slot>();
         let Ok(slots) = MapHandle::create(MapType::Array, Some("state_slots"), 4, size as u32, 4, &opts) else {
             return; // no BPF rights here

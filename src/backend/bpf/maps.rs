@@ -323,6 +323,11 @@ pub fn bytes_of<T: Copy>(value: &T) -> &[u8] {
     unsafe { std::slice::from_raw_parts((value as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
 }
 
+/// The options of a map made by hand (not by libbpf): its flags.
+pub fn create_opts(map_flags: u32) -> libbpf_sys::bpf_map_create_opts {
+    libbpf_sys::bpf_map_create_opts { sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _, map_flags, ..Default::default() }
+}
+
 /// Reads a map key or value. The generated types are plain C structs.
 pub fn from_bytes<T: Copy>(bytes: &[u8]) -> T {
     assert!(bytes.len() >= std::mem::size_of::<T>(), "map entry smaller than its type");

@@ -123,11 +123,7 @@ impl Definition {
     /// it, and says why it cannot.
     fn make(self) -> Option<(OsString, MapHandle)> {
         let _t = crate::timings::span("make a map");
-        let opts = libbpf_sys::bpf_map_create_opts {
-            sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _,
-            map_flags: self.flags,
-            ..Default::default()
-        };
+        let opts = super::maps::create_opts(self.flags);
         let map = MapHandle::create(self.map_type, Some(&self.name), self.key_size, self.value_size, self.max_entries, &opts).ok()?;
         Some((self.name, map))
     }

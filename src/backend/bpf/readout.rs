@@ -525,7 +525,7 @@ mod tests {
     #[test]
     fn a_slot_is_read_as_a_threads_state_only_if_tagged_with_it_and_of_its_process() {
         use libbpf_rs::{MapCore, MapHandle, MapType};
-        let opts = libbpf_sys::bpf_map_create_opts { sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _, ..Default::default() };
+        let opts = super::super::maps::create_opts(0);
         let size = std::mem::size_of::<state_slot>();
         let Ok(slots) = MapHandle::create(MapType::Array, Some("state_slots"), 4, size as u32, 256, &opts) else {
             return; // no BPF rights here
