@@ -98,10 +98,7 @@ static __always_inline void follow_tid_change(struct task_struct *p, __u32 old_p
 	if (!from || from->tid != old_pid || from->s.tgid != p->tgid)
 		return;
 	to = slot_of_tid(pid);
-	if (to && !to->tid && !__sync_val_compare_and_swap(&to->tid, 0, pid)) {
-		bpf_probe_read_kernel(&to->s, sizeof(to->s), &from->s);
-		to->start = p->start_time;
-	} else {
+	if (!to || !claim_slot(to, pid, p->start_time, &from->s)) {
 		ts = stored_state_made(p);
 		if (ts)
 			bpf_probe_read_kernel(ts, sizeof(*ts), &from->s);

@@ -492,10 +492,8 @@ static __always_inline struct task_state *state_of(struct task_struct *t, __u32 
 			ts = bpf_task_storage_get(&states, t, 0, 0);
 		else
 			return NULL;
-		if (!ts || slot->tid || __sync_val_compare_and_swap(&slot->tid, 0, pid))
+		if (!ts || !claim_slot(slot, pid, t->start_time, ts))
 			return ts;
-		bpf_probe_read_kernel(&slot->s, sizeof(slot->s), ts);
-		slot->start = t->start_time;
 		stored_state_gone(t);
 		return &slot->s;
 	}

@@ -51,6 +51,18 @@ static __always_inline bool slot_holds(struct state_slot *slot, __u32 tid, __u64
 	return slot->tid == tid && slot->start == start;
 }
 
+/* Takes `slot`, if free, for the thread with `tid` and `start`, its state
+ * copied from `from`: the tid by a compare-and-swap first, the start last,
+ * so that no hook reads a half-copied state as the thread's own. */
+static __always_inline bool claim_slot(struct state_slot *slot, __u32 tid, __u64 start, const void *from)
+{
+	if (slot->tid || __sync_val_compare_and_swap(&slot->tid, 0, tid))
+		return false;
+	bpf_probe_read_kernel(&slot->s, sizeof(slot->s), from);
+	slot->start = start;
+	return true;
+}
+
 /* Frees the slot: its tag's start first, then its tid by an atomic (an
  * ordered store on arm64 too), so that no thread taking it afterwards has
  * the start it writes overwritten. */
