@@ -53,28 +53,6 @@ struct call {
 	__u64 ns;
 };
 
-/* What counting a call takes of its thread's registers and task, read by
- * its hook: count_call is a global function, verified once, and such a
- * function takes no kernel pointer before 6.8. */
-struct call_regs {
-	__u64 arg[6];  /* the syscall's arguments, if it has a kind of argument */
-	long ret;
-	__u64 blocked; /* the blocked signals after the call, if it changes them */
-};
-
-/* The i-th argument of the call (syscall_arg's, from its copy). */
-static __always_inline __u64 arg_of(const struct call_regs *r, __u8 i)
-{
-	switch (i) {
-	case 0: return r->arg[0];
-	case 1: return r->arg[1];
-	case 2: return r->arg[2];
-	case 3: return r->arg[3];
-	case 4: return r->arg[4];
-	default: return r->arg[5];
-	}
-}
-
 /* A timeout argument as a class, not a value. */
 static __always_inline __s64 classify_timeout(__u8 kind, __u64 arg)
 {
@@ -94,18 +72,19 @@ static __always_inline __s64 classify_timeout(__u8 kind, __u64 arg)
  * mask before is the one this thread was last seen with (every change is
  * seen: this call, sigreturn, a handler's entry makes it unknown), else
  * *oldset when given; neither, and a change is not told from none. */
-static __always_inline __u32 classify_mask(struct task_state *ts, const struct call_regs *r)
+static __always_inline __u32 classify_mask(struct task_state *ts, struct task_struct *t,
+					   struct pt_regs *regs, long ret, const bool legacy)
 {
-	__u64 after = r->blocked, before = ts->mask, oldset = r->arg[2];
-	int how = r->arg[0];
+	__u64 after = blocked_signals(t, legacy), before = ts->mask, oldset = PT_REGS_PARM3_SYSCALL(regs);
+	int how = PT_REGS_PARM1_SYSCALL(regs);
 	bool known = ts->mask_known;
 	__u32 c = how == 0 ? MASK_BLOCK : how == 1 ? MASK_UNBLOCK : MASK_SET;
 
 	ts->mask = after;
 	ts->mask_known = 1;
-	if (!r->arg[1])
+	if (!PT_REGS_PARM2_SYSCALL(regs))
 		return MASK_QUERY;
-	if (r->ret < 0)
+	if (ret < 0)
 		return c;
 	if (!known && oldset && !bpf_probe_read_user(&before, sizeof(before), (void *)oldset))
 		known = true;

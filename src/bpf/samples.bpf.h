@@ -28,33 +28,25 @@ struct {
  * shallow stack (a short command's, a loop's) copies its frames, not
  * STACK_BYTES of its arguments and environment. Another thread's stack,
  * or one a program switched to, is elsewhere: STACK_BYTES. */
-static __always_inline __u64 stack_wanted(__u64 task, __u64 sp)
+static __always_inline __u64 stack_wanted(struct task_struct *t, __u64 sp)
 {
 	/* Probed, not t->mm->start_stack: the verifier looks a BTF pointer
 	 * field's trust up by name, a walk of the kernel's whole BTF, at each
 	 * state it reaches the load in; a probe costs only the rare sample. */
-	__u64 start = BPF_CORE_READ((struct task_struct *)task, mm, start_stack);
+	__u64 start = BPF_CORE_READ(t, mm, start_stack);
 	/* Below the start, or just above it; else it wraps, past STACK_BYTES. */
 	__u64 want = start + STACK_ABOVE_START - sp;
 
 	return pick(below(want, STACK_BYTES), want, STACK_BYTES);
 }
 
-/* What a sample takes of the thread's user registers and task, read by
- * the hook (take_sample is a global function: see count_call). */
-struct sample_regs {
-	__u64 ip, sp, fp, lr;
-	__u64 task; /* its task_struct's address, read by probes */
-	__u64 now;
-	__u64 period;
-};
-
 /* Sends the user registers and the top of the user stack, as much as it
  * needs (stack_wanted), read a page at a time so that a stack ending
  * within STACK_BYTES still copies. */
-static __always_inline void take_sample_in(struct task_state *ts, struct call *c, const struct sample_regs *r)
+static __always_inline void take_sample(struct task_state *ts, struct task_struct *t, struct pt_regs *regs,
+					struct call *c, __u64 now, __u64 period, const bool legacy)
 {
-	__u64 sp = r->sp, off = 0, len, want = stack_wanted(r->task, sp);
+	__u64 sp = REGS_SP(regs), off = 0, len, want = stack_wanted(t, sp);
 	__u32 slot = c->scratch & 1;
 	struct stack_sample *e = bpf_map_lookup_elem(&sample_scratch, &slot);
 	int i;
@@ -65,15 +57,15 @@ static __always_inline void take_sample_in(struct task_state *ts, struct call *c
 	e->tid = (__u32)bpf_get_current_pid_tgid();
 	e->nr = c->nr;
 	e->flags = 0;
-	e->period = r->period;
+	e->period = period;
 	e->ns = latency ? c->ns : 0;
-	e->time_ns = r->now;
+	e->time_ns = now;
 	e->fd = c->kind == ARG_NONE ? 0 : c->fd;
 	e->path_hash = c->kind == ARG_NONE ? 0 : c->path_hash;
-	e->ip = r->ip;
+	e->ip = REGS_IP(regs);
 	e->sp = sp;
-	e->fp = r->fp;
-	e->lr = r->lr;
+	e->fp = REGS_FP(regs);
+	e->lr = REGS_LR(regs);
 	for (i = 0; i < STACK_BYTES / 4096 + 1; i++) {
 		if (off > STACK_BYTES - 4096 || off >= want)
 			break;
@@ -98,15 +90,6 @@ static __always_inline void take_sample_in(struct task_state *ts, struct call *c
 		count_lost(LOST_SAMPLES_DROPPED, 1);
 }
 
-/* Global, so verified once (see count_call); the legacy programs inline
- * theirs. */
-__noinline int take_sample(struct task_state *ts, struct call *c, const struct sample_regs *r)
-{
-	if (ts && c && r)
-		take_sample_in(ts, c, r);
-	return 0;
-}
-
 /* A sample every `gap` calls of the thread on average (random gaps, so
  * that a program's rhythm cannot alias with them), the gap adapting to a
  * budget in time: counts stay exact, samples only share them out. Each
@@ -116,7 +99,6 @@ static __always_inline void maybe_sample(struct task_state *ts, struct task_stru
 {
 	__u64 gap = ts->sample_gap ?: sample_first_gap;
 	__u64 now, dt, seen, doubles, halves;
-	struct sample_regs r;
 
 	ts->since_sample++;
 	if (ts->sample_left > 1) {
@@ -135,12 +117,7 @@ static __always_inline void maybe_sample(struct task_state *ts, struct task_stru
 	doubles = seen & below(dt, sample_interval_ns / 2) & below(gap, MAX_GAP);
 	halves = seen & (doubles ^ 1) & below(sample_interval_ns * 2, dt) & below(1, gap);
 	gap = pick(doubles, gap << 1, pick(halves, gap >> 1, gap));
-	r = (struct sample_regs){ .ip = REGS_IP(regs), .sp = REGS_SP(regs), .fp = REGS_FP(regs),
-				  .lr = REGS_LR(regs), .task = (__u64)t, .now = now, .period = ts->since_sample };
-	if (legacy)
-		take_sample_in(ts, c, &r);
-	else
-		take_sample(ts, c, &r);
+	take_sample(ts, t, regs, c, now, ts->since_sample, legacy);
 	ts->since_sample = 0;
 	ts->last_sample_ns = now;
 	ts->sample_gap = gap;

@@ -44,128 +44,6 @@ static __noinline int spill_call(struct task_state *ts, const struct call *c)
 	return 0;
 }
 
-/* A traced call counted in its thread's state `ts`: its counts, errno,
- * signal mask and argument key. `c` comes with its number, scratch slot and
- * time, and leaves with its kind and key for the sample. */
-static __always_inline int count_call_in(struct task_state *ts, struct call *c, const struct call_regs *r,
-					 __u8 kind, __u8 arg, __u8 size_arg, const bool legacy, const bool loops)
-{
-	long ret = r->ret;
-	__u32 at;
-
-	c->kind = kind;
-	c->failed = is_error_return(ret);
-	ts->seq++;
-	at = syscall_slot(ts, c->nr);
-	c->stat_at = at;
-	if (at < THREAD_SYSCALLS) {
-		/* Read now, before the path: see count_argument. */
-		c->last_slot = ts->last_slot[at];
-		add_call(&ts->stats[at], c);
-	} else {
-		spill_call(ts, c);
-	}
-	if (c->failed)
-		count_errno(ts, c->nr, -ret);
-	if (is_zero(c->nr ^ NR_RT_SIGRETURN)) {
-		ts->mask = r->blocked;
-		ts->mask_known = 1;
-	}
-	switch (c->kind) {
-	case ARG_NONE:
-		break;
-	case ARG_SIGMASK: {
-		/* One walk on, not one per class. */
-		__u32 cls = forget(ts, classify_mask(ts, r));
-
-		if (cls < MASK_CLASSES)
-			ts->mask_calls[cls]++;
-		c->kind = ARG_NONE;
-		break;
-	}
-	case ARG_PATH: {
-		/* Read into this CPU's record, not the thread's storage: a
-		 * per-CPU map value costs the kernel's hardened-usercopy check
-		 * less than a slab object does. */
-		__u32 slot = c->scratch;
-		void *p = (void *)arg_of(r, arg);
-		struct path_record *rec = p ? bpf_map_lookup_elem(&path_scratch, &slot) : NULL;
-		long n = rec ? bpf_probe_read_user_str(rec->path, PATH_LEN, p) : -1;
-
-		/* Older kernels (6.1 and 5.10, seen) read the empty path (fstat's "") as 0
-		 * bytes, not 1: a string still, its NUL written. */
-		n += is_zero(n);
-		/* The argument before the path of an *at call is its dirfd. */
-		c->fd = arg > 0 ? (int)arg_of(r, arg - 1) : -1;
-		if (!p) {
-			c->path_hash = PATH_HASH_NULL;
-		} else if (!rec || n <= 0) {
-			count_lost(LOST_PATH_UNREADABLE, 1);
-			c->path_hash = PATH_HASH_UNREADABLE; /* counted together */
-		} else {
-			c->path_hash = legacy ? path_hash_legacy(rec, n - 1) : hash_path(rec, n - 1);
-			rec->len = n;
-			/* A full buffer holds a 255-byte path, or the start of a
-			 * longer one: the byte after says which. A cut path is
-			 * marked by a length past the buffer. */
-			if (n == PATH_LEN && path_goes_on(p)) {
-				count_lost(LOST_PATH_TRUNCATED, 1);
-				rec->len = PATH_LEN + 1;
-			}
-		}
-		break;
-	}
-	case ARG_BRK: {
-		__u64 now = (__u64)ret;
-
-		c->fd = !r->arg[0] ? BRK_QUERY : now == ts->brk ? BRK_SAME :
-			now < ts->brk ? BRK_SHRINK : BRK_GROW;
-		ts->brk = now;
-		break;
-	}
-	case ARG_FD_IO:
-		c->req_bucket = size_bucket(arg_of(r, size_arg));
-		c->ret_bucket = size_bucket(ret < 0 ? 0 : ret);
-		/* fall through */
-	case ARG_FD:
-	case ARG_CLOCK:
-		c->fd = (int)arg_of(r, arg);
-		break;
-	default: /* the timeouts */
-		if (latency)
-			c->fd = ts->timeout_class;
-		else
-			c->fd = classify_timeout(c->kind, arg_of(r, arg));
-		if (!latency && c->fd == TIMEOUT_ZERO && ret == 0 &&
-		    (c->nr == NR_SELECT || c->nr == NR_PSELECT6 || c->nr == NR_PPOLL))
-			c->fd = TIMEOUT_RAN_OUT;
-		break;
-	}
-	/* One call site: each inlined copy would be verified on its own;
-	 * and one walk of it, not one per kind. */
-	c->kind = forget(ts, c->kind);
-	if (c->kind != ARG_NONE)
-		count_argument(ts, c, legacy, loops);
-	return 0;
-}
-
-/* Global, so verified once, not once for each map a thread's state can be
- * in (a slot, or task storage): the legacy programs' kernels (before 5.12)
- * take no pointer as a global function's argument, and inline theirs. */
-__noinline int count_call(struct task_state *ts, struct call *c, const struct call_regs *r, __u32 spec)
-{
-	if (!ts || !c || !r)
-		return 0;
-	return count_call_in(ts, c, r, spec, spec >> 8, spec >> 16, false, true);
-}
-
-__noinline int count_call_bounded(struct task_state *ts, struct call *c, const struct call_regs *r, __u32 spec)
-{
-	if (!ts || !c || !r)
-		return 0;
-	return count_call_in(ts, c, r, spec, spec >> 8, spec >> 16, false, false);
-}
-
 /* sys_exit, of any variant: `legacy` and `loops` (bpf_loop, 5.17) are
  * constants, so each keeps only its own code. */
 static __always_inline int count_exit(struct task_struct *t, struct pt_regs *regs, long ret, const bool legacy,
@@ -174,10 +52,10 @@ static __always_inline int count_exit(struct task_struct *t, struct pt_regs *reg
 	__u32 tid = legacy_tid(legacy);
 	struct task_state *ts = state_of(t, tid, false, legacy);
 	struct syscall_spec spec;
-	struct call_regs r = {};
 	struct call c = {};
 	__u64 ticks = 0;
 	__u8 in_call;
+	__u32 at;
 	long id;
 
 	if (!ts && system_wide && !stopped)
@@ -233,28 +111,105 @@ static __always_inline int count_exit(struct task_struct *t, struct pt_regs *reg
 		return 0;
 	c.nr = id;
 	c.scratch = backup;
+	c.kind = spec.kind;
+	c.failed = is_error_return(ret);
 	if (latency) {
 		if (in_call)
 			c.ns = bpf_ktime_get_ns() - ts->start_ns;
 	} else {
 		c.ns = ticks * tick_ns;
 	}
-	r.ret = ret;
-	r.blocked = spec.kind == ARG_SIGMASK || id == NR_RT_SIGRETURN ? blocked_signals(t, legacy) : 0;
-	if (spec.kind != ARG_NONE) {
-		r.arg[0] = PT_REGS_PARM1_SYSCALL(regs);
-		r.arg[1] = PT_REGS_PARM2_SYSCALL(regs);
-		r.arg[2] = PT_REGS_PARM3_SYSCALL(regs);
-		r.arg[3] = PT_REGS_PARM4_SYSCALL(regs);
-		r.arg[4] = PT_REGS_PARM5_SYSCALL(regs);
-		r.arg[5] = PT_REGS_PARM6_SYSCALL(regs);
+	ts->seq++;
+	at = syscall_slot(ts, c.nr);
+	c.stat_at = at;
+	if (at < THREAD_SYSCALLS) {
+		/* Read now, before the path: see count_argument. */
+		c.last_slot = ts->last_slot[at];
+		add_call(&ts->stats[at], &c);
+	} else {
+		spill_call(ts, &c);
 	}
-	if (legacy)
-		count_call_in(ts, &c, &r, spec.kind, spec.arg, spec.size_arg, true, false);
-	else if (loops)
-		count_call(ts, &c, &r, spec.kind | spec.arg << 8 | spec.size_arg << 16);
-	else
-		count_call_bounded(ts, &c, &r, spec.kind | spec.arg << 8 | spec.size_arg << 16);
+	if (c.failed)
+		count_errno(ts, c.nr, -ret);
+	if (is_zero(c.nr ^ NR_RT_SIGRETURN)) {
+		ts->mask = blocked_signals(t, legacy);
+		ts->mask_known = 1;
+	}
+	switch (c.kind) {
+	case ARG_NONE:
+		break;
+	case ARG_SIGMASK: {
+		/* One walk on, not one per class. */
+		__u32 cls = forget(ts, classify_mask(ts, t, regs, ret, legacy));
+
+		if (cls < MASK_CLASSES)
+			ts->mask_calls[cls]++;
+		c.kind = ARG_NONE;
+		break;
+	}
+	case ARG_PATH: {
+		/* Read into this CPU's record, not the thread's storage: a
+		 * per-CPU map value costs the kernel's hardened-usercopy check
+		 * less than a slab object does. */
+		__u32 slot = backup;
+		void *p = (void *)syscall_arg(regs, spec.arg);
+		struct path_record *r = p ? bpf_map_lookup_elem(&path_scratch, &slot) : NULL;
+		long n = r ? bpf_probe_read_user_str(r->path, PATH_LEN, p) : -1;
+
+		/* Older kernels (6.1 and 5.10, seen) read the empty path (fstat's "") as 0
+		 * bytes, not 1: a string still, its NUL written. */
+		n += is_zero(n);
+		/* The argument before the path of an *at call is its dirfd. */
+		c.fd = spec.arg > 0 ? (int)syscall_arg(regs, spec.arg - 1) : -1;
+		if (!p) {
+			c.path_hash = PATH_HASH_NULL;
+		} else if (!r || n <= 0) {
+			count_lost(LOST_PATH_UNREADABLE, 1);
+			c.path_hash = PATH_HASH_UNREADABLE; /* counted together */
+		} else {
+			c.path_hash = legacy ? path_hash_legacy(r, n - 1) : hash_path(r, n - 1);
+			r->len = n;
+			/* A full buffer holds a 255-byte path, or the start of a
+			 * longer one: the byte after says which. A cut path is
+			 * marked by a length past the buffer. */
+			if (n == PATH_LEN && path_goes_on(p)) {
+				count_lost(LOST_PATH_TRUNCATED, 1);
+				r->len = PATH_LEN + 1;
+			}
+		}
+		break;
+	}
+	case ARG_BRK: {
+		__u64 now = (__u64)ret;
+
+		c.fd = !syscall_arg(regs, 0) ? BRK_QUERY : now == ts->brk ? BRK_SAME :
+		       now < ts->brk ? BRK_SHRINK : BRK_GROW;
+		ts->brk = now;
+		break;
+	}
+	case ARG_FD_IO:
+		c.req_bucket = size_bucket(syscall_arg(regs, spec.size_arg));
+		c.ret_bucket = size_bucket(ret < 0 ? 0 : ret);
+		/* fall through */
+	case ARG_FD:
+	case ARG_CLOCK:
+		c.fd = (int)syscall_arg(regs, spec.arg);
+		break;
+	default: /* the timeouts */
+		if (latency)
+			c.fd = ts->timeout_class;
+		else
+			c.fd = classify_timeout(spec.kind, syscall_arg(regs, spec.arg));
+		if (!latency && c.fd == TIMEOUT_ZERO && ret == 0 &&
+		    (c.nr == NR_SELECT || c.nr == NR_PSELECT6 || c.nr == NR_PPOLL))
+			c.fd = TIMEOUT_RAN_OUT;
+		break;
+	}
+	/* One call site: each inlined copy would be verified on its own;
+	 * and one walk of it, not one per kind. */
+	c.kind = forget(ts, c.kind);
+	if (c.kind != ARG_NONE)
+		count_argument(ts, &c, legacy, loops);
 	if (sample_stacks)
 		maybe_sample(ts, t, regs, &c, legacy);
 	return 0;
