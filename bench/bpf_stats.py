@@ -48,22 +48,32 @@ def descendants(pid):
     return out
 
 
+def watch_costs(cmd, env, groups, names):
+    """The command's exit status, and ns per run of each program named one
+    of `names` that a group of its processes attached ({(group, name): ns}),
+    read while it runs. `groups(pid)` gives each group's processes, the
+    command's being `pid`."""
+    seen = {}
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while p.poll() is None:
+        for group, pids in groups(p.pid).items():
+            ids = set()
+            for pid in pids:
+                ids |= own_program_ids(pid)
+            for prog in programs_shown(ids, names):
+                if prog.get("run_cnt"):
+                    seen[(group, prog["id"], prog["name"])] = prog["run_time_ns"] / prog["run_cnt"]
+        time.sleep(0.05)
+    return p.returncode, {(group, name): ns for (group, _, name), ns in seen.items()}
+
+
 def program_costs(cmd, env, nested=False):
     """ns per run of each BPF program the command loads (`nested`: and the
     commands below it), from the kernel's own accounting
     (kernel.bpf_stats_enabled), read while it runs."""
-    seen = {}
-    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while p.poll() is None:
-        ids = set()
-        for pid in descendants(p.pid) if nested else [p.pid]:
-            ids |= own_program_ids(pid)
-        for prog in programs_shown(ids, ("sys_exit", "sys_enter", "floor_exit", "floor_enter") + tuple(TWINS)):
-            if prog.get("run_cnt"):
-                name = TWINS.get(prog["name"], prog["name"])
-                seen[(prog["id"], name)] = prog["run_time_ns"] / prog["run_cnt"]
-        time.sleep(0.05)
-    return {name: ns for (_, name), ns in seen.items()}
+    names = ("sys_exit", "sys_enter", "floor_exit", "floor_enter") + tuple(TWINS)
+    _, seen = watch_costs(cmd, env, lambda pid: {"": descendants(pid) if nested else [pid]}, names)
+    return {TWINS.get(name, name): ns for (_, name), ns in seen.items()}
 
 
 # The other variants' hooks (docs/kernels.md), read as their current twins:
