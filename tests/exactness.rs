@@ -274,7 +274,9 @@ fn a_process_left_running_is_counted_too() {
     if skip_without_bpf() {
         return;
     }
-    let (doc, out) = sysdiet_json(&[], &["sh", "-c", "sleep 5 >/dev/null 2>&1 & sleep 0.3"]);
+    // Long enough to outlive the run on a slow guest (TCG took over 5 s
+    // once); killed below.
+    let (doc, out) = sysdiet_json(&[], &["sh", "-c", "sleep 120 >/dev/null 2>&1 & sleep 0.3"]);
     assert!(out.status.success(), "{}", stderr_of(&out));
     let procs = doc["processes"].as_array().unwrap();
     let left: Vec<_> = procs.iter().filter(|p| p["comm"] == "sleep" && p["exit"].is_null()).collect();
