@@ -116,6 +116,23 @@ impl Calls {
         self.sites = std::mem::take(&mut self.sites).into_iter().map(|((t, nr, a, s), v)| ((if t == from { to } else { t }, nr, a, s), v)).collect();
     }
 
+    /// Calls counted so far.
+    pub fn count(&self) -> u64 {
+        self.threads.values().flat_map(|t| t.values()).map(|s| s.calls).sum()
+    }
+
+    /// Sets every time measured so far to zero, the calls still counted:
+    /// for a trace whose times are another tracer's measure (a hand-over
+    /// to BPF, which samples CPU time where ptrace times each call).
+    pub fn forget_times(&mut self) {
+        for s in self.threads.values_mut().flat_map(|t| t.values_mut()) {
+            (s.total_ns, s.min_ns, s.max_ns) = (0, 0, 0);
+        }
+        self.keys.values_mut().for_each(|k| k.ns = 0);
+        self.sites.values_mut().for_each(|v| v.1 = 0);
+        self.overflow.values_mut().for_each(|o| o.2 = 0);
+    }
+
     /// Hands everything to `out`, each thread under its process
     /// (`tgid_of`). Keys seen once in a process are summarised per syscall.
     pub fn finish(self, tgid_of: impl Fn(u32) -> u32, tasks: Vec<(u32, TaskRecord)>, out: &mut TraceBuilder) {

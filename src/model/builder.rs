@@ -75,8 +75,21 @@ impl TraceBuilder {
         *self.errnos.entry((tgid, nr)).or_default().entry(errno.to_string()).or_default() += count;
     }
 
+    /// What is known of task `tid`; a second record of it (one tracer
+    /// handed the task to another) fills in what the first lacked.
     pub fn add_task(&mut self, tid: u32, task: TaskRecord) {
-        self.tasks.insert(tid, task);
+        let merged = match self.tasks.remove(&tid) {
+            None => task,
+            Some(old) => TaskRecord {
+                tgid: if task.tgid != 0 { task.tgid } else { old.tgid },
+                ppid: if task.ppid != 0 { task.ppid } else { old.ppid },
+                comm: if task.comm.is_empty() { old.comm } else { task.comm },
+                exit: task.exit.or(old.exit),
+                cgroup: if task.cgroup != 0 { task.cgroup } else { old.cgroup },
+                executable: task.executable.or(old.executable),
+            },
+        };
+        self.tasks.insert(tid, merged);
     }
 
     pub fn add_argument(&mut self, stats: ArgumentStats) {

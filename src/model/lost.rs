@@ -120,6 +120,11 @@ impl Lost {
         self.zip_with(before, u64::saturating_sub)
     }
 
+    /// Each counter summed with `other`'s: two tracers' losses in one run.
+    pub fn plus(&self, other: &Lost) -> Lost {
+        self.zip_with(other, u64::saturating_add)
+    }
+
     /// The larger of each counter.
     pub fn largest(&self, other: &Lost) -> Lost {
         self.zip_with(other, u64::max)

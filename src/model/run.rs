@@ -53,6 +53,26 @@ pub struct RunInfo {
     /// ns: the least each call a fix removes saves. BPF backend only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub syscall_ns: Option<u64>,
+    /// A cold start of `run --backend auto`: ptrace counted the command's
+    /// first calls while the BPF programs loaded, then handed each thread
+    /// to BPF between two of its calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ptrace_first: Option<PtraceFirst>,
+}
+
+/// How a run began under ptrace and went on under BPF.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
+pub struct PtraceFirst {
+    /// From the command's start to the last thread handed to BPF.
+    pub ns: u64,
+    /// The calls ptrace counted. Their times are left out: the syscalls'
+    /// times are BPF's measure (`time`), which ptrace's is not.
+    pub calls: u64,
+    /// Threads handed to BPF.
+    pub threads_handed: u64,
+    /// Threads BPF could not take (no thread pidfd before Linux 6.9):
+    /// ptrace counted them to their end.
+    pub threads_kept: u64,
 }
 
 /// What `sysdiet analyze` read, and what the log could not tell.

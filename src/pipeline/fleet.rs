@@ -51,7 +51,7 @@ impl Host {
     /// whole host cannot be ptraced. A window spans the last `span` reads.
     pub fn start(filter: &SyscallSet, filter_expr: Option<String>, scope: Scope, all: bool, span: usize) -> Result<Host> {
         let t0 = Instant::now();
-        let (loaded, syscall_ns) = super::load_measuring(filter, BpfOptions { system_wide: true, ..Default::default() }, None);
+        let (loaded, syscall_ns) = super::load_measuring(filter, BpfOptions { system_wide: true, ..Default::default() }, None, || {}, &|| true);
         let mut tracer = loaded.map(|l| l.tracer).map_err(|e| match super::bpf_unavailable(&e) {
             Some(why) if matches!(e, Error::NoBpfRights) => Error::HostNeedsBpf(format!("{why} (run as root, or give CAP_BPF and CAP_PERFMON)")),
             Some(why) => Error::HostNeedsBpf(why),

@@ -6,6 +6,7 @@
 mod analyze;
 mod attach;
 mod fleet;
+mod handover;
 mod ptraced;
 mod run;
 mod zone;
@@ -26,7 +27,7 @@ use crate::backend::Tracer;
 use crate::diagnose::Finding;
 use crate::error::Result;
 use crate::model::builder::TraceBuilder;
-use crate::model::{RunInfo, Trace};
+use crate::model::{Lost, RunInfo, Trace};
 use crate::stacks::collector::{Collector, LastPass, StartingCollector};
 use crate::target::Event;
 
@@ -69,12 +70,25 @@ pub struct Traced {
 /// `arms_running_threads`: see BpfOptions (attach). With `stacks` (the
 /// watched mappings of targets known now), the stack reader too.
 fn load_bpf(opts: &TraceOptions, arms_running_threads: bool, stacks: MappingWatch) -> Result<(Option<Loaded>, Option<String>, u64)> {
+    load_bpf_then(opts, arms_running_threads, stacks, || {}, &|| true)
+}
+
+/// The same, calling `cold` once it is known that no keeper lends a set
+/// (this run loads its own: tens of ms), and `go_on` once the programs are
+/// loaded: they attach only if it says so.
+fn load_bpf_then(
+    opts: &TraceOptions,
+    arms_running_threads: bool,
+    stacks: MappingWatch,
+    cold: impl FnOnce(),
+    go_on: &dyn Fn() -> bool,
+) -> Result<(Option<Loaded>, Option<String>, u64)> {
     if opts.backend == Backend::Ptrace {
         return Ok((None, None, crate::linux::syscall_cost_ns()));
     }
     // A command's run ends with its targets: its programs can be kept.
     let keep_loaded = !arms_running_threads;
-    let (loaded, syscall_ns) = load_measuring(&opts.filter, BpfOptions { arms_running_threads, keep_loaded, ..opts.bpf() }, stacks);
+    let (loaded, syscall_ns) = load_measuring(&opts.filter, BpfOptions { arms_running_threads, keep_loaded, ..opts.bpf() }, stacks, cold, go_on);
     match loaded {
         Ok(l) => Ok((Some(l), None, syscall_ns)),
         Err(e) if opts.backend == Backend::Auto => {
@@ -111,15 +125,23 @@ fn say_attached(pids: &[u32], threads: usize, duration: Option<std::time::Durati
 /// programs loaded now. The readers map their rings on their own threads
 /// meanwhile. A stack reader that cannot start fails the load, as a
 /// program that does not load: `--backend auto` then counts with ptrace.
-fn load_measuring(filter: &SyscallSet, options: BpfOptions, stacks: MappingWatch) -> (Result<Loaded>, u64) {
+fn load_measuring(
+    filter: &SyscallSet,
+    options: BpfOptions,
+    stacks: MappingWatch,
+    cold: impl FnOnce(),
+    go_on: &dyn Fn() -> bool,
+) -> (Result<Loaded>, u64) {
     let _t = crate::timings::span("load BPF");
     let mut cost = None;
     let loaded = BpfTracer::load_unattached_then(filter, options, || {
+        cold();
         cost = Some(std::thread::spawn(|| {
             let _t = crate::timings::span("measure a syscall");
             crate::linux::syscall_cost_ns()
         }))
     });
+    let loaded = loaded.and_then(|l| if go_on() { Ok(l) } else { Err(crate::error::Error::Bpf("not needed: the command ended first".into())) });
     let starting = match &loaded {
         Ok(l) => spawn_stacks(l, stacks),
         Err(_) => Ok(None),
@@ -174,11 +196,18 @@ fn unix_now() -> f64 {
 type MappingWatch = Option<std::thread::JoinHandle<Result<MapEvents>>>;
 
 fn watch_mappings(opts: &TraceOptions, pids: Vec<u32>) -> MappingWatch {
+    watch_mappings_then(opts, pids, || {})
+}
+
+/// The same, calling `opened` once the events are open (or failed to).
+fn watch_mappings_then(opts: &TraceOptions, pids: Vec<u32>, opened: impl FnOnce() + Send + 'static) -> MappingWatch {
     // The ptrace backend unwinds from the stopped task: no events to open.
     (opts.stacks && opts.backend != Backend::Ptrace).then(|| {
         std::thread::spawn(move || {
             let _t = crate::timings::span("open mapping events");
-            MapEvents::open(&pids)
+            let events = MapEvents::open(&pids);
+            opened();
+            events
         })
     })
 }
@@ -269,11 +298,23 @@ struct ReadOut {
 }
 
 /// `finish`'s first half: the tracer stopped and read out, call sites named.
-fn read_out(tracer: &mut dyn Tracer, samples: Option<impl FnOnce() -> LastPass>, mut run: RunInfo, ended: Instant) -> Result<ReadOut> {
-    let mut builder = TraceBuilder::default();
+fn read_out(tracer: &mut dyn Tracer, samples: Option<impl FnOnce() -> LastPass>, run: RunInfo, ended: Instant) -> Result<ReadOut> {
+    read_out_after(TraceBuilder::default(), Lost::default(), tracer, samples, run, ended)
+}
+
+/// The same, into `builder`, which holds what another tracer counted
+/// earlier in the run and lost (`lost_before`).
+fn read_out_after(
+    mut builder: TraceBuilder,
+    lost_before: Lost,
+    tracer: &mut dyn Tracer,
+    samples: Option<impl FnOnce() -> LastPass>,
+    mut run: RunInfo,
+    ended: Instant,
+) -> Result<ReadOut> {
     tracer.stop();
     let last_pass = samples.map(|s| s());
-    let lost = tracer.read_into(&mut builder)?;
+    let lost = tracer.read_into(&mut builder)?.plus(&lost_before);
     if let Some(last_pass) = last_pass {
         let collected = last_pass.collected();
         if let Some(why) = &collected.unread {

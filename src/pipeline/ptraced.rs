@@ -89,19 +89,19 @@ pub fn attach(pids: &[u32], duration: Option<Duration>, opts: &TraceOptions, sta
 }
 
 #[derive(Default)]
-struct Interrupts {
-    stop: AtomicBool,
+pub(super) struct Interrupts {
+    pub(super) stop: AtomicBool,
     /// The tracer saw `stop` and returned: no more waking.
-    done: AtomicBool,
+    pub(super) done: AtomicBool,
     timed_out: AtomicBool,
-    last_signal: std::sync::atomic::AtomicI32,
+    pub(super) last_signal: std::sync::atomic::AtomicI32,
 }
 
 /// Handles signals to sysdiet on a thread: passed on to the command (when
 /// the terminal did not already send them to it), and the second one, or
 /// --duration's end, stops tracing. The tracer's thread, blocked in
 /// waitpid, is woken by a signal of its own.
-fn watch(rx: mpsc::Receiver<Event>, pid: u32, state: Arc<Interrupts>) {
+pub(super) fn watch(rx: mpsc::Receiver<Event>, pid: u32, state: Arc<Interrupts>) {
     let tracer_thread = unsafe { libc::pthread_self() };
     wake_handler();
     state.last_signal.store(libc::SIGINT, Ordering::Relaxed);

@@ -7,7 +7,7 @@ use std::time::Instant;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use super::{not_interrupted, read_out, watch_mappings, Span, TraceOptions, Traced};
+use super::{handover, not_interrupted, read_out, watch_mappings, Backend, Span, TraceOptions, Traced};
 use crate::error::{Error, Result};
 use crate::model::RunInfo;
 use crate::target::{self, spawn, Event};
@@ -28,9 +28,15 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
     let held = spawn::spawn_held(&program, command, env, opts.quiet)?;
     drop(spawning);
     let comm = program.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let mappings = watch_mappings(opts, vec![held.pid()]);
+    // A cold start under `--backend auto` begins under ptrace, beside the
+    // load (handover.rs).
+    if opts.backend == Backend::Auto {
+        let loader = handover::start_loading(opts, held.pid())?;
+        return handover::trace_held(held, command, env, opts, rx, started, loader);
+    }
     // Its mappings are watched before its execve, so that the new
     // program's are seen.
+    let mappings = watch_mappings(opts, vec![held.pid()]);
     let (loaded, why, syscall_ns) = super::load_bpf(opts, false, mappings)?;
     let Some(super::Loaded { mut tracer, stacks }) = loaded else {
         return super::ptraced::trace_held(held, command, env, opts, rx, started, why);

@@ -60,6 +60,15 @@ fn header(out: &mut String, trace: &Trace) {
         Some(why) => facts.push(format!("counted by {}: {why}", run.backend)),
         None => facts.push(format!("counted by {}", run.backend)),
     }
+    if let Some(first) = &run.ptrace_first {
+        let calls = plural(first.calls as usize, "call", "calls");
+        let mut fact = format!("ptrace counted the first {} while BPF loaded ({} {calls}, untimed)", duration(first.ns), thousands(first.calls));
+        if first.threads_kept > 0 {
+            let threads = plural(first.threads_kept as usize, "thread", "threads");
+            fact.push_str(&format!("; {} {threads} stayed with ptrace (no thread pidfd before Linux 6.9)", thousands(first.threads_kept)));
+        }
+        facts.push(fact);
+    }
     if let Some(f) = &run.filter {
         facts.push(format!("only -e {f}"));
     }

@@ -51,6 +51,42 @@ pub trait SampleSink {
     fn sample(&mut self, sample: StackSample);
 }
 
+/// Another tracer that takes tracees over once it is ready (a run starts
+/// under ptrace while BPF loads: pipeline/handover.rs). A tracee goes when
+/// it stops at a syscall's exit: the kernel runs the exit tracepoint before
+/// ptrace's exit stop, so that call is ptrace's and every later one the
+/// other tracer's.
+pub trait HandOver {
+    /// Whether the other tracer can take tasks now: asked at each stop
+    /// until it says yes.
+    fn ready(&mut self) -> bool;
+    /// Takes task `task`, stopped after a call: true when it counts the
+    /// task's calls from its next on; false leaves it with ptrace.
+    fn take(&mut self, task: &Handed) -> bool;
+}
+
+/// A tracee offered to another tracer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handed {
+    pub tid: u32,
+    pub tgid: u32,
+    /// Its parent's tgid.
+    pub ppid: u32,
+    pub comm: String,
+}
+
+/// What became of a hand-over.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HandOverFacts {
+    /// When the other tracer said it was ready, from the tracer's start.
+    pub ready_ns: Option<u64>,
+    /// When the last task was handed, from the tracer's start.
+    pub last_ns: u64,
+    /// Tasks handed over, and tasks it refused (they stayed with ptrace).
+    pub handed: u64,
+    pub refused: u64,
+}
+
 struct NoSamples;
 
 impl SampleSink for NoSamples {
@@ -86,6 +122,8 @@ struct Tracee {
     since_sample: u64,
     last_sample_ns: u64,
     exit: Option<Exit>,
+    /// The other tracer refused it (HandOver::take): it stays.
+    refused: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -103,6 +141,9 @@ pub enum End {
     Exited,
     /// Asked to stop: the rest were detached and run on.
     Stopped,
+    /// Every tracee went to the other tracer (HandOver) before the command
+    /// ended.
+    HandedOver,
 }
 
 pub struct Ptracer {
@@ -121,6 +162,9 @@ pub struct Ptracer {
     epoch: Instant,
     /// Tasks that ended or were let go.
     finished: Vec<(u32, Tracee)>,
+    /// Tasks handed to another tracer: their later stops are not ours.
+    handed: std::collections::HashSet<u32>,
+    pub hand_over: HandOverFacts,
 }
 
 fn options() -> Options {
@@ -153,6 +197,8 @@ impl Ptracer {
             key_list: Vec::new(),
             epoch: Instant::now(),
             finished: Vec::new(),
+            handed: Default::default(),
+            hand_over: HandOverFacts::default(),
         }
     }
 
@@ -204,7 +250,13 @@ impl Ptracer {
 
     /// Follows the tracees until the command ends (run), every tracee is
     /// gone (attach), or `stop` is set (then the rest are detached).
-    pub fn follow(&mut self, stop: &AtomicBool, mut sink: Option<&mut dyn SampleSink>) -> End {
+    pub fn follow(&mut self, stop: &AtomicBool, sink: Option<&mut dyn SampleSink>) -> End {
+        self.follow_handing(stop, sink, None)
+    }
+
+    /// The same, handing each tracee to `hand` at its first syscall exit
+    /// once it is ready; ends with End::HandedOver when none is left.
+    pub fn follow_handing(&mut self, stop: &AtomicBool, mut sink: Option<&mut dyn SampleSink>, mut hand: Option<&mut dyn HandOver>) -> End {
         let mut none = NoSamples;
         let stacks = sink.is_some();
         let sink: &mut dyn SampleSink = match sink.take() {
@@ -229,8 +281,13 @@ impl Ptracer {
             }
             match status {
                 WaitStatus::PtraceSyscall(pid) => {
-                    self.syscall_stop(pid.as_raw() as u32, stacks.then_some(&mut *sink));
-                    let _ = ptrace::syscall(pid, None);
+                    let tid = pid.as_raw() as u32;
+                    let exit = self.syscall_stop(tid, stacks.then_some(&mut *sink));
+                    if exit && self.handed_over(tid, &mut hand) {
+                        let _ = ptrace::detach(pid, None);
+                    } else {
+                        let _ = ptrace::syscall(pid, None);
+                    }
                 }
                 WaitStatus::PtraceEvent(pid, sig, event) => self.event(pid, sig, event),
                 WaitStatus::Stopped(pid, sig) => {
@@ -250,9 +307,40 @@ impl Ptracer {
                 _ => {}
             }
             if self.tasks.is_empty() {
-                return End::Exited;
+                return if self.root_exit.is_none() && self.hand_over.handed > 0 { End::HandedOver } else { End::Exited };
             }
         }
+    }
+
+    /// Offers task `tid`, stopped at a syscall's exit, to `hand` once that
+    /// is ready; true when it took it (the caller detaches it).
+    fn handed_over(&mut self, tid: u32, hand: &mut Option<&mut dyn HandOver>) -> bool {
+        let Some(hand) = hand else { return false };
+        let Some(t) = self.tasks.get(&tid) else { return false };
+        // Before its execve the command is not counted yet: it goes at
+        // execve's exit, the first call it is counted from.
+        if t.refused || !t.counting {
+            return false;
+        }
+        let now = || self.epoch.elapsed().as_nanos() as u64;
+        if self.hand_over.ready_ns.is_none() {
+            if !hand.ready() {
+                return false;
+            }
+            self.hand_over.ready_ns = Some(now());
+        }
+        let task = Handed { tid, tgid: t.tgid, ppid: t.ppid, comm: t.comm.clone() };
+        if !hand.take(&task) {
+            self.hand_over.refused += 1;
+            self.tasks.get_mut(&tid).expect("a known task").refused = true;
+            return false;
+        }
+        self.hand_over.handed += 1;
+        self.hand_over.last_ns = now();
+        let t = self.tasks.remove(&tid).expect("a known task");
+        self.handed.insert(tid);
+        self.finished.push((tid, t));
+        true
     }
 
     fn event(&mut self, pid: Pid, sig: Signal, event: i32) {
@@ -314,6 +402,10 @@ impl Ptracer {
 
     /// A new task: `parent`'s child or thread (its tgid says which).
     fn adopt(&mut self, tid: u32, parent: Option<u32>) {
+        // Handed over before its parent's event came: no longer ours.
+        if self.handed.contains(&tid) {
+            return;
+        }
         let tgid = tgid_of(tid).unwrap_or(tid);
         let from = parent.and_then(|p| self.tasks.get(&p));
         let counting = from.is_none_or(|p| p.counting);
@@ -337,9 +429,10 @@ impl Ptracer {
         }
     }
 
-    fn syscall_stop(&mut self, tid: u32, sink: Option<&mut dyn SampleSink>) {
-        let Some(t) = self.tasks.get_mut(&tid) else { return };
-        let Ok(stop) = sys::syscall_stop(tid, t.in_syscall) else { return };
+    /// Takes a syscall stop in; true when it was a call's exit.
+    fn syscall_stop(&mut self, tid: u32, sink: Option<&mut dyn SampleSink>) -> bool {
+        let Some(t) = self.tasks.get_mut(&tid) else { return false };
+        let Ok(stop) = sys::syscall_stop(tid, t.in_syscall) else { return false };
         match stop {
             SyscallStop::Entry { .. } => t.in_syscall = true,
             SyscallStop::Exit { .. } => t.in_syscall = false,
@@ -353,25 +446,26 @@ impl Ptracer {
                         self.lost.compat_syscalls += 1;
                     }
                     t.entry = None;
-                    return;
+                    return false;
                 }
                 let nr = nr as u32;
                 let timeout = keys::timeout_at_entry(tid, nr, &args);
                 t.entry = Some(Entry { nr, args, start: Instant::now(), timeout });
+                false
             }
             SyscallStop::Exit { rval, is_error } => {
                 let now = Instant::now();
                 let entry = match (t.entry.take(), std::mem::take(&mut t.exec_exit)) {
                     (Some(e), _) => e,
                     (None, true) => Entry { nr: NR_EXECVE, args: [0; 6], start: now, timeout: None },
-                    (None, false) => return,
+                    (None, false) => return true,
                 };
-                if !t.counting {
-                    return;
+                if t.counting {
+                    self.exit_stop(tid, entry, rval, is_error, now, sink);
                 }
-                self.exit_stop(tid, entry, rval, is_error, now, sink);
+                true
             }
-            SyscallStop::Unknown => {}
+            SyscallStop::Unknown => false,
         }
     }
 
@@ -445,7 +539,18 @@ impl Ptracer {
 
     /// A task ended; true when it was the command's (run: tracing ends).
     fn ended(&mut self, tid: u32, exit: Exit) -> bool {
-        let Some(mut t) = self.tasks.remove(&tid) else { return false };
+        let Some(mut t) = self.tasks.remove(&tid) else {
+            // The command, handed over, is still our child: its end is
+            // the run's.
+            if self.root == Some(tid) && self.handed.contains(&tid) {
+                self.root_exit = Some(exit);
+                if let Some((_, t)) = self.finished.iter_mut().find(|(f, _)| *f == tid) {
+                    t.exit = Some(exit);
+                }
+                return true;
+            }
+            return false;
+        };
         // exit and exit_group never return: counted as they end the task.
         if let Some(e) = t.entry.take() {
             if t.counting && matches!(e.nr, NR_EXIT | NR_EXIT_GROUP) && (self.filter.expr.is_none() || self.filter.contains(e.nr)) {
@@ -483,6 +588,16 @@ impl Ptracer {
         }
         let rest: Vec<(u32, Tracee)> = self.tasks.drain().collect();
         self.finished.extend(rest);
+    }
+
+    /// The calls counted so far keep no time (see Calls::forget_times).
+    pub fn forget_times(&mut self) {
+        self.calls.forget_times();
+    }
+
+    /// Calls counted so far.
+    pub fn calls_counted(&self) -> u64 {
+        self.calls.count()
     }
 
     /// The counts and what is known of each task, into `out`; what was
