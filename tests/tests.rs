@@ -16,6 +16,7 @@ mod diff;
 mod exactness;
 mod fleet;
 mod fuzz_strace_log;
+mod handover;
 mod layers;
 mod makefile;
 mod ptrace;

@@ -144,9 +144,10 @@ impl ToBpf {
         }
     }
 
-    /// Waits for the loader's last word.
+    /// Waits for the loader's last word, unless it says it loads a set
+    /// of its own (which, the command ended, it never begins).
     fn hear_out(&mut self) {
-        while self.loaded.is_none() && self.failed.is_none() {
+        while self.loaded.is_none() && self.failed.is_none() && !self.cold {
             match self.loader.said.recv() {
                 Ok(said) => self.take_in(said),
                 Err(_) => self.failed = Some("the loading thread ended".into()),
@@ -181,10 +182,7 @@ impl ToBpf {
     /// keeper discard it); a load of this run's own is not waited for.
     fn let_go(mut self) {
         let _ = self.loader.ended.send(());
-        self.hear();
-        if !self.cold {
-            self.hear_out();
-        }
+        self.hear_out();
         match self.loaded.take() {
             Some(Loaded { mut tracer, stacks }) => {
                 drop(stacks);
@@ -258,6 +256,9 @@ pub(super) fn trace_held(
     to_bpf.hear();
     let loaded = if facts.handed > 0 { to_bpf.loaded.take() } else { None };
     let Some(Loaded { mut tracer, stacks }) = loaded else {
+        // Why BPF did not count: a load that failed says so, whenever the
+        // command ended.
+        to_bpf.hear_out();
         let why = to_bpf.failed.clone().unwrap_or_else(|| "the command ended before BPF took it over".into());
         let run = RunInfo { fallback: Some(why), ..own(span.run_info(&ptracer, opts, ended)) };
         let letting_go = std::thread::spawn(move || to_bpf.let_go());

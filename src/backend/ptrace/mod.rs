@@ -124,6 +124,8 @@ struct Tracee {
     exit: Option<Exit>,
     /// The other tracer refused it (HandOver::take): it stays.
     refused: bool,
+    /// The file an execve in progress asked for, as it named it.
+    exec_path: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -374,7 +376,7 @@ impl Ptracer {
                 t.tgid = tid;
                 t.comm = comm;
                 t.environment = environment;
-                t.executable = executable_of(tid);
+                t.executable = executable_as_named(tid, t.exec_path.take());
                 if !t.counting {
                     // The command's own execve: its entry was before we
                     // looked; its exit is the next stop.
@@ -449,6 +451,10 @@ impl Ptracer {
                     return false;
                 }
                 let nr = nr as u32;
+                if nr == NR_EXECVE {
+                    // Read now: at the exec the old image is gone.
+                    t.exec_path = sys::read_string(tid, args[0], 4096).map(|(b, _)| String::from_utf8_lossy(&b).into_owned());
+                }
                 let timeout = keys::timeout_at_entry(tid, nr, &args);
                 t.entry = Some(Entry { nr, args, start: Instant::now(), timeout });
                 false
@@ -631,9 +637,21 @@ impl Ptracer {
     }
 }
 
-/// The file process `pid` runs now, as the BPF backend names it.
+/// The file process `pid` runs now, as the BPF backend names a running one.
 fn executable_of(pid: u32) -> Option<String> {
     std::fs::read_link(format!("/proc/{pid}/exe")).ok().map(|p| p.to_string_lossy().into_owned())
+}
+
+/// The file process `pid` runs after its exec of `asked` (the path its
+/// execve named): that path when it leads to the file running, as the BPF
+/// backend names an exec (`/bin/true`, where /proc says `/usr/bin/true`),
+/// so that one program's processes group alike whichever tracer counted
+/// them; else (a script's interpreter) the file running.
+fn executable_as_named(pid: u32, asked: Option<String>) -> Option<String> {
+    let running = executable_of(pid)?;
+    let Some(asked) = asked.filter(|a| !a.is_empty()) else { return Some(running) };
+    let resolved = std::path::Path::new(&format!("/proc/{pid}/cwd")).join(&asked).canonicalize().ok();
+    Some(if resolved.is_some_and(|r| r.to_string_lossy() == running) { asked } else { running })
 }
 
 impl Tracer for Ptracer {
