@@ -132,7 +132,8 @@ fn failed_lookups_made_once_are_named() {
     assert!(f["what"].as_str().unwrap().ends_with("LD_LIBRARY_PATH=\"/opt/pa:/opt/pb\""), "{f}");
 }
 
-/// Each process's file, as BPF names it: the one it exec'd, or its
+/// Each process's file, as BPF names it: the one it exec'd, by the path
+/// its execve gave (/bin/true, where /bin is a link to /usr/bin), or its
 /// parent's for a child that never ran another (a shell's subshell). The
 /// rules that tell a spawner's work in a child from the child's own read it.
 #[test]
@@ -140,9 +141,9 @@ fn each_process_has_its_file() {
     let (doc, _) = ptrace_counts(&[], &["sh", "-c", "x=$(/bin/echo a); y=$(echo b); /bin/true"]);
     let files: Vec<(&str, &str)> =
         doc["processes"].as_array().unwrap().iter().map(|p| (p["comm"].as_str().unwrap(), p["executable"].as_str().unwrap_or("-"))).collect();
-    let dash = std::fs::canonicalize(which("sh").unwrap()).unwrap();
+    let dash = which("sh").unwrap();
     let dash = dash.to_str().unwrap();
-    assert!(files.contains(&("echo", "/usr/bin/echo")) && files.contains(&("true", "/usr/bin/true")), "{files:?}");
+    assert!(files.contains(&("echo", "/bin/echo")) && files.contains(&("true", "/bin/true")), "{files:?}");
     // The shell and its subshell for `echo b` (a builtin: no exec).
     assert_eq!(files.iter().filter(|f| **f == ("sh", dash)).count(), 2, "{files:?}");
 }

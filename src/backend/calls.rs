@@ -29,7 +29,7 @@ pub struct Call {
     pub site: Option<usize>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct KeyStats {
     /// How many keys were made before this one, in the whole run: failed
     /// lookups of paths seen once are sampled in the order they were made.
@@ -136,6 +136,16 @@ impl Calls {
     /// Hands everything to `out`, each thread under its process
     /// (`tgid_of`). Keys seen once in a process are summarised per syscall.
     pub fn finish(self, tgid_of: impl Fn(u32) -> u32, tasks: Vec<(u32, TaskRecord)>, out: &mut TraceBuilder) {
+        self.finish_as(tgid_of, tasks, out, false)
+    }
+
+    /// The same for the first part of a run another tracer counted the
+    /// rest of: a key seen once here may be a row there (add_single).
+    pub fn finish_first_part(self, tgid_of: impl Fn(u32) -> u32, tasks: Vec<(u32, TaskRecord)>, out: &mut TraceBuilder) {
+        self.finish_as(tgid_of, tasks, out, true)
+    }
+
+    fn finish_as(self, tgid_of: impl Fn(u32) -> u32, tasks: Vec<(u32, TaskRecord)>, out: &mut TraceBuilder, first_part: bool) {
         for (tid, task) in tasks {
             out.add_task(tid, task);
         }
@@ -164,7 +174,11 @@ impl Calls {
         let mut failed_once = Vec::new();
         for ((pid, nr, argument), k) in merged {
             if k.calls == 1 {
-                out.add_one_shot(nr, 1, k.errors, k.ns);
+                if first_part {
+                    out.add_single(argument_row(pid, nr, argument.clone(), k.clone()));
+                } else {
+                    out.add_one_shot(nr, 1, k.errors, k.ns);
+                }
                 if k.errors > 0 && matches!(argument, Argument::Path { path: Some(_), .. }) {
                     failed_once.push((k.first, argument_row(pid, nr, argument, k)));
                 }

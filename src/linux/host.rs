@@ -73,6 +73,21 @@ pub fn zone() -> Option<String> {
     Some(t.split("zoneinfo/").nth(1).unwrap_or(&t).to_string())
 }
 
+/// Whether this process holds what loading tracing programs takes:
+/// CAP_SYS_ADMIN, or CAP_BPF with CAP_PERFMON (Linux 5.8), in its effective
+/// set (/proc/self/status's CapEff).
+pub fn may_load_bpf() -> bool {
+    const CAP_SYS_ADMIN: u32 = 21;
+    const CAP_PERFMON: u32 = 38;
+    const CAP_BPF: u32 = 39;
+    let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let Some(eff) = status.lines().find_map(|l| l.strip_prefix("CapEff:")).and_then(|v| u64::from_str_radix(v.trim(), 16).ok()) else {
+        return false;
+    };
+    let has = |cap: u32| eff & (1u64 << cap) != 0;
+    has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON))
+}
+
 /// The path of the file process `pid` runs, if that is still the file
 /// `exe` ((inode, the kernel's device number)): a pid used again since
 /// runs another. A path that is not UTF-8 is shown lossily.

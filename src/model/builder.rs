@@ -14,6 +14,8 @@ pub struct TraceBuilder {
     arguments: Vec<ArgumentStats>,
     /// Failed calls of paths seen once, by name, as they came.
     failed_once: Vec<ArgumentStats>,
+    /// Keys a tracer saw once in its part of a run (add_single).
+    singles: Vec<ArgumentStats>,
     /// nr -> calls whose argument was seen once
     one_shot: BTreeMap<u32, OneShot>,
     /// (tgid, nr) -> the stack samples of those calls
@@ -100,6 +102,13 @@ impl TraceBuilder {
     /// add_one_shot too), in the order the process made them.
     pub fn add_failed_once(&mut self, stats: ArgumentStats) {
         self.failed_once.push(stats);
+    }
+
+    /// A key a tracer saw once in its part of a run, another tracer
+    /// counting the rest: a row if the other has a row of it, else a call
+    /// seen once (add_one_shot).
+    pub fn add_single(&mut self, stats: ArgumentStats) {
+        self.singles.push(stats);
     }
 
     pub fn add_one_shot(&mut self, nr: u32, calls: u64, errors: u64, total_ns: u64) {
@@ -189,7 +198,20 @@ impl TraceBuilder {
 
         // Most calls first; rows alike in both by key, so that a run's
         // report is the same whatever order the tracer read them in.
-        let mut arguments = sorted_by(merge_arguments(self.arguments), |a, b| {
+        let mut rows = self.arguments;
+        let mut one_shot = self.one_shot;
+        if !self.singles.is_empty() {
+            let known: foldhash::HashSet<(u32, u32, &Argument)> = rows.iter().map(argument_key).collect();
+            let (again, once): (Vec<ArgumentStats>, Vec<ArgumentStats>) = self.singles.into_iter().partition(|s| known.contains(&argument_key(s)));
+            for o in once {
+                let e = one_shot.entry(o.nr).or_insert_with(|| OneShot { syscall: o.syscall.clone(), nr: o.nr, ..Default::default() });
+                e.calls += o.calls;
+                e.errors += o.errors;
+                e.total_ns += o.total_ns;
+            }
+            rows.extend(again);
+        }
+        let mut arguments = sorted_by(merge_arguments(rows), |a, b| {
             b.calls.cmp(&a.calls).then(b.total_ns.cmp(&a.total_ns)).then_with(|| argument_key(a).cmp(&argument_key(b)))
         });
         // Each sample is looked at once: indexed by its full key, so the
@@ -205,7 +227,7 @@ impl TraceBuilder {
                 a.sites = shares(a.calls, a.total_ns, mine.iter().copied());
             }
         }
-        let one_shot = self.one_shot.into_values().filter(|o| o.calls > 0).collect();
+        let one_shot = one_shot.into_values().filter(|o| o.calls > 0).collect();
         let failed_once = named_failures(self.failed_once, &arguments);
 
         Trace {
@@ -306,6 +328,49 @@ mod tests {
     thread_local! {
         /// Samples weighed by `shares`: the builder's work, counted.
         pub static OPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+
+    fn path_row(path: &str, calls: u64) -> ArgumentStats {
+        ArgumentStats {
+            pid: 1,
+            syscall: "openat".into(),
+            nr: 257,
+            argument: Argument::Path { path: Some(path.into()), dirfd: None, null: false, cut: false, raw: None },
+            calls,
+            errors: 0,
+            total_ns: 0,
+            requested: None,
+            returned: None,
+            sites: Vec::new(),
+        }
+    }
+
+    /// A hand-over: a key ptrace saw once joins BPF's row of it; one BPF
+    /// has no row of stays a call seen once.
+    #[test]
+    fn a_key_seen_once_before_a_hand_over_joins_the_row_after_it() {
+        let mut b = TraceBuilder::default();
+        b.add_single(path_row("/etc/list", 1));
+        b.add_single(path_row("/etc/once", 1));
+        b.add_argument(path_row("/etc/list", 299));
+        let t = b.finish(RunInfo::default(), Lost::default());
+        let rows: Vec<(u64, &Argument)> = t.arguments.iter().map(|a| (a.calls, &a.argument)).collect();
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!(rows[0].0, 300);
+        assert_eq!(t.one_shot.iter().map(|o| (o.nr, o.calls)).collect::<Vec<_>>(), [(257, 1)]);
+    }
+
+    /// A task both tracers knew: the second record fills in what the first
+    /// lacked, and says what it knows.
+    #[test]
+    fn a_task_handed_over_keeps_what_each_tracer_knew_of_it() {
+        let mut b = TraceBuilder::default();
+        b.add_task(5, TaskRecord { tgid: 5, ppid: 1, comm: "sh".into(), executable: Some("/bin/sh".into()), ..Default::default() });
+        b.add_task(5, TaskRecord { tgid: 5, comm: "sh".into(), exit: Some(Exit::Code { code: 3 }), cgroup: 9, ..Default::default() });
+        b.add_syscall(5, 5, stats(39, 1, 0, 0));
+        let t = b.finish(RunInfo::default(), Lost::default());
+        let p = &t.processes[0];
+        assert_eq!((p.ppid, p.executable.as_deref(), p.exit, p.cgroup), (1, Some("/bin/sh"), Some(Exit::Code { code: 3 }), 9));
     }
 
     /// n distinct path arguments in one process, each with one sample.

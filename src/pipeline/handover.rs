@@ -19,7 +19,6 @@ use nix::unistd::Pid;
 use super::ptraced::{watch, Interrupts};
 use super::{finish, not_interrupted, read_out_after, Loaded, Span, TraceOptions, Traced};
 use crate::backend::ptrace::{End, HandOver, Handed, Ptracer, SampleSink};
-use crate::backend::Tracer;
 use crate::error::{Error, Result};
 use crate::model::builder::TraceBuilder;
 use crate::model::{Exit, PtraceFirst, RunInfo};
@@ -221,7 +220,7 @@ pub(super) fn trace_held(
 ) -> Result<Traced> {
     let comm =
         command.first().map(|c| std::path::Path::new(c).file_name().unwrap_or(c.as_os_str()).to_string_lossy().into_owned()).unwrap_or_default();
-    let mut ptracer = Ptracer::seize_held(held.pid(), &comm, opts.filter.clone())?;
+    let mut ptracer = Ptracer::seize_held(held.pid(), &comm, held.program(), opts.filter.clone())?;
     let span = Span::begin(started);
     not_interrupted(&signals)?;
     let pid = held.release()?;
@@ -269,10 +268,9 @@ pub(super) fn trace_held(
     };
     // Ptrace timed each call from entry to exit; BPF samples CPU time: the
     // run's times are BPF's alone, ptrace's calls counted untimed.
-    ptracer.forget_times();
     let first = PtraceFirst { ns: facts.last_ns, calls: ptracer.calls_counted(), threads_handed: facts.handed, threads_kept: facts.refused };
     let mut builder = TraceBuilder::default();
-    let lost = ptracer.read_into(&mut builder)?;
+    let lost = ptracer.read_first_part(&mut builder);
     let run = RunInfo { syscall_ns: Some(to_bpf.syscall_ns), ptrace_first: Some(first), ..own(span.run_info(&tracer, opts, ended)) };
     let read = read_out_after(builder, lost, &mut tracer, stacks.map(|c| move || c.last_pass()), run, ended)?;
     let unloading = std::thread::spawn(move || crate::timings::timed("unload the programs", || tracer.keep_loaded()));

@@ -31,7 +31,7 @@ pub fn trace_held(
     // Its name until its execve, which names it again.
     let comm =
         command.first().map(|c| std::path::Path::new(c).file_name().unwrap_or(c.as_os_str()).to_string_lossy().into_owned()).unwrap_or_default();
-    let mut tracer = Ptracer::seize_held(held.pid(), &comm, opts.filter.clone())?;
+    let mut tracer = Ptracer::seize_held(held.pid(), &comm, held.program(), opts.filter.clone())?;
     let span = Span::begin(started);
     not_interrupted(&signals)?;
     let pid = held.release()?;

@@ -30,7 +30,10 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
     let comm = program.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     // A cold start under `--backend auto` begins under ptrace, beside the
     // load (handover.rs).
-    if opts.backend == Backend::Auto {
+    // Where BPF plainly cannot load (no rights, no BTF), it is said now,
+    // before the command's first line, and ptrace counts as before.
+    let bpf_may_load = crate::linux::host::may_load_bpf() && crate::backend::bpf::maps::require_btf().is_ok();
+    if opts.backend == Backend::Auto && bpf_may_load {
         let loader = handover::start_loading(opts, held.pid())?;
         return handover::trace_held(held, command, env, opts, rx, started, loader);
     }

@@ -67,6 +67,8 @@ fn is_executable(m: &std::fs::Metadata) -> bool {
 pub struct HeldChild {
     pid: Pid,
     name: String,
+    /// The file it will exec, as it names it.
+    program: String,
     go: Option<OwnedFd>,
     exec_error: OwnedFd,
     /// What the child reads, and its stack: freed once it has exec'd or
@@ -183,6 +185,7 @@ pub fn spawn_held(program: &Path, argv: &[OsString], env: &[(OsString, OsString)
     Ok(HeldChild {
         pid: Pid::from_raw(pid),
         name: argv.first().map_or_else(String::new, |a| a.to_string_lossy().into_owned()),
+        program: program.to_string_lossy().into_owned(),
         go: Some(go_w),
         exec_error: err_r,
         shared: Some((plan, stack)),
@@ -221,6 +224,11 @@ extern "C" fn held_child(plan: *mut libc::c_void) -> libc::c_int {
 }
 
 impl HeldChild {
+    /// The file it will exec, as its execve names it.
+    pub fn program(&self) -> &str {
+        &self.program
+    }
+
     pub fn pid(&self) -> u32 {
         self.pid.as_raw() as u32
     }

@@ -204,13 +204,14 @@ impl Ptracer {
         }
     }
 
-    /// Takes a child held before its execve (target::spawn): it runs on
-    /// until its exec, and is counted from there.
-    pub fn seize_held(pid: u32, comm: &str, filter: SyscallSet) -> Result<Ptracer> {
+    /// Takes a child held before its execve of `program` (target::spawn):
+    /// it runs on until its exec, and is counted from there.
+    pub fn seize_held(pid: u32, comm: &str, program: &str, filter: SyscallSet) -> Result<Ptracer> {
         ptrace::seize(Pid::from_raw(pid as i32), options()).map_err(|e| seize_error(pid, e))?;
         let mut t = Ptracer::new(filter);
         t.root = Some(pid);
-        t.tasks.insert(pid, Tracee { tgid: pid, ppid: std::process::id(), comm: comm.to_string(), ..Default::default() });
+        let exec_path = Some(program.to_string());
+        t.tasks.insert(pid, Tracee { tgid: pid, ppid: std::process::id(), comm: comm.to_string(), exec_path, ..Default::default() });
         Ok(t)
     }
 
@@ -596,19 +597,26 @@ impl Ptracer {
         self.finished.extend(rest);
     }
 
-    /// The calls counted so far keep no time (see Calls::forget_times).
-    pub fn forget_times(&mut self) {
-        self.calls.forget_times();
-    }
-
     /// Calls counted so far.
     pub fn calls_counted(&self) -> u64 {
         self.calls.count()
     }
 
+    /// The counts of a run's first part, into `out`, BPF counting the
+    /// rest: untimed (BPF's times are another measure), and a key seen once
+    /// here left to join BPF's row of it (Calls::finish_first_part).
+    pub fn read_first_part(&mut self, out: &mut TraceBuilder) -> Lost {
+        self.calls.forget_times();
+        self.read_out_as(out, true)
+    }
+
     /// The counts and what is known of each task, into `out`; what was
     /// lost. What it counted is handed over: a second read is empty.
     fn read_out(&mut self, out: &mut TraceBuilder) -> Lost {
+        self.read_out_as(out, false)
+    }
+
+    fn read_out_as(&mut self, out: &mut TraceBuilder, first_part: bool) -> Lost {
         self.finished.extend(self.tasks.drain());
         let tgids: HashMap<u32, u32> = self.finished.iter().map(|(tid, t)| (*tid, t.tgid)).collect();
         for (tid, t) in &mut self.finished {
@@ -632,7 +640,13 @@ impl Ptracer {
                 )
             })
             .collect();
-        std::mem::take(&mut self.calls).finish(|tid| tgids.get(&tid).copied().unwrap_or(tid), records, out);
+        let calls = std::mem::take(&mut self.calls);
+        let tgid_of = |tid| tgids.get(&tid).copied().unwrap_or(tid);
+        if first_part {
+            calls.finish_first_part(tgid_of, records, out);
+        } else {
+            calls.finish(tgid_of, records, out);
+        }
         std::mem::take(&mut self.lost)
     }
 }
