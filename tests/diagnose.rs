@@ -18,6 +18,7 @@ fn findings_with(options: &[&str], name: &str, args: &[&str], env: &[(&str, &str
     let out = sysdiet()
         .args(["run", "--json", "-o"])
         .arg(&json)
+        .args(bpf_unless_named(options))
         .args(options)
         .arg("--")
         .arg(&exe)
@@ -979,6 +980,7 @@ fn doc_in_with(options: &[&str], dir: &std::path::Path, argv: &[&str], env: &[(&
     let out = sysdiet()
         .args(["run", "--json", "-o"])
         .arg(&json)
+        .args(bpf_unless_named(options))
         .args(options)
         .arg("--")
         .args(argv)
@@ -990,6 +992,18 @@ fn doc_in_with(options: &[&str], dir: &std::path::Path, argv: &[&str], env: &[(&
         .unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
     serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+}
+
+/// The rules are judged on BPF's records unless a test names a backend:
+/// a cold `--backend auto` run begins under ptrace, and a process that
+/// straddles the hand-over is one tracer's before and the other's after
+/// (tests/handover.rs).
+fn bpf_unless_named(options: &[&str]) -> &'static [&'static str] {
+    if options.contains(&"--backend") {
+        &[]
+    } else {
+        &["--backend", "bpf"]
+    }
 }
 
 /// Debian's node, which the tests of real event loops and module search run.
