@@ -64,10 +64,6 @@ pub(super) fn start_loading(opts: &TraceOptions, pid: u32) -> Result<Loader> {
     std::thread::Builder::new()
         .name("sysdiet-bpf".into())
         .spawn(move || {
-            // A load of its own yields the CPUs to the command and its
-            // tracer (its helper threads inherit this), and takes them
-            // back to attach: the readers it starts then keep pace.
-            set_nice(LOADING_NICE);
             let cold = move || {
                 let _ = cold.send(Loading::Cold);
                 if ended_rx.recv_timeout(load_at.saturating_duration_since(Instant::now())) != Err(mpsc::RecvTimeoutError::Timeout) {
@@ -78,10 +74,7 @@ pub(super) fn start_loading(opts: &TraceOptions, pid: u32) -> Result<Loader> {
                     }
                 }
             };
-            let attach = || {
-                set_nice(0);
-                !go_on.load(Ordering::Relaxed)
-            };
+            let attach = || !go_on.load(Ordering::Relaxed);
             let loaded = super::load_bpf_then(&opts, false, mappings, cold, &attach);
             let _ = tx.send(Loading::Done(Box::new(loaded)));
         })
@@ -92,25 +85,14 @@ pub(super) fn start_loading(opts: &TraceOptions, pid: u32) -> Result<Loader> {
     Ok(Loader { said, abandon, ended })
 }
 
-/// A cold load begins once the command has run this long under ptrace.
-/// One that ends sooner is counted by ptrace alone and pays none of the
-/// load: the maps a load makes are zeroed in the kernel, uninterrupted,
-/// and a process cannot exit before they are.
+/// A cold load begins once the command has run this long under ptrace,
+/// and the command then waits at its threads' next syscall exits until the
+/// programs are attached. One that ends sooner is counted by ptrace alone
+/// and pays none of the load (the maps a load makes are zeroed in the
+/// kernel, uninterrupted, and a process cannot exit before they are); a
+/// longer one pays this much of ptrace's cost, then the load, as with
+/// `--backend bpf`, with no CPU taken from the load by its tracer.
 const LOAD_AFTER: Duration = Duration::from_millis(10);
-
-/// The nice value a cold load runs at: a short command under ptrace
-/// finishes before the load has used its CPUs, while a long one leaves
-/// the load a share of them.
-const LOADING_NICE: i32 = 10;
-
-/// Sets the calling thread's nice value; a refusal (raising it back needs
-/// CAP_SYS_NICE) leaves it as it was.
-fn set_nice(nice: i32) {
-    // SAFETY: setpriority on this thread's own tid.
-    unsafe {
-        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice);
-    }
-}
 
 /// The hand-over's BPF side: the tracer once loaded, and why not if not.
 struct ToBpf {
@@ -122,14 +104,25 @@ struct ToBpf {
     /// The loader said it loads a set of its own (no keeper lent one).
     cold: bool,
     /// Tests: not ready before this (SYSDIET_TEST_HANDOVER_MS), so that a
-    /// hand-over finds the command's children and threads under ptrace.
+    /// hand-over finds the command's children and threads under ptrace,
+    /// which run on meanwhile.
     not_before: Option<Instant>,
+    /// From when the command's threads wait for BPF (LOAD_AFTER).
+    hold_at: Instant,
 }
 
 impl ToBpf {
     fn new(loader: Loader, started: Instant) -> ToBpf {
         let delay = std::env::var("SYSDIET_TEST_HANDOVER_MS").ok().and_then(|v| v.parse().ok()).map(Duration::from_millis);
-        ToBpf { loader, loaded: None, syscall_ns: 0, failed: None, cold: false, not_before: delay.map(|d| started + d) }
+        ToBpf {
+            loader,
+            loaded: None,
+            syscall_ns: 0,
+            failed: None,
+            cold: false,
+            not_before: delay.map(|d| started + d),
+            hold_at: started + LOAD_AFTER,
+        }
     }
 
     /// Takes in what the loader said so far.
@@ -200,6 +193,14 @@ impl HandOver for ToBpf {
         }
         self.hear();
         self.loaded.is_some()
+    }
+
+    fn hold(&mut self) -> bool {
+        if self.not_before.is_some() {
+            return false;
+        }
+        self.hear();
+        self.loaded.is_none() && self.failed.is_none() && Instant::now() >= self.hold_at
     }
 
     fn take(&mut self, task: &Handed) -> bool {

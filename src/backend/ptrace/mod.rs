@@ -63,6 +63,9 @@ pub trait HandOver {
     /// Takes task `task`, stopped after a call: true when it counts the
     /// task's calls from its next on; false leaves it with ptrace.
     fn take(&mut self, task: &Handed) -> bool;
+    /// Whether a tracee stopped after a call waits there until the other
+    /// tracer is ready, rather than run on under ptrace meanwhile.
+    fn hold(&mut self) -> bool;
 }
 
 /// A tracee offered to another tracer.
@@ -166,6 +169,8 @@ pub struct Ptracer {
     finished: Vec<(u32, Tracee)>,
     /// Tasks handed to another tracer: their later stops are not ours.
     handed: std::collections::HashSet<u32>,
+    /// Tasks held at a syscall's exit stop until the other tracer is ready.
+    waiting: Vec<u32>,
     pub hand_over: HandOverFacts,
 }
 
@@ -200,6 +205,7 @@ impl Ptracer {
             epoch: Instant::now(),
             finished: Vec::new(),
             handed: Default::default(),
+            waiting: Vec::new(),
             hand_over: HandOverFacts::default(),
         }
     }
@@ -268,10 +274,24 @@ impl Ptracer {
         };
         loop {
             if stop.load(Ordering::Relaxed) {
+                self.let_waiting_go(&mut None);
                 self.detach_all();
                 return End::Stopped;
             }
-            let status = match waitpid(None, Some(WaitPidFlag::__WALL)) {
+            if !self.waiting.is_empty() && hand.as_mut().is_some_and(|h| h.ready() || !h.hold()) {
+                self.let_waiting_go(&mut hand);
+                if self.tasks.is_empty() {
+                    return End::HandedOver;
+                }
+            }
+            // While tasks are held, the other tracer is looked at every
+            // millisecond: nothing else may stop.
+            let flags = if self.waiting.is_empty() { WaitPidFlag::__WALL } else { WaitPidFlag::__WALL | WaitPidFlag::WNOHANG };
+            let status = match waitpid(None, Some(flags)) {
+                Ok(WaitStatus::StillAlive) => {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    continue;
+                }
                 Ok(s) => s,
                 Err(Errno::EINTR) => continue,
                 Err(_) => return End::Exited,
@@ -288,6 +308,8 @@ impl Ptracer {
                     let exit = self.syscall_stop(tid, stacks.then_some(&mut *sink));
                     if exit && self.handed_over(tid, &mut hand) {
                         let _ = ptrace::detach(pid, None);
+                    } else if exit && self.held(tid, &mut hand) {
+                        self.waiting.push(tid);
                     } else {
                         let _ = ptrace::syscall(pid, None);
                     }
@@ -311,6 +333,31 @@ impl Ptracer {
             }
             if self.tasks.is_empty() {
                 return if self.root_exit.is_none() && self.hand_over.handed > 0 { End::HandedOver } else { End::Exited };
+            }
+        }
+    }
+
+    /// Whether task `tid`, stopped at a syscall's exit, waits there for
+    /// `hand` to be ready.
+    fn held(&self, tid: u32, hand: &mut Option<&mut dyn HandOver>) -> bool {
+        let Some(hand) = hand else { return false };
+        self.tasks.get(&tid).is_some_and(|t| t.counting && !t.refused) && hand.hold()
+    }
+
+    /// The held tasks handed over (`hand` ready) or resumed under ptrace.
+    fn let_waiting_go(&mut self, hand: &mut Option<&mut dyn HandOver>) {
+        for tid in std::mem::take(&mut self.waiting) {
+            let pid = Pid::from_raw(tid as i32);
+            if self.handed_over(tid, hand) {
+                let _ = ptrace::detach(pid, None);
+            } else if hand.is_some() {
+                let _ = ptrace::syscall(pid, None);
+            } else {
+                // Tracing stops: it is let go from the stop it is in.
+                let _ = ptrace::detach(pid, None);
+                if let Some(t) = self.tasks.remove(&tid) {
+                    self.finished.push((tid, t));
+                }
             }
         }
     }
