@@ -4,8 +4,8 @@
 //! are attached. The kernel runs the exit tracepoint before ptrace's exit
 //! stop, so the call a thread is handed over in is ptrace's and every
 //! later one BPF's: none is counted twice or missed. A command that ends
-//! before the verifier does is counted by ptrace alone and pays its few
-//! milliseconds, not the load's tens.
+//! within LOAD_AFTER is counted by ptrace alone and pays its few
+//! milliseconds, not the load's tens; a longer one waits for the load.
 
 use std::ffi::OsString;
 use std::sync::atomic::{AtomicBool, Ordering};

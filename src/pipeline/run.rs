@@ -28,10 +28,10 @@ pub fn trace_command(command: &[OsString], env: &[(OsString, OsString)], opts: &
     let held = spawn::spawn_held(&program, command, env, opts.quiet)?;
     drop(spawning);
     let comm = program.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    // A cold start under `--backend auto` begins under ptrace, beside the
-    // load (handover.rs).
-    // Where BPF plainly cannot load (no rights, no BTF), it is said now,
-    // before the command's first line, and ptrace counts as before.
+    // `--backend auto` starts the command under ptrace beside the load and
+    // hands it to BPF (handover.rs); where BPF plainly cannot load (no
+    // rights, no BTF), that is said now, before the command's first line,
+    // and ptrace counts as before.
     let bpf_may_load = crate::linux::host::may_load_bpf() && crate::backend::bpf::maps::require_btf().is_ok();
     if opts.backend == Backend::Auto && bpf_may_load {
         let loader = handover::start_loading(opts, held.pid())?;
