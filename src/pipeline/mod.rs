@@ -91,6 +91,8 @@ fn load_bpf_then(
     let (loaded, syscall_ns) = load_measuring(&opts.filter, BpfOptions { arms_running_threads, keep_loaded, ..opts.bpf() }, stacks, cold, go_on);
     match loaded {
         Ok(l) => Ok((Some(l), None, syscall_ns)),
+        // Loaded for a command that has ended meanwhile: nothing to say.
+        Err(_) if !go_on() => Ok((None, None, syscall_ns)),
         Err(e) if opts.backend == Backend::Auto => {
             let Some(why) = bpf_unavailable(&e) else { return Err(e) };
             eprintln!("sysdiet: counting with ptrace (slower than BPF): {why}");
