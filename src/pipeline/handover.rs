@@ -18,7 +18,7 @@ use nix::unistd::Pid;
 
 use super::ptraced::{watch, Interrupts};
 use super::{finish, not_interrupted, read_out_after, Loaded, Span, TraceOptions, Traced};
-use crate::backend::ptrace::{End, HandOver, Handed, Ptracer, SampleSink};
+use crate::backend::ptrace::{End, HandOver, Handed, SampleSink};
 use crate::error::{Error, Result};
 use crate::model::builder::TraceBuilder;
 use crate::model::{Exit, PtraceFirst, RunInfo};
@@ -219,9 +219,7 @@ pub(super) fn trace_held(
     started: Instant,
     loader: Loader,
 ) -> Result<Traced> {
-    let comm =
-        command.first().map(|c| std::path::Path::new(c).file_name().unwrap_or(c.as_os_str()).to_string_lossy().into_owned()).unwrap_or_default();
-    let mut ptracer = Ptracer::seize_held(held.pid(), &comm, held.program(), opts.filter.clone())?;
+    let mut ptracer = super::ptraced::seize(&held, command, opts)?;
     let span = Span::begin(started);
     not_interrupted(&signals)?;
     let pid = held.release()?;

@@ -28,10 +28,7 @@ pub fn trace_held(
     started: Instant,
     why: Option<String>,
 ) -> Result<Traced> {
-    // Its name until its execve, which names it again.
-    let comm =
-        command.first().map(|c| std::path::Path::new(c).file_name().unwrap_or(c.as_os_str()).to_string_lossy().into_owned()).unwrap_or_default();
-    let mut tracer = Ptracer::seize_held(held.pid(), &comm, held.program(), opts.filter.clone())?;
+    let mut tracer = seize(&held, command, opts)?;
     let span = Span::begin(started);
     not_interrupted(&signals)?;
     let pid = held.release()?;
@@ -54,6 +51,14 @@ pub fn trace_held(
     let last = state.last_signal.load(Ordering::Relaxed);
     let (trace, findings) = finish(&mut tracer, inline.map(|i| move || LastPass::Done(Box::new(i.finish()))), run, ended, opts)?;
     Ok(Traced { trace, findings, status: exit.map_or(128 + last, |e| e.shell_status()) })
+}
+
+/// Seizes the held command with ptrace (handover.rs too): named by its
+/// command line's first word until its execve names it again.
+pub(super) fn seize(held: &HeldChild, command: &[std::ffi::OsString], opts: &TraceOptions) -> Result<Ptracer> {
+    let comm =
+        command.first().map(|c| std::path::Path::new(c).file_name().unwrap_or(c.as_os_str()).to_string_lossy().into_owned()).unwrap_or_default();
+    Ptracer::seize_held(held.pid(), &comm, held.program(), opts.filter.clone())
 }
 
 /// Traces running processes with ptrace until they exit, `duration` runs
