@@ -118,18 +118,8 @@ fn the_exit_status_passes_through_either_way() {
     let exe = victim("timeloop");
     for (work, code, backend, env) in [("1", 7, "ptrace", NEVER), ("100000", 9, "bpf", COLD)] {
         let script = format!("{} localtime {work} >/dev/null; exit {code}", exe.display());
-        let dir = tempfile::tempdir().unwrap();
-        let json = dir.path().join("t.json");
-        let out = sysdiet()
-            .args(["run", "--backend", "auto", "--json", "-o"])
-            .arg(&json)
-            .args(["--", "sh", "-c", &script])
-            .env(COLD.0, COLD.1)
-            .env(env.0, env.1)
-            .output()
-            .unwrap();
+        let (doc, out) = sysdiet_json_env(&["--backend", "auto"], &["sh", "-c", &script], &[COLD, env]);
         assert_eq!(out.status.code(), Some(code), "{}", String::from_utf8_lossy(&out.stderr));
-        let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
         assert_eq!(doc["run"]["backend"], backend, "{}", doc["run"]);
         assert_eq!(doc["run"]["exit"]["code"], code, "{}", doc["run"]);
     }
